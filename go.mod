@@ -1,0 +1,14 @@
+module github.com/airlock-mcp/airlock
+
+go 1.25.5
+
+require (
+	github.com/bahlo/generic-list-go v0.2.0 // indirect
+	github.com/buger/jsonparser v1.1.2 // indirect
+	github.com/invopop/jsonschema v0.14.0 // indirect
+	github.com/mark3labs/mcp-go v1.2.1 // indirect
+	github.com/pb33f/ordered-map/v2 v2.3.1 // indirect
+	github.com/seccomp/libseccomp-golang v0.11.1 // indirect
+	go.yaml.in/yaml/v4 v4.0.0-rc.2 // indirect
+	golang.org/x/sys v0.50.0 // indirect
+)

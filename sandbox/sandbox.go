@@ -1,0 +1,220 @@
+// Package sandbox defines the platform-neutral contract between airlock's tools and the
+// per-OS isolation backends: what to run (Spec), how it ended (Result), and which
+// isolation is really in effect (Report).
+//
+// The program's own outcome is always a Status in the Result. A Go error from Run means
+// the sandbox itself failed (or refused to start because isolation is missing), never
+// that the user's code failed.
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"time"
+)
+
+// Sandbox runs one program in a fresh, disposable sandbox per call.
+type Sandbox interface {
+	// Run builds a new sandbox for spec, runs it once and destroys it.
+	Run(ctx context.Context, spec Spec) (Result, error)
+	// Probe reports which isolation layers are really in effect on this host.
+	Probe(ctx context.Context) (Report, error)
+}
+
+// Network is the network mode of a sandbox.
+type Network string
+
+const (
+	// NetworkNone gives the sandbox its own network namespace with only loopback.
+	NetworkNone Network = "none"
+	// NetworkHost shares the host network. Only the operator may enable it.
+	NetworkHost Network = "host"
+)
+
+// Limits bound one run. A zero field means "use the backend's built-in floor", never
+// "unlimited": policy always fills every field.
+type Limits struct {
+	Wall      time.Duration `json:"wall"`       // wall-clock timeout, counted from program start
+	CPU       time.Duration `json:"cpu"`        // CPU time (RLIMIT_CPU, cgroup quota accounting)
+	Memory    int64         `json:"memory"`     // bytes of memory (cgroup) or address space (fallback)
+	Pids      int           `json:"pids"`       // processes and threads
+	FileSize  int64         `json:"file_size"`  // largest single file the program may write
+	OpenFiles int           `json:"open_files"` // RLIMIT_NOFILE
+	Workspace int64         `json:"workspace"`  // size of the writable workspace
+	Output    int64         `json:"output"`     // bytes kept per stream (stdout, stderr)
+	// AddressSpace is RLIMIT_AS, applied only where no memory cgroup enforces Memory.
+	// Zero means Memory. Languages that reserve large virtual memory (node) raise it.
+	AddressSpace int64 `json:"address_space"`
+}
+
+// File is an input file placed in the workspace before the program starts.
+type File struct {
+	Path string      `json:"path"` // slash-separated, relative, already validated by policy
+	Data []byte      `json:"data"`
+	Mode fs.FileMode `json:"mode"` // permission bits; 0 means 0644
+}
+
+// ArtifactLimits bound what comes back from the output directory.
+type ArtifactLimits struct {
+	MaxFiles     int   `json:"max_files"`
+	MaxFileBytes int64 `json:"max_file_bytes"`
+	MaxTotal     int64 `json:"max_total"`
+}
+
+// Progress is a snapshot of a running program, for MCP progress notifications.
+type Progress struct {
+	Elapsed     time.Duration
+	StdoutBytes int64
+	StderrBytes int64
+}
+
+// Spec is one program to run.
+type Spec struct {
+	ID       string   // execution id; Run generates one when empty
+	Language string   // for logs and reports only
+	Argv     []string // argv[0] is the absolute path of a real interpreter binary
+	Code     []byte   // written to CodeFile in the workspace before start
+	CodeFile string   // workspace-relative name of the code file, e.g. "main.py"
+	Stdin    []byte
+	Files    []File
+	// Env holds the language's own variables (KEY=VALUE). The backend sets the fixed base
+	// (PATH, HOME, LANG, TMPDIR) itself and never passes the server's environment on.
+	Env     []string
+	Limits  Limits
+	Network Network
+	// Mounts are extra host directories the interpreter needs, bound read-only
+	// (an install prefix outside /usr, e.g. /opt/python).
+	Mounts []string
+	// OutDir is the workspace-relative directory whose regular files come back as
+	// artifacts; empty disables artifacts.
+	OutDir    string
+	Artifacts ArtifactLimits
+	// Progress, when set, is called periodically while the program runs. It must not block.
+	Progress func(Progress) `json:"-"`
+}
+
+// Status is how a program ended.
+type Status string
+
+const (
+	StatusOK            Status = "ok"             // exited 0
+	StatusError         Status = "error"          // exited non-zero
+	StatusTimeout       Status = "timeout"        // killed at the wall or CPU limit
+	StatusMemoryLimit   Status = "memory_limit"   // killed or failed at the memory limit
+	StatusOutputLimit   Status = "output_limit"   // killed for flooding output past the ceiling
+	StatusKilled        Status = "killed"         // ended by a signal (not one of the above)
+	StatusCancelled     Status = "cancelled"      // the caller cancelled (client cancel, disconnect, shutdown)
+	StatusPolicyDenied  Status = "policy_denied"  // refused by policy before or while running
+	StatusSandboxError  Status = "sandbox_error"  // the sandbox failed; nothing reliable ran
+	StatusNotApplicable Status = "not_applicable" // reserved for probe reports
+)
+
+// Stream is one captured output stream. When the program wrote more than the cap, Head
+// holds the first bytes and Tail the last ones; Total counts everything it wrote.
+type Stream struct {
+	Head  []byte `json:"head"`
+	Tail  []byte `json:"tail"`
+	Total int64  `json:"total"`
+}
+
+// Truncated reports whether bytes were dropped between Head and Tail.
+func (s Stream) Truncated() bool { return s.Dropped() > 0 }
+
+// Dropped is the number of bytes the program wrote that are not kept.
+func (s Stream) Dropped() int64 { return s.Total - int64(len(s.Head)) - int64(len(s.Tail)) }
+
+// Bytes joins Head and Tail without a marker (callers that show output use sanitize).
+func (s Stream) Bytes() []byte {
+	if len(s.Tail) == 0 {
+		return s.Head
+	}
+	b := make([]byte, 0, len(s.Head)+len(s.Tail))
+	return append(append(b, s.Head...), s.Tail...)
+}
+
+// Artifact is a file the program left in the output directory.
+type Artifact struct {
+	Path    string `json:"path"` // relative to the output directory
+	Size    int64  `json:"size"`
+	SHA256  string `json:"sha256,omitempty"`
+	Data    []byte `json:"data,omitempty"`    // nil when skipped
+	Skipped string `json:"skipped,omitempty"` // why it was not returned (size, type, link)
+}
+
+// Result is how one run ended. It is meaningful whenever Run returns a nil error.
+type Result struct {
+	ID         string        `json:"id"`
+	Status     Status        `json:"status"`
+	ExitCode   int           `json:"exit_code"` // -1 when ended by a signal
+	Signal     string        `json:"signal,omitempty"`
+	Stdout     Stream        `json:"stdout"`
+	Stderr     Stream        `json:"stderr"`
+	Wall       time.Duration `json:"wall"`
+	CPU        time.Duration `json:"cpu"`
+	PeakMemory int64         `json:"peak_memory"` // bytes
+	Artifacts  []Artifact    `json:"artifacts,omitempty"`
+	// Detail says why, in one line, when Status is not ok: which limit, which stage.
+	Detail string `json:"detail,omitempty"`
+}
+
+// Report describes the isolation really in effect.
+type Report struct {
+	Platform string  `json:"platform"` // GOOS
+	Backend  string  `json:"backend"`  // e.g. "linux-namespaces", "darwin-seatbelt"
+	Layers   []Layer `json:"layers"`
+}
+
+// Layer is one isolation mechanism and whether it is in effect.
+type Layer struct {
+	Name     string `json:"name"`             // e.g. "user-namespace", "seccomp", "cgroup-memory"
+	Active   bool   `json:"active"`           // really in effect on this host now
+	Required bool   `json:"required"`         // the configuration refuses to run without it
+	Detail   string `json:"detail,omitempty"` // how: mode, rule count, version, path
+	Fix      string `json:"fix,omitempty"`    // what a user can do when it is not active
+}
+
+// Layer looks a layer up by name.
+func (r Report) Layer(name string) (Layer, bool) {
+	for _, l := range r.Layers {
+		if l.Name == name {
+			return l, true
+		}
+	}
+	return Layer{}, false
+}
+
+// Missing lists the required layers that are not active.
+func (r Report) Missing() []Layer {
+	var out []Layer
+	for _, l := range r.Layers {
+		if l.Required && !l.Active {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+var (
+	// ErrUnavailable means isolation the configuration requires is not available on this
+	// host. Run refuses instead of running unsandboxed; the wrapped error names the cause
+	// and the fix.
+	ErrUnavailable = errors.New("sandbox unavailable")
+	// ErrInvalidSpec means the Spec itself is unusable (no argv, relative interpreter, …).
+	ErrInvalidSpec = errors.New("invalid sandbox spec")
+)
+
+// Options configure a backend once, at startup.
+type Options struct {
+	// HostUser is the unprivileged host account that sandboxes run as when the server runs
+	// as root (default "nobody"). An unprivileged server always maps to its own uid.
+	HostUser string `json:"host_user"`
+	// Cgroups is "auto" (use them where available), "require" (refuse without them) or
+	// "off" (rlimits only).
+	Cgroups string `json:"cgroups"`
+	// AllowDegraded lets the server run when an optional layer is missing. Required
+	// layers (namespaces, seccomp, no_new_privs) are never optional.
+	AllowDegraded bool `json:"allow_degraded"`
+	// StateDir holds what must survive a crash for cleanup (per-platform default when empty).
+	StateDir string `json:"state_dir"`
+}
