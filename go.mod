@@ -3,6 +3,7 @@ module github.com/airlock-mcp/airlock
 go 1.25.5
 
 require (
+	github.com/BurntSushi/toml v1.5.0 // indirect
 	github.com/bahlo/generic-list-go v0.2.0 // indirect
 	github.com/buger/jsonparser v1.1.2 // indirect
 	github.com/invopop/jsonschema v0.14.0 // indirect

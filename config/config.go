@@ -1,0 +1,410 @@
+// Package config holds airlock's one configuration: built-in defaults, overridden by a
+// TOML file, then by AIRLOCK_* environment variables, then by command-line flags.
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math"
+	"net"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/BurntSushi/toml"
+
+	"github.com/airlock-mcp/airlock/policy"
+	"github.com/airlock-mcp/airlock/sandbox"
+)
+
+// Config is the whole effective configuration.
+type Config struct {
+	Languages   Languages   `toml:"languages" json:"languages"`
+	Limits      Bounds      `toml:"limits" json:"limits"`
+	Network     string      `toml:"network" json:"network"`
+	Imports     Imports     `toml:"imports" json:"imports"`
+	Concurrency Concurrency `toml:"concurrency" json:"concurrency"`
+	// MaxCodeBytes caps the code argument of one call; MaxStdinBytes its stdin.
+	MaxCodeBytes  Size      `toml:"max_code_bytes" json:"max_code_bytes"`
+	MaxStdinBytes Size      `toml:"max_stdin_bytes" json:"max_stdin_bytes"`
+	Files         Caps      `toml:"files" json:"files"`
+	Artifacts     Caps      `toml:"artifacts" json:"artifacts"`
+	Sandbox       Sandbox   `toml:"sandbox" json:"sandbox"`
+	HTTP          HTTP      `toml:"http" json:"http"`
+	Log           Log       `toml:"log" json:"log"`
+	Audit         Audit     `toml:"audit" json:"audit"`
+	Pool          Pool      `toml:"pool" json:"pool"`
+}
+
+// Languages says which interpreters may run and, optionally, where they are.
+type Languages struct {
+	Enabled []string `toml:"enabled" json:"enabled"`
+	// Interpreters pins a language to an absolute interpreter path instead of discovery.
+	Interpreters map[string]string `toml:"interpreters" json:"interpreters,omitempty"`
+}
+
+// Bounds are the per-run limit defaults and the maximums a call may ask for.
+type Bounds struct {
+	Default Limits `toml:"default" json:"default"`
+	Max     Limits `toml:"max" json:"max"`
+}
+
+// Limits mirrors sandbox.Limits with human units in the file ("30s", "256MiB").
+type Limits struct {
+	Wall         Duration `toml:"wall" json:"wall"`
+	CPU          Duration `toml:"cpu" json:"cpu"`
+	Memory       Size     `toml:"memory" json:"memory"`
+	Pids         int      `toml:"pids" json:"pids"`
+	FileSize     Size     `toml:"file_size" json:"file_size"`
+	OpenFiles    int      `toml:"open_files" json:"open_files"`
+	Workspace    Size     `toml:"workspace" json:"workspace"`
+	Output       Size     `toml:"output" json:"output"`
+	AddressSpace Size     `toml:"address_space" json:"address_space"`
+}
+
+// Imports is the advisory Python import policy.
+type Imports struct {
+	DenyImport []string `toml:"deny_import" json:"deny_import"`
+	DenyFrom   []string `toml:"deny_from" json:"deny_from"`
+}
+
+// Concurrency bounds how many sandboxes run at once and how long a call may wait.
+type Concurrency struct {
+	MaxParallel  int      `toml:"max_parallel" json:"max_parallel"`
+	QueueSize    int      `toml:"queue_size" json:"queue_size"`
+	QueueTimeout Duration `toml:"queue_timeout" json:"queue_timeout"`
+}
+
+// Caps bound input files or returned artifacts.
+type Caps struct {
+	MaxFiles     int  `toml:"max_files" json:"max_files"`
+	MaxFileBytes Size `toml:"max_file_bytes" json:"max_file_bytes"`
+	MaxTotal     Size `toml:"max_total" json:"max_total"`
+}
+
+// Sandbox configures the backend once at startup.
+type Sandbox struct {
+	HostUser      string `toml:"host_user" json:"host_user"`
+	Cgroups       string `toml:"cgroups" json:"cgroups"`
+	AllowDegraded bool   `toml:"allow_degraded" json:"allow_degraded"`
+	StateDir      string `toml:"state_dir" json:"state_dir,omitempty"`
+}
+
+// HTTP configures the Streamable HTTP and SSE transports.
+type HTTP struct {
+	Addr           string   `toml:"addr" json:"addr"`
+	AuthToken      string   `toml:"auth_token" json:"-"`
+	AllowedOrigins []string `toml:"allowed_origins" json:"allowed_origins"`
+	MaxBodyBytes   Size     `toml:"max_body_bytes" json:"max_body_bytes"`
+}
+
+// Log configures slog.
+type Log struct {
+	Level  string `toml:"level" json:"level"`
+	Format string `toml:"format" json:"format"`
+	File   string `toml:"file" json:"file,omitempty"`
+}
+
+// Audit configures the per-run JSONL audit log (empty path disables it).
+type Audit struct {
+	Path     string `toml:"path" json:"path,omitempty"`
+	MaxBytes Size   `toml:"max_bytes" json:"max_bytes"`
+}
+
+// Pool is reserved for pre-warmed sandboxes; 0 means none.
+type Pool struct {
+	Size int `toml:"size" json:"size"`
+}
+
+// Default returns the built-in configuration.
+func Default() Config {
+	b := policy.DefaultBounds()
+	return Config{
+		Languages: Languages{Enabled: []string{"python"}},
+		Limits:    Bounds{Default: fromSandbox(b.Default), Max: fromSandbox(b.Max)},
+		Network:   string(sandbox.NetworkNone),
+		Concurrency: Concurrency{
+			MaxParallel:  runtime.NumCPU(),
+			QueueSize:    64,
+			QueueTimeout: Duration(30 * time.Second),
+		},
+		MaxCodeBytes:  1 << 20,
+		MaxStdinBytes: 1 << 20,
+		Files:         Caps{MaxFiles: 32, MaxFileBytes: 1 << 20, MaxTotal: 8 << 20},
+		Artifacts:     Caps{MaxFiles: 16, MaxFileBytes: 4 << 20, MaxTotal: 16 << 20},
+		Sandbox:       Sandbox{HostUser: "nobody", Cgroups: "auto"},
+		HTTP:          HTTP{Addr: "127.0.0.1:8765", MaxBodyBytes: 4 << 20},
+		Log:           Log{Level: "info", Format: "text"},
+		Audit:         Audit{MaxBytes: 64 << 20},
+	}
+}
+
+// SandboxLimits converts to the sandbox's form.
+func (l Limits) SandboxLimits() sandbox.Limits {
+	return sandbox.Limits{
+		Wall: time.Duration(l.Wall), CPU: time.Duration(l.CPU), Memory: int64(l.Memory),
+		Pids: l.Pids, FileSize: int64(l.FileSize), OpenFiles: l.OpenFiles,
+		Workspace: int64(l.Workspace), Output: int64(l.Output), AddressSpace: int64(l.AddressSpace),
+	}
+}
+
+func fromSandbox(l sandbox.Limits) Limits {
+	return Limits{
+		Wall: Duration(l.Wall), CPU: Duration(l.CPU), Memory: Size(l.Memory),
+		Pids: l.Pids, FileSize: Size(l.FileSize), OpenFiles: l.OpenFiles,
+		Workspace: Size(l.Workspace), Output: Size(l.Output), AddressSpace: Size(l.AddressSpace),
+	}
+}
+
+// PolicyBounds converts to policy's form.
+func (c Config) PolicyBounds() policy.Bounds {
+	return policy.Bounds{Default: c.Limits.Default.SandboxLimits(), Max: c.Limits.Max.SandboxLimits()}
+}
+
+// PolicyImports converts to policy's form.
+func (c Config) PolicyImports() policy.Imports {
+	return policy.Imports{DenyImport: c.Imports.DenyImport, DenyFrom: c.Imports.DenyFrom}
+}
+
+// SandboxOptions converts to the backend's options.
+func (c Config) SandboxOptions() sandbox.Options {
+	return sandbox.Options{HostUser: c.Sandbox.HostUser, Cgroups: c.Sandbox.Cgroups,
+		AllowDegraded: c.Sandbox.AllowDegraded, StateDir: c.Sandbox.StateDir}
+}
+
+// Load builds the effective configuration: defaults < file (when path is not empty) <
+// environment (looked up with getenv) < flags (setting name → value, see Settings).
+func Load(path string, getenv func(string) string, flags map[string]string) (Config, error) {
+	c := Default()
+	if path != "" {
+		if err := c.loadFile(path); err != nil {
+			return Config{}, err
+		}
+	}
+	for _, s := range Settings {
+		if v := getenv(s.Env); v != "" {
+			if err := s.set(&c, v); err != nil {
+				return Config{}, fmt.Errorf("%s (from %s): %w", s.Name, s.Env, err)
+			}
+		}
+	}
+	for name, v := range flags {
+		s, ok := settingByName(name)
+		if !ok {
+			return Config{}, fmt.Errorf("unknown setting %q", name)
+		}
+		if err := s.set(&c, v); err != nil {
+			return Config{}, fmt.Errorf("%s (from flag --%s): %w", s.Name, s.Flag, err)
+		}
+	}
+	return c, nil
+}
+
+func (c *Config) loadFile(path string) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("read config: %w", err)
+	}
+	md, err := toml.NewDecoder(bytes.NewReader(data)).Decode(c)
+	if err != nil {
+		return fmt.Errorf("config %s: %w", path, err)
+	}
+	// A misspelt key would otherwise silently keep a default, e.g. a looser limit.
+	if und := md.Undecoded(); len(und) > 0 {
+		keys := make([]string, len(und))
+		for i, k := range und {
+			keys[i] = k.String()
+		}
+		return fmt.Errorf("config %s: unknown keys: %s", path, strings.Join(keys, ", "))
+	}
+	return nil
+}
+
+// Validate checks every field and names the first bad one.
+func (c Config) Validate() error {
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", field, fmt.Sprintf(format, args...)))
+	}
+	if len(c.Languages.Enabled) == 0 {
+		bad("languages.enabled", "at least one language must be enabled")
+	}
+	for name, p := range c.Languages.Interpreters {
+		if !strings.HasPrefix(p, "/") {
+			bad("languages.interpreters."+name, "must be an absolute path, got %q", p)
+		}
+	}
+	c.Limits.validate(bad)
+	switch sandbox.Network(c.Network) {
+	case sandbox.NetworkNone, sandbox.NetworkHost:
+	default:
+		bad("network", "must be %q or %q, got %q", sandbox.NetworkNone, sandbox.NetworkHost, c.Network)
+	}
+	if c.Concurrency.MaxParallel < 1 || c.Concurrency.MaxParallel > 1024 {
+		bad("concurrency.max_parallel", "must be between 1 and 1024, got %d", c.Concurrency.MaxParallel)
+	}
+	if c.Concurrency.QueueSize < 0 {
+		bad("concurrency.queue_size", "must not be negative, got %d", c.Concurrency.QueueSize)
+	}
+	if c.Concurrency.QueueTimeout < 0 {
+		bad("concurrency.queue_timeout", "must not be negative, got %s", c.Concurrency.QueueTimeout)
+	}
+	positive := map[string]Size{
+		"max_code_bytes": c.MaxCodeBytes, "max_stdin_bytes": c.MaxStdinBytes,
+		"files.max_file_bytes": c.Files.MaxFileBytes, "files.max_total": c.Files.MaxTotal,
+		"artifacts.max_file_bytes": c.Artifacts.MaxFileBytes, "artifacts.max_total": c.Artifacts.MaxTotal,
+		"http.max_body_bytes": c.HTTP.MaxBodyBytes, "audit.max_bytes": c.Audit.MaxBytes,
+	}
+	for _, name := range sortedKeys(positive) {
+		if positive[name] <= 0 {
+			bad(name, "must be positive, got %d", positive[name])
+		}
+	}
+	if c.MaxCodeBytes > 64<<20 {
+		bad("max_code_bytes", "must be at most 64MiB, got %d", c.MaxCodeBytes)
+	}
+	if c.HTTP.MaxBodyBytes > 0 && c.HTTP.MaxBodyBytes < c.MaxCodeBytes+c.MaxStdinBytes {
+		bad("http.max_body_bytes", "must be at least max_code_bytes + max_stdin_bytes (%d)", c.MaxCodeBytes+c.MaxStdinBytes)
+	}
+	if c.Files.MaxFiles < 0 {
+		bad("files.max_files", "must not be negative, got %d", c.Files.MaxFiles)
+	}
+	if c.Artifacts.MaxFiles < 0 {
+		bad("artifacts.max_files", "must not be negative, got %d", c.Artifacts.MaxFiles)
+	}
+	switch c.Sandbox.Cgroups {
+	case "auto", "require", "off":
+	default:
+		bad("sandbox.cgroups", `must be "auto", "require" or "off", got %q`, c.Sandbox.Cgroups)
+	}
+	if c.Sandbox.HostUser == "" {
+		bad("sandbox.host_user", "must not be empty")
+	}
+	if _, _, err := net.SplitHostPort(c.HTTP.Addr); err != nil {
+		bad("http.addr", "must be host:port, got %q", c.HTTP.Addr)
+	}
+	for i, o := range c.HTTP.AllowedOrigins {
+		if !strings.HasPrefix(o, "http://") && !strings.HasPrefix(o, "https://") {
+			bad(fmt.Sprintf("http.allowed_origins[%d]", i), "must start with http:// or https://, got %q", o)
+		}
+	}
+	switch c.Log.Level {
+	case "debug", "info", "warn", "error":
+	default:
+		bad("log.level", `must be "debug", "info", "warn" or "error", got %q`, c.Log.Level)
+	}
+	switch c.Log.Format {
+	case "text", "json":
+	default:
+		bad("log.format", `must be "text" or "json", got %q`, c.Log.Format)
+	}
+	if c.Pool.Size != 0 {
+		bad("pool.size", "pre-warmed pools are not supported yet; must be 0")
+	}
+	return errors.Join(errs...)
+}
+
+func (b Bounds) validate(bad func(field, format string, args ...any)) {
+	type pair struct {
+		name     string
+		def, max int64
+	}
+	d, m := b.Default, b.Max
+	pairs := []pair{
+		{"wall", int64(d.Wall), int64(m.Wall)}, {"cpu", int64(d.CPU), int64(m.CPU)},
+		{"memory", int64(d.Memory), int64(m.Memory)}, {"pids", int64(d.Pids), int64(m.Pids)},
+		{"file_size", int64(d.FileSize), int64(m.FileSize)}, {"open_files", int64(d.OpenFiles), int64(m.OpenFiles)},
+		{"workspace", int64(d.Workspace), int64(m.Workspace)}, {"output", int64(d.Output), int64(m.Output)},
+	}
+	for _, p := range pairs {
+		if p.max <= 0 {
+			bad("limits.max."+p.name, "must be positive, got %d", p.max)
+		}
+		if p.def <= 0 {
+			bad("limits.default."+p.name, "must be positive, got %d", p.def)
+		} else if p.max > 0 && p.def > p.max {
+			bad("limits.default."+p.name, "must not exceed limits.max.%s (%d > %d)", p.name, p.def, p.max)
+		}
+	}
+	if d.AddressSpace < 0 || m.AddressSpace < 0 {
+		bad("limits.address_space", "must not be negative")
+	}
+}
+
+// Duration is a time.Duration written as "30s" (or an integer number of seconds).
+type Duration time.Duration
+
+// UnmarshalTOML accepts "1m30s" or an integer number of seconds.
+func (d *Duration) UnmarshalTOML(v any) error {
+	switch x := v.(type) {
+	case string:
+		return d.UnmarshalText([]byte(x))
+	case int64:
+		if x < 0 || x > math.MaxInt64/int64(time.Second) {
+			return fmt.Errorf("duration %d seconds out of range", x)
+		}
+		*d = Duration(time.Duration(x) * time.Second)
+		return nil
+	}
+	return fmt.Errorf("duration must be a string like \"30s\" or whole seconds, got %T", v)
+}
+
+// UnmarshalText parses "1m30s" or a bare number of seconds.
+func (d *Duration) UnmarshalText(b []byte) error {
+	s := strings.TrimSpace(string(b))
+	if n, err := strconv.ParseInt(s, 10, 64); err == nil {
+		return d.UnmarshalTOML(n)
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("bad duration %q", s)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// MarshalText writes the Go duration form.
+func (d Duration) MarshalText() ([]byte, error) { return []byte(time.Duration(d).String()), nil }
+
+func (d Duration) String() string { return time.Duration(d).String() }
+
+// Size is a byte count written as an integer or with a unit ("512KiB", "256MiB", "1GiB").
+type Size int64
+
+var units = []struct {
+	suffix string
+	mult   int64
+}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"KB", 1000}, {"MB", 1000 * 1000}, {"GB", 1000 * 1000 * 1000}, {"B", 1}}
+
+// UnmarshalTOML accepts an integer or a string with a unit.
+func (s *Size) UnmarshalTOML(v any) error {
+	switch x := v.(type) {
+	case int64:
+		*s = Size(x)
+		return nil
+	case string:
+		return s.UnmarshalText([]byte(x))
+	}
+	return fmt.Errorf("size must be an integer or a string like \"256MiB\", got %T", v)
+}
+
+// UnmarshalText parses "256MiB", "1GB" or a bare byte count.
+func (s *Size) UnmarshalText(b []byte) error {
+	str := strings.TrimSpace(string(b))
+	mult := int64(1)
+	for _, u := range units {
+		if strings.HasSuffix(str, u.suffix) {
+			str, mult = strings.TrimSpace(strings.TrimSuffix(str, u.suffix)), u.mult
+			break
+		}
+	}
+	n, err := strconv.ParseInt(str, 10, 64)
+	if err != nil || n > math.MaxInt64/mult {
+		return fmt.Errorf("bad size %q", string(b))
+	}
+	*s = Size(n * mult)
+	return nil
+}

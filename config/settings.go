@@ -1,0 +1,104 @@
+package config
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// Setting is one key that the environment and the command line may override. The same
+// table drives both, so an environment variable and its flag can never disagree.
+type Setting struct {
+	Name  string // dotted path in the file, used in errors
+	Env   string
+	Flag  string
+	Usage string
+	set   func(c *Config, v string) error
+}
+
+// Settings lists every overridable key.
+var Settings = []Setting{
+	{"languages.enabled", "AIRLOCK_LANGUAGES", "languages", "comma-separated languages to enable",
+		func(c *Config, v string) error { c.Languages.Enabled = splitList(v); return nil }},
+	{"network", "AIRLOCK_NETWORK", "network", `sandbox network: "none" or "host"`,
+		func(c *Config, v string) error { c.Network = v; return nil }},
+	{"limits.default.wall", "AIRLOCK_TIMEOUT", "timeout", "default wall-clock timeout per run",
+		func(c *Config, v string) error { return c.Limits.Default.Wall.UnmarshalText([]byte(v)) }},
+	{"limits.max.wall", "AIRLOCK_MAX_TIMEOUT", "max-timeout", "largest timeout a call may ask for",
+		func(c *Config, v string) error { return c.Limits.Max.Wall.UnmarshalText([]byte(v)) }},
+	{"limits.default.memory", "AIRLOCK_MEMORY", "memory", "memory limit per run (e.g. 256MiB)",
+		func(c *Config, v string) error { return c.Limits.Default.Memory.UnmarshalText([]byte(v)) }},
+	{"concurrency.max_parallel", "AIRLOCK_MAX_PARALLEL", "max-parallel", "sandboxes running at once",
+		func(c *Config, v string) error { return setInt(&c.Concurrency.MaxParallel, v) }},
+	{"concurrency.queue_size", "AIRLOCK_QUEUE_SIZE", "queue-size", "calls that may wait for a slot",
+		func(c *Config, v string) error { return setInt(&c.Concurrency.QueueSize, v) }},
+	{"concurrency.queue_timeout", "AIRLOCK_QUEUE_TIMEOUT", "queue-timeout", "how long a call waits for a slot",
+		func(c *Config, v string) error { return c.Concurrency.QueueTimeout.UnmarshalText([]byte(v)) }},
+	{"max_code_bytes", "AIRLOCK_MAX_CODE_BYTES", "max-code-bytes", "largest code argument",
+		func(c *Config, v string) error { return c.MaxCodeBytes.UnmarshalText([]byte(v)) }},
+	{"sandbox.host_user", "AIRLOCK_HOST_USER", "host-user", "unprivileged account sandboxes run as under root",
+		func(c *Config, v string) error { c.Sandbox.HostUser = v; return nil }},
+	{"sandbox.cgroups", "AIRLOCK_CGROUPS", "cgroups", `"auto", "require" or "off"`,
+		func(c *Config, v string) error { c.Sandbox.Cgroups = v; return nil }},
+	{"sandbox.allow_degraded", "AIRLOCK_ALLOW_DEGRADED", "allow-degraded", "serve even when optional layers are missing",
+		func(c *Config, v string) error { return setBool(&c.Sandbox.AllowDegraded, v) }},
+	{"http.auth_token", "AIRLOCK_AUTH_TOKEN", "auth-token", "bearer token required on HTTP (prefer the env var)",
+		func(c *Config, v string) error { c.HTTP.AuthToken = v; return nil }},
+	{"http.allowed_origins", "AIRLOCK_ALLOWED_ORIGINS", "allowed-origins", "comma-separated extra allowed Origins",
+		func(c *Config, v string) error { c.HTTP.AllowedOrigins = splitList(v); return nil }},
+	{"log.level", "AIRLOCK_LOG_LEVEL", "log-level", "debug, info, warn or error",
+		func(c *Config, v string) error { c.Log.Level = v; return nil }},
+	{"log.format", "AIRLOCK_LOG_FORMAT", "log-format", "text or json",
+		func(c *Config, v string) error { c.Log.Format = v; return nil }},
+	{"log.file", "AIRLOCK_LOG_FILE", "log-file", "log to this file instead of stderr",
+		func(c *Config, v string) error { c.Log.File = v; return nil }},
+	{"audit.path", "AIRLOCK_AUDIT", "audit", "JSONL audit log path",
+		func(c *Config, v string) error { c.Audit.Path = v; return nil }},
+}
+
+func settingByName(name string) (Setting, bool) {
+	i := slices.IndexFunc(Settings, func(s Setting) bool { return s.Name == name || s.Flag == name })
+	if i < 0 {
+		return Setting{}, false
+	}
+	return Settings[i], true
+}
+
+func splitList(v string) []string {
+	var out []string
+	for _, p := range strings.Split(v, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func setInt(dst *int, v string) error {
+	n, err := strconv.Atoi(strings.TrimSpace(v))
+	if err != nil {
+		return fmt.Errorf("not an integer: %q", v)
+	}
+	*dst = n
+	return nil
+}
+
+func setBool(dst *bool, v string) error {
+	b, err := strconv.ParseBool(strings.TrimSpace(v))
+	if err != nil {
+		return fmt.Errorf("not a boolean: %q", v)
+	}
+	*dst = b
+	return nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
