@@ -1,0 +1,314 @@
+package darwin
+
+import (
+	"errors"
+	"flag"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/*.golden")
+
+// fixed is an already-canonical parameter set, so the golden files do not depend on the
+// machine the tests run on.
+func fixed(network bool) Params {
+	return Params{
+		Workspace: "/private/var/folders/xy/T/airlock-123",
+		Home:      "/Users/alice",
+		Exec: []string{
+			"/opt/homebrew/bin/python3",
+			"/opt/homebrew/Cellar/python@3.12/3.12.1/Frameworks/Python.framework/Versions/3.12/bin/python3.12",
+		},
+		Read:    []string{"/opt/homebrew", "/opt/homebrew/Cellar/python@3.12/3.12.1/Frameworks/Python.framework/Versions/3.12"},
+		Network: network,
+	}
+}
+
+func TestRenderGolden(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		network bool
+	}{{"profile_network_none", false}, {"profile_network_host", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			text, args, err := Render(fixed(tc.network))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if args[len(args)-2] != "-p" || args[len(args)-1] != text {
+				t.Fatalf("args must end with -p and the profile text, got %q", args[len(args)-2])
+			}
+			got := "; sandbox-exec " + strings.Join(args[:len(args)-2], " ") + " -p <profile below>\n" + text
+			golden(t, filepath.Join("testdata", tc.name+".golden"), got)
+		})
+	}
+}
+
+func golden(t *testing.T, path, got string) {
+	t.Helper()
+	if *update {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("missing golden file (run go test -update): %v", err)
+	}
+	if string(want) != got {
+		t.Errorf("%s differs from the rendered profile; run go test ./sandbox/darwin/ -update and review the diff", path)
+	}
+}
+
+// The text may depend only on how many paths there are and on the network mode; the
+// paths themselves may appear only as -D values.
+func TestRenderTextIndependentOfPaths(t *testing.T) {
+	hostile := `/tmp/x") (allow default) ("` + "\n(allow file-read* (subpath \"/\"))"
+	p := fixed(false)
+	q := p
+	q.Workspace = hostile + "/ws"
+	q.Home = hostile + "/home"
+	q.Exec = []string{hostile + "/python", hostile + "/real"}
+	q.Read = []string{hostile + "/a", hostile + "/b"}
+	want, _, err := Render(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, args, err := Render(q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != want {
+		t.Fatal("profile text changed with the path values: a path leaked into the text")
+	}
+	if !slices.Contains(args, "WORKSPACE="+q.Workspace) || !slices.Contains(args, "EXEC_0="+q.Exec[0]) {
+		t.Fatalf("hostile paths must travel as -D values, got %q", args)
+	}
+}
+
+// A hostile directory name on the real file system goes through Resolve unchanged and
+// never reaches the text.
+func TestProfileHostilePathOnlyInParams(t *testing.T) {
+	for _, name := range []string{`quote"paren)`, "new\nline", `(allow default)`, `x")(allow file-read* (subpath "/"))(`} {
+		dir := filepath.Join(t.TempDir(), name)
+		if err := os.MkdirAll(filepath.Join(dir, "ws"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		bin := filepath.Join(dir, "interp")
+		if err := os.WriteFile(bin, nil, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		text, args, err := Profile(Params{Workspace: filepath.Join(dir, "ws"), Home: dir, Exec: []string{bin}})
+		if err != nil {
+			t.Fatalf("%q: %v", name, err)
+		}
+		if strings.Contains(text, name) {
+			t.Errorf("%q appears in the profile text", name)
+		}
+		if strings.Contains(text, "(allow default)") {
+			t.Errorf("%q: the profile text contains (allow default)", name)
+		}
+		found := false
+		for _, a := range args[:len(args)-1] {
+			found = found || strings.Contains(a, name)
+		}
+		if !found {
+			t.Errorf("%q: not passed as a -D value: %q", name, args)
+		}
+	}
+}
+
+func TestResolveFollowsSymlinks(t *testing.T) {
+	root, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	realWS := filepath.Join(root, "real-ws")
+	realBin := filepath.Join(root, "cellar", "bin", "python3.12")
+	for _, d := range []string{realWS, filepath.Dir(realBin)} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(realBin, nil, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	linkWS := filepath.Join(root, "ws-link")
+	linkBin := filepath.Join(root, "python3")
+	linkPrefix := filepath.Join(root, "prefix-link")
+	if err := os.Symlink(realWS, linkWS); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(realBin, linkBin); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(root, "cellar"), linkPrefix); err != nil {
+		t.Fatal(err)
+	}
+	got, err := Resolve(Params{Workspace: linkWS, Home: filepath.Join(root, "no-home"), Exec: []string{linkBin}, Read: []string{linkPrefix}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Workspace != realWS {
+		t.Errorf("workspace = %q, want the resolved %q", got.Workspace, realWS)
+	}
+	if !slices.Equal(got.Exec, []string{linkBin, realBin}) {
+		t.Errorf("exec = %q, want the link and its target", got.Exec)
+	}
+	if !slices.Contains(got.Read, filepath.Join(root, "cellar")) {
+		t.Errorf("read = %q, want the resolved prefix", got.Read)
+	}
+	_, args, err := Render(got)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(args, "WORKSPACE="+realWS) {
+		t.Errorf("args carry the unresolved workspace: %q", args)
+	}
+}
+
+func TestResolveRefusesBroadReadRoots(t *testing.T) {
+	root, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	home := filepath.Join(root, "home")
+	ws := filepath.Join(root, "tmp", "ws")
+	bin := filepath.Join(root, "bin")
+	for _, d := range []string{home, ws} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(bin, nil, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []string{"/", root, home, filepath.Join(root, "tmp"), ws} {
+		_, err := Resolve(Params{Workspace: ws, Home: home, Exec: []string{bin}, Read: []string{r}})
+		if !errors.Is(err, ErrUnsafePath) {
+			t.Errorf("read root %q: err = %v, want ErrUnsafePath", r, err)
+		}
+	}
+	if _, err := Resolve(Params{Workspace: ws, Home: home, Exec: []string{bin}, Read: []string{filepath.Join(root, "tmp", "other")}}); err == nil {
+		t.Error("a read root that does not exist must be refused")
+	}
+}
+
+func TestRenderRejectsBadPaths(t *testing.T) {
+	for _, bad := range []string{"", "relative/python", "/a/../b", "/a/b/", "/a\x00b"} {
+		p := fixed(false)
+		p.Exec = []string{bad}
+		if _, _, err := Render(p); !errors.Is(err, ErrUnsafePath) {
+			t.Errorf("exec %q: err = %v, want ErrUnsafePath", bad, err)
+		}
+	}
+	p := fixed(false)
+	p.Exec = nil
+	if _, _, err := Render(p); !errors.Is(err, ErrUnsafePath) {
+		t.Errorf("no executable: err = %v, want ErrUnsafePath", err)
+	}
+	p = fixed(false)
+	p.Workspace = "/"
+	if _, _, err := Render(p); !errors.Is(err, ErrUnsafePath) {
+		t.Errorf("workspace /: err = %v, want ErrUnsafePath", err)
+	}
+}
+
+func TestNetworkRulesOnlyWhenEnabled(t *testing.T) {
+	off, _, err := Render(fixed(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	on, _, err := Render(fixed(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rule := range []string{"network-outbound", "network-bind", "network-inbound", "network*", "com.apple.dnssd.service", "/private/etc/ssl"} {
+		if strings.Contains(rules(off), rule) {
+			t.Errorf("network none: profile contains %q", rule)
+		}
+	}
+	if !strings.Contains(rules(on), "(allow network-outbound (remote ip))") {
+		t.Error("network host: outbound IP is not allowed")
+	}
+	if strings.Contains(rules(on), "(allow network-outbound)") {
+		t.Error("network host: unfiltered outbound would reach unix sockets such as ssh-agent")
+	}
+}
+
+// The ordering guarantees: deny default first, the workspace allow last (last match
+// wins), secret denies after every read root.
+func TestRuleOrder(t *testing.T) {
+	for _, network := range []bool{false, true} {
+		text, _, err := Render(fixed(network))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := rules(text)
+		deny := strings.Index(r, `(deny default (with message "airlock"))`)
+		reads := strings.LastIndex(r, `(subpath (param "READ_`)
+		secrets := strings.Index(r, `"/.ssh"`)
+		ws := strings.LastIndex(r, `(allow file-read* file-write* file-test-existence (subpath (param "WORKSPACE")))`)
+		if deny < 0 || deny > strings.Index(r, "(allow") {
+			t.Error("deny default must come before every allow")
+		}
+		if !(reads < secrets && secrets < ws) || reads < 0 {
+			t.Errorf("order read roots (%d) < secret denies (%d) < workspace (%d) broken", reads, secrets, ws)
+		}
+		if strings.Contains(r[ws+1:], "(allow") || strings.Contains(r[ws+1:], "(deny") {
+			t.Error("the workspace allow must be the last rule")
+		}
+		if strings.Contains(r, "(allow default") || strings.Contains(r, "(allow file-read*)") || strings.Contains(r, "(allow process-exec)") {
+			t.Error("profile contains an unfiltered allow")
+		}
+	}
+}
+
+// Without a Mac to compile SBPL, at least check that every form is closed and no string
+// runs across a line.
+func TestProfileBalanced(t *testing.T) {
+	text, _, err := Render(fixed(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	depth := 0
+	for i, line := range strings.Split(rules(text), "\n") {
+		inString := false
+		for _, c := range line {
+			switch {
+			case c == '"':
+				inString = !inString
+			case inString:
+			case c == '(':
+				depth++
+			case c == ')':
+				depth--
+			}
+			if depth < 0 {
+				t.Fatalf("line %d closes more than it opens", i+1)
+			}
+		}
+		if inString {
+			t.Fatalf("line %d leaves a string open: %q", i+1, line)
+		}
+	}
+	if depth != 0 {
+		t.Fatalf("profile ends at depth %d", depth)
+	}
+}
+
+// rules strips ; comments so assertions look at rules only.
+func rules(text string) string {
+	var b strings.Builder
+	for _, line := range strings.Split(text, "\n") {
+		if i := strings.Index(line, ";"); i >= 0 {
+			line = line[:i]
+		}
+		b.WriteString(line)
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
