@@ -209,40 +209,84 @@ const (
 	highs = 0x8080808080808080
 )
 
+// load64 reads s[i:i+8] little-endian; the compiler turns it into one load.
+func load64(s string, i int) uint64 {
+	w := s[i : i+8] // one bounds check instead of eight
+	return uint64(w[0]) | uint64(w[1])<<8 | uint64(w[2])<<16 | uint64(w[3])<<24 |
+		uint64(w[4])<<32 | uint64(w[5])<<40 | uint64(w[6])<<48 | uint64(w[7])<<56
+}
+
+// asciiWordClean reports whether the eight bytes in x are all printable ASCII, '\n' or '\t'.
+// Once no byte has its high bit set, adding at most 0x7F to a byte cannot carry into the
+// next one, so each test below is exact per byte (unlike the classic haszero tricks,
+// which may flag a byte next to a real match and would reject every word holding '\n').
+func asciiWordClean(x uint64) bool {
+	if x&highs != 0 {
+		return false
+	}
+	control := ^(x + (0x80-0x20)*ones) // high bit set where byte < 0x20
+	nl := x ^ ('\n' * ones)
+	tab := x ^ ('\t' * ones)
+	del := x ^ (0x7f * ones)
+	allowed := ^(nl + 0x7f*ones) | ^(tab + 0x7f*ones) // high bit set where byte is '\n' or '\t'
+	isDel := ^(del + 0x7f*ones)
+	return (control&^allowed|isDel)&highs == 0
+}
+
 // cleanPrefix returns the length of the longest prefix of s that String keeps unchanged.
 func cleanPrefix(s string) int {
 	i := 0
 	for i < len(s) {
-		// Eight bytes at a time while they are all printable ASCII: any byte with the
-		// high bit, below 0x20 or equal to 0x7F stops the word loop.
-		for i+8 <= len(s) {
-			_ = s[i+7]
-			x := uint64(s[i]) | uint64(s[i+1])<<8 | uint64(s[i+2])<<16 | uint64(s[i+3])<<24 |
-				uint64(s[i+4])<<32 | uint64(s[i+5])<<40 | uint64(s[i+6])<<48 | uint64(s[i+7])<<56
-			y := x ^ (0x7f * ones)
-			if (x|(x-0x20*ones)&^x|(y-ones)&^y)&highs != 0 {
-				break
+		c := s[i]
+		if c >= utf8.RuneSelf {
+			r, n := decode(s, i)
+			if n == 1 || dropRune(r) {
+				return i
 			}
+			i += n
+			continue
+		}
+		// Word-at-a-time only from an ASCII byte: in CJK or Cyrillic text the next
+		// word would almost never pass.
+		for i+16 <= len(s) && asciiWordClean(load64(s, i)) && asciiWordClean(load64(s, i+8)) {
+			i += 16
+		}
+		if i+8 <= len(s) && asciiWordClean(load64(s, i)) {
 			i += 8
 		}
-		if i >= len(s) {
-			break
-		}
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if !safeASCII[c] {
+		for i < len(s) && s[i] < utf8.RuneSelf {
+			if !safeASCII[s[i]] {
 				return i
 			}
 			i++
-			continue
 		}
-		r, n := utf8.DecodeRuneInString(s[i:])
-		if n == 1 || dropRune(r) {
-			return i
-		}
-		i += n
 	}
 	return i
+}
+
+// decode is utf8.DecodeRuneInString(s[i:]) with the two- and three-byte cases inline,
+// which covers Latin, Cyrillic, Arabic, CJK and most symbols; s[i] must be >= 0x80.
+func decode(s string, i int) (rune, int) {
+	c := s[i]
+	switch {
+	case c >= 0xc2 && c < 0xe0 && i+1 < len(s):
+		if d := s[i+1]; d&0xc0 == 0x80 {
+			return rune(c&0x1f)<<6 | rune(d&0x3f), 2
+		}
+	case c >= 0xe0 && c < 0xf0 && i+2 < len(s):
+		d, e := s[i+1], s[i+2]
+		lo, hi := byte(0x80), byte(0xbf)
+		switch c {
+		case 0xe0:
+			lo = 0xa0 // overlong below
+		case 0xed:
+			hi = 0x9f // surrogates above
+		}
+		if d >= lo && d <= hi && e&0xc0 == 0x80 {
+			return rune(c&0x0f)<<12 | rune(d&0x3f)<<6 | rune(e&0x3f), 3
+		}
+	}
+	return utf8.DecodeRuneInString(s[i:])
 }
 
 // write appends the sanitized form of s to b; s starts in the ground state.
@@ -268,7 +312,7 @@ func write(b *strings.Builder, s string) {
 		case c < utf8.RuneSelf:
 			i++ // other C0 and DEL
 		default:
-			r, n := utf8.DecodeRuneInString(s[i:])
+			r, n := decode(s, i)
 			i += n
 			switch {
 			case n == 1:

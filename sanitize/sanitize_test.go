@@ -404,3 +404,24 @@ func FuzzStream(f *testing.F) {
 		}
 	})
 }
+
+// TestDecodeMatchesUTF8 compares the inline decoder with the standard one on every lead
+// byte >= 0x80 followed by every two-byte continuation, at every input length that cuts it.
+func TestDecodeMatchesUTF8(t *testing.T) {
+	buf := make([]byte, 4)
+	for c := 0x80; c <= 0xff; c++ {
+		for d := 0; d <= 0xff; d++ {
+			for e := 0; e <= 0xff; e++ {
+				buf[0], buf[1], buf[2], buf[3] = byte(c), byte(d), byte(e), 0x80
+				s := string(buf)
+				for n := 1; n <= len(s); n++ {
+					r, size := decode(s[:n], 0)
+					wr, wsize := utf8.DecodeRuneInString(s[:n])
+					if r != wr || size != wsize {
+						t.Fatalf("decode(% x) = %U,%d, utf8 says %U,%d", s[:n], r, size, wr, wsize)
+					}
+				}
+			}
+		}
+	}
+}
