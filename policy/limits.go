@@ -1,0 +1,171 @@
+package policy
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/airlock-mcp/airlock/sandbox"
+)
+
+// Request is what one call asks for; zero fields mean "the default". A call may ask for
+// less than the default or more, up to the operator's maximum; never past it.
+type Request struct {
+	Timeout time.Duration // wall clock
+	CPU     time.Duration // CPU time; zero follows Timeout when that is set
+	Memory  int64         // bytes
+	Output  int64         // bytes kept per stream
+}
+
+// Validate rejects negative knobs, naming the field. Values above the maximum are not an
+// error: Clamp lowers them.
+func (r Request) Validate() error {
+	var errs []error
+	check := func(name string, v int64) {
+		if v < 0 {
+			errs = append(errs, fmt.Errorf("%w: %s: must not be negative", ErrInvalidRequest, name))
+		}
+	}
+	check("timeout", int64(r.Timeout))
+	check("cpu", int64(r.CPU))
+	check("memory", r.Memory)
+	check("output", r.Output)
+	return errors.Join(errs...)
+}
+
+// minMemory is the smallest memory limit Clamp hands out: below it no interpreter starts,
+// and the program would fail with an unhelpful error instead of a memory status.
+const minMemory = 16 * mib
+
+// Bounds are the operator's defaults and maximums.
+type Bounds struct {
+	Default sandbox.Limits `json:"default"`
+	Max     sandbox.Limits `json:"max"`
+}
+
+// DefaultBounds are airlock's built-in defaults and maximums. The 30 s default wall stays
+// under the 60 s request timeout many MCP clients use.
+func DefaultBounds() Bounds {
+	return Bounds{
+		Default: sandbox.Limits{
+			Wall:      30 * time.Second,
+			CPU:       30 * time.Second,
+			Memory:    512 * mib,
+			Pids:      64,
+			FileSize:  64 * mib,
+			OpenFiles: 256,
+			Workspace: 64 * mib,
+			Output:    1 * mib,
+		},
+		Max: sandbox.Limits{
+			Wall:      300 * time.Second,
+			CPU:       300 * time.Second,
+			Memory:    4 * gib,
+			Pids:      1024,
+			FileSize:  1 * gib,
+			OpenFiles: 4096,
+			Workspace: 1 * gib,
+			Output:    16 * mib,
+		},
+	}
+}
+
+// boundField is one limit seen as a number, for checks shared by every field.
+type boundField struct {
+	name        string
+	def, max    int64
+	zeroAllowed bool // AddressSpace: zero means "Memory"
+	isDuration  bool
+}
+
+func (b Bounds) fields() []boundField {
+	d, m := b.Default, b.Max
+	return []boundField{
+		{name: "wall", def: int64(d.Wall), max: int64(m.Wall), isDuration: true},
+		{name: "cpu", def: int64(d.CPU), max: int64(m.CPU), isDuration: true},
+		{name: "memory", def: d.Memory, max: m.Memory},
+		{name: "pids", def: int64(d.Pids), max: int64(m.Pids)},
+		{name: "file_size", def: d.FileSize, max: m.FileSize},
+		{name: "open_files", def: int64(d.OpenFiles), max: int64(m.OpenFiles)},
+		{name: "workspace", def: d.Workspace, max: m.Workspace},
+		{name: "output", def: d.Output, max: m.Output},
+		{name: "address_space", def: d.AddressSpace, max: m.AddressSpace, zeroAllowed: true},
+	}
+}
+
+func (f boundField) text(v int64) string {
+	if f.isDuration {
+		return time.Duration(v).String()
+	}
+	return fmt.Sprint(v)
+}
+
+// Validate checks that every Default is positive and within Max, naming each offending
+// field as it appears in the configuration (limits.max.memory).
+func (b Bounds) Validate() error {
+	var errs []error
+	for _, f := range b.fields() {
+		switch {
+		case f.max < 0 || (f.max == 0 && !f.zeroAllowed):
+			errs = append(errs, fmt.Errorf("limits.max.%s: must be > 0", f.name))
+		case f.def < 0 || (f.def == 0 && !f.zeroAllowed):
+			errs = append(errs, fmt.Errorf("limits.default.%s: must be > 0", f.name))
+		case f.max > 0 && f.def > f.max:
+			errs = append(errs, fmt.Errorf("limits.default.%s: %s is above limits.max.%s %s", f.name, f.text(f.def), f.name, f.text(f.max)))
+		}
+	}
+	if b.Max.Memory > 0 && b.Max.Memory < minMemory {
+		errs = append(errs, fmt.Errorf("limits.max.memory: %d is below the %d bytes an interpreter needs to start", b.Max.Memory, minMemory))
+	}
+	return errors.Join(errs...)
+}
+
+// Clamp returns the limits for one call: defaults, replaced by the request's positive
+// knobs, never above Max. It is total: whatever the bounds and request, every limit it
+// returns is positive (an invalid bound falls back to the built-in value).
+func (b Bounds) Clamp(req Request) sandbox.Limits {
+	builtin := DefaultBounds()
+	pick := func(req, def, max, fallback int64) int64 {
+		v := def
+		if req > 0 {
+			v = req
+		}
+		if v <= 0 {
+			v = fallback
+		}
+		if max > 0 && v > max {
+			v = max
+		}
+		return v
+	}
+	d, m, f := b.Default, b.Max, builtin.Default
+	wall := pick(int64(req.Timeout), int64(d.Wall), int64(m.Wall), int64(f.Wall))
+	// CPU follows a requested timeout: a call that asks for 120 s of wall clock wants a
+	// CPU-bound loop to get them too, and one that asks for 5 s wants no more.
+	cpuDefault := int64(d.CPU)
+	if req.Timeout > 0 && req.CPU <= 0 {
+		cpuDefault = wall
+	}
+	l := sandbox.Limits{
+		Wall:      time.Duration(wall),
+		CPU:       time.Duration(pick(int64(req.CPU), cpuDefault, int64(m.CPU), int64(f.CPU))),
+		Memory:    pick(req.Memory, d.Memory, m.Memory, f.Memory),
+		Pids:      int(pick(0, int64(d.Pids), int64(m.Pids), int64(f.Pids))),
+		FileSize:  pick(0, d.FileSize, m.FileSize, f.FileSize),
+		OpenFiles: int(pick(0, int64(d.OpenFiles), int64(m.OpenFiles), int64(f.OpenFiles))),
+		Workspace: pick(0, d.Workspace, m.Workspace, f.Workspace),
+		Output:    pick(req.Output, d.Output, m.Output, f.Output),
+	}
+	if l.Memory < minMemory {
+		l.Memory = minMemory
+		if m.Memory > 0 {
+			l.Memory = min(minMemory, m.Memory)
+		}
+	}
+	as := d.AddressSpace
+	if m.AddressSpace > 0 {
+		as = min(as, m.AddressSpace)
+	}
+	l.AddressSpace = max(as, l.Memory)
+	return l
+}
