@@ -1,6 +1,6 @@
 module github.com/airlock-mcp/airlock
 
-go 1.25.5
+go 1.26.0
 
 require (
 	github.com/BurntSushi/toml v1.5.0 // indirect
