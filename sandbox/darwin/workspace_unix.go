@@ -1,0 +1,255 @@
+//go:build unix
+
+// The workspace code is plain POSIX file I/O, so it builds on every unix and its tests run
+// on Linux too; only the darwin backend calls it.
+
+package darwin
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"syscall"
+
+	"github.com/airlock-mcp/airlock/sandbox"
+)
+
+// Artifact floors for a zero ArtifactLimits field (policy normally fills them).
+const (
+	floorArtifactFiles = 16
+	floorArtifactFile  = 1 << 20
+	floorArtifactTotal = 4 << 20
+	// maxWalk bounds the directory walk: hostile code can leave millions of entries.
+	maxWalk = 10000
+)
+
+// workspace is one run's private directory tree.
+type workspace struct {
+	dir string // canonical (EvalSymlinks'd) path
+	tmp string // TMPDIR inside dir
+}
+
+// newWorkspace creates a fresh directory under parent and fills it: code file, input
+// files, TMPDIR and the output directory. Every file is created with O_EXCL|O_NOFOLLOW
+// through an os.Root, so no name can step outside or through a symlink.
+func newWorkspace(parent string, spec sandbox.Spec) (*workspace, error) {
+	dir, err := os.MkdirTemp(parent, "airlock-")
+	if err != nil {
+		return nil, fmt.Errorf("create workspace: %w", err)
+	}
+	ws := &workspace{dir: dir}
+	if ws.dir, err = filepath.EvalSymlinks(dir); err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, fmt.Errorf("resolve workspace: %w", err)
+	}
+	ws.tmp = filepath.Join(ws.dir, "tmp")
+	if err := ws.fill(spec); err != nil {
+		_ = os.RemoveAll(ws.dir)
+		return nil, err
+	}
+	return ws, nil
+}
+
+func (ws *workspace) fill(spec sandbox.Spec) error {
+	root, err := os.OpenRoot(ws.dir)
+	if err != nil {
+		return fmt.Errorf("open workspace: %w", err)
+	}
+	defer root.Close()
+	if err := root.Mkdir("tmp", 0o700); err != nil {
+		return fmt.Errorf("create tmp: %w", err)
+	}
+	if spec.CodeFile != "" {
+		if err := writeNew(root, spec.CodeFile, spec.Code, 0o644); err != nil {
+			return err
+		}
+	}
+	for _, f := range spec.Files {
+		if err := writeNew(root, f.Path, f.Data, f.Mode.Perm()); err != nil {
+			return err
+		}
+	}
+	if spec.OutDir != "" {
+		name, err := localName(spec.OutDir)
+		if err != nil {
+			return err
+		}
+		if err := root.MkdirAll(name, 0o755); err != nil {
+			return fmt.Errorf("create output dir: %w", err)
+		}
+	}
+	return nil
+}
+
+// localName turns a slash-separated workspace-relative name into a local path, refusing
+// absolute names, "..", and empty names even though policy checked them already.
+func localName(name string) (string, error) {
+	local := filepath.FromSlash(name)
+	if name == "" || !filepath.IsLocal(local) || path.Clean(name) != name {
+		return "", fmt.Errorf("%w: workspace path %q", sandbox.ErrInvalidSpec, name)
+	}
+	return local, nil
+}
+
+func writeNew(root *os.Root, name string, data []byte, perm fs.FileMode) error {
+	local, err := localName(name)
+	if err != nil {
+		return err
+	}
+	if perm == 0 {
+		perm = 0o644
+	}
+	if dir := filepath.Dir(local); dir != "." {
+		if err := root.MkdirAll(dir, 0o755); err != nil {
+			return fmt.Errorf("create dir for %q: %w", name, err)
+		}
+	}
+	// O_EXCL refuses an existing name, symlink or not; O_NOFOLLOW makes that explicit.
+	f, err := root.OpenFile(local, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, perm&0o777)
+	if err != nil {
+		return fmt.Errorf("create %q: %w", name, err)
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return fmt.Errorf("write %q: %w", name, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("write %q: %w", name, err)
+	}
+	return nil
+}
+
+// artifacts returns the regular files under outDir. Everything in the workspace was
+// written by hostile code: a symlink, FIFO, device or hard link (nlink > 1: it could be a
+// second name of a host file) is listed as skipped, never opened or followed. The type is
+// checked by lstat and again by fstat on the O_NOFOLLOW|O_NONBLOCK descriptor.
+func (ws *workspace) artifacts(outDir string, lim sandbox.ArtifactLimits) ([]sandbox.Artifact, error) {
+	if outDir == "" {
+		return nil, nil
+	}
+	local, err := localName(outDir)
+	if err != nil {
+		return nil, err
+	}
+	lim = artifactFloors(lim)
+	root, err := os.OpenRoot(ws.dir)
+	if err != nil {
+		return nil, fmt.Errorf("open workspace: %w", err)
+	}
+	defer root.Close()
+	if fi, err := root.Lstat(local); err != nil || !fi.IsDir() {
+		// Removed or replaced by a symlink or file: there is nothing trustworthy to return.
+		return nil, nil
+	}
+	var out []sandbox.Artifact
+	var total int64
+	visited := 0
+	err = fs.WalkDir(root.FS(), filepath.ToSlash(local), func(p string, d fs.DirEntry, err error) error {
+		visited++
+		if visited > maxWalk {
+			return fs.SkipAll
+		}
+		if err != nil || d.IsDir() {
+			return nil // an unreadable subdirectory costs only its own files
+		}
+		rel, _ := filepath.Rel(local, filepath.FromSlash(p))
+		a := sandbox.Artifact{Path: filepath.ToSlash(rel)}
+		if len(out) >= lim.MaxFiles {
+			a.Skipped = "over max_files"
+			out = append(out, a)
+			return fs.SkipAll
+		}
+		a.Size, a.SHA256, a.Data, a.Skipped = readArtifact(root, filepath.FromSlash(p), d, lim.MaxFileBytes, lim.MaxTotal-total)
+		total += int64(len(a.Data))
+		out = append(out, a)
+		return nil
+	})
+	if err != nil {
+		return out, fmt.Errorf("walk output dir: %w", err)
+	}
+	return out, nil
+}
+
+func artifactFloors(lim sandbox.ArtifactLimits) sandbox.ArtifactLimits {
+	if lim.MaxFiles <= 0 {
+		lim.MaxFiles = floorArtifactFiles
+	}
+	if lim.MaxFileBytes <= 0 {
+		lim.MaxFileBytes = floorArtifactFile
+	}
+	if lim.MaxTotal <= 0 {
+		lim.MaxTotal = floorArtifactTotal
+	}
+	return lim
+}
+
+func readArtifact(root *os.Root, name string, d fs.DirEntry, maxFile, room int64) (size int64, sum string, data []byte, skipped string) {
+	if d.Type()&fs.ModeSymlink != 0 {
+		return 0, "", nil, "symlink"
+	}
+	if !d.Type().IsRegular() {
+		return 0, "", nil, "not a regular file"
+	}
+	f, err := root.OpenFile(name, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return 0, "", nil, "cannot open"
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return 0, "", nil, "cannot stat"
+	}
+	size = fi.Size()
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	switch {
+	case !fi.Mode().IsRegular():
+		return size, "", nil, "not a regular file"
+	case !ok || uint64(st.Nlink) != 1:
+		return size, "", nil, "hard link"
+	case size > maxFile:
+		return size, "", nil, "over max_file_bytes"
+	case size > room:
+		return size, "", nil, "over max_total"
+	}
+	// The file is read up to the cap even if it grows meanwhile.
+	data, err = io.ReadAll(io.LimitReader(f, min(maxFile, room)+1))
+	if err != nil {
+		return size, "", nil, "read failed"
+	}
+	if int64(len(data)) > min(maxFile, room) {
+		return int64(len(data)), "", nil, "grew past the cap while read"
+	}
+	h := sha256.Sum256(data)
+	return int64(len(data)), hex.EncodeToString(h[:]), data, ""
+}
+
+// remove deletes the workspace. Hostile code may have made directories unwritable; those
+// are opened up (directories only, found by lstat, never through a symlink) and the
+// removal retried. clearFlags, when set, clears immutable flags first (chflags on darwin).
+func (ws *workspace) remove(clearFlags func(string) error) error {
+	err := os.RemoveAll(ws.dir)
+	if err == nil {
+		return nil
+	}
+	_ = filepath.WalkDir(ws.dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.Type()&fs.ModeSymlink != 0 {
+			return nil // flags and modes are never changed through a symlink
+		}
+		if clearFlags != nil {
+			_ = clearFlags(p)
+		}
+		if d.IsDir() {
+			_ = os.Chmod(p, 0o700)
+		}
+		return nil
+	})
+	if err := os.RemoveAll(ws.dir); err != nil {
+		return fmt.Errorf("remove workspace: %w", err)
+	}
+	return nil
+}
