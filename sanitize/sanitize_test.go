@@ -1,6 +1,7 @@
 package sanitize
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 	"unicode"
@@ -255,19 +256,22 @@ func checkTruncate(t *testing.T, in string, max int, out string) {
 	if len(out) > max+len(Marker(int64(len(c)))) {
 		t.Fatalf("Truncate(%q, %d) is %d bytes, over max plus marker", in, max, len(out))
 	}
-	for d := int64(1); d <= int64(len(c)); d++ {
-		m := Marker(d)
-		kept := len(out) - len(m)
-		if kept < 0 || int64(kept)+d != int64(len(c)) {
+	// The marker's length depends only on how many digits the count has, so each digit
+	// width fixes how many bytes were kept and therefore the count itself.
+	for digits := 1; digits <= 19; digits++ {
+		kept := len(out) - (len(Marker(0)) - 1 + digits)
+		d := int64(len(c) - kept)
+		if kept < 0 || d < 1 || len(strconv.FormatInt(d, 10)) != digits {
 			continue
 		}
+		m := Marker(d)
 		for off := 0; ; {
 			k := strings.Index(out[off:], m)
 			if k < 0 {
 				break
 			}
 			h := off + k
-			if out[:h] == c[:h] && out[h+len(m):] == c[len(c)-(kept-h):] {
+			if h <= kept && out[:h] == c[:h] && out[h+len(m):] == c[len(c)-(kept-h):] {
 				if kept > max || kept < max-2*(utf8.UTFMax-1) {
 					t.Fatalf("Truncate(%q, %d) keeps %d bytes", in, max, kept)
 				}
@@ -275,7 +279,6 @@ func checkTruncate(t *testing.T, in string, max int, out string) {
 			}
 			off = h + 1
 		}
-		break
 	}
 	t.Fatalf("Truncate(%q, %d) = %q is not head+Marker(dropped)+tail of %q", in, max, out, c)
 }
@@ -422,6 +425,37 @@ func TestDecodeMatchesUTF8(t *testing.T) {
 					}
 				}
 			}
+		}
+	}
+}
+
+// TestEveryOffset puts each control byte and some forbidden runes at every offset of a
+// line long enough for the word-at-a-time scan, which the short table rows never reach.
+func TestEveryOffset(t *testing.T) {
+	const line = "The quick brown fox jumps over the lazy dog, twice.\n"
+	var bad []string
+	for c := 0; c < 0x20; c++ {
+		if c != '\n' && c != '\t' && c != '\r' && c != esc {
+			bad = append(bad, string(rune(c)))
+		}
+	}
+	bad = append(bad, "\x7f", "\u0085", "\u009c", "\u200b", "\u202e", "\ufeff", "\U000e0041")
+	for _, b := range bad {
+		for i := 0; i <= len(line); i++ {
+			in := line[:i] + b + line[i:]
+			if got := String(in); got != line {
+				t.Fatalf("String(%q) = %q, want %q", in, got, line)
+			}
+		}
+	}
+	for i := 0; i <= len(line); i++ {
+		in := line[:i] + "\r" + line[i:]
+		want := line[:i] + "\n" + line[i:]
+		if strings.HasPrefix(line[i:], "\n") {
+			want = line // CRLF
+		}
+		if got := String(in); got != want {
+			t.Fatalf("String(%q) = %q, want %q", in, got, want)
 		}
 	}
 }
