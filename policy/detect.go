@@ -115,9 +115,11 @@ func detectOne(d langDef, pinned, goos string) (Language, error) {
 	l.Version = version
 	l.Installed = true
 	l.Argv = append(append([]string{bin}, d.flags...), d.file)
-	l.Env = slices.Clone(d.env)
+	// Empty, not nil, so get_config shows [] rather than null.
+	l.Env = append([]string{}, d.env...)
+	l.Mounts = []string{}
 	if m := mountFor(bin, prefix); m != "" {
-		l.Mounts = []string{m}
+		l.Mounts = append(l.Mounts, m)
 	}
 	return l, nil
 }

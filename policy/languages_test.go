@@ -10,7 +10,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
 )
 
 func TestIsNativeBinary(t *testing.T) {
@@ -270,4 +269,3 @@ func TestNodeAddressSpace(t *testing.T) {
 		t.Fatalf("node started with AS = Memory (%d): the reserve is not needed", limits.Memory)
 	}
 }
-
