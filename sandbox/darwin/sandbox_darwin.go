@@ -210,6 +210,12 @@ func (s *Sandbox) config(spec sandbox.Spec, lim sandbox.Limits, ws *workspace) (
 	if app, ok := frameworkApp(real); ok {
 		p.Exec = append(p.Exec, app)
 	}
+	// /bin/sh is a launcher that execs the shell named by /private/var/select/sh.
+	if real == "/bin/sh" {
+		if target, err := filepath.EvalSymlinks("/private/var/select/sh"); err == nil {
+			p.Exec = append(p.Exec, target)
+		}
+	}
 	_, args, err := Profile(p)
 	if err != nil {
 		return childConfig{}, fmt.Errorf("%w: %w", sandbox.ErrInvalidSpec, err)
