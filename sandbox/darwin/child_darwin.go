@@ -71,6 +71,13 @@ func childMain() {
 		fail("config", fmt.Errorf("argv[0] is not %s", SandboxExec))
 	}
 	for _, r := range cfg.Rlimits {
+		// An unprivileged process cannot raise a hard limit: clamp to the one inherited,
+		// which only ever makes the sandbox tighter.
+		var cur syscall.Rlimit
+		if syscall.Getrlimit(r.Resource, &cur) == nil {
+			r.Max = min(r.Max, cur.Max)
+			r.Cur = min(r.Cur, r.Max)
+		}
 		err := syscall.Setrlimit(r.Resource, &syscall.Rlimit{Cur: r.Cur, Max: r.Max})
 		if err != nil && !r.BestEffort {
 			fail("rlimit "+r.Name, err)
