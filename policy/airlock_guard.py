@@ -8,11 +8,12 @@ the most common forbidden imports into a clear "policy_denied" answer.
 1. Static: the AST of main.py is checked before any of it runs. `import X`, `import X.Y`,
    `from X import Y`, `from X.Y import Z` and literal `__import__("X")` /
    `import_module("X")` calls are checked; the lowest offending line is reported.
-2. Runtime: an audit hook denies the fresh load of a DenyImport module by anyone (so a
-   library cannot load it on the program's behalf); a wrapper around builtins.__import__
-   and importlib's _gcd_import denies imports of already-loaded modules (os is always
-   loaded at start-up, so the audit hook never sees it) when the importing frame is the
-   program's own code.
+2. Runtime: wrappers around builtins.__import__ and importlib's _gcd_import, and an
+   audit hook on the "import" event (which also sees a saved original __import__, but
+   only for modules not loaded yet: os is loaded at start-up), deny a denied module when
+   the importing frame is the program's own code (main.py, files next to it, exec'd
+   strings). Libraries may import what they need: pathlib, tempfile and asyncio keep
+   working under a policy that denies nt, shutil or socket to the program.
 3. main.py then runs as __main__ with sys.argv = [main.py, *args].
 
 On a violation one line `airlock-policy-denied {"module":..,"line":..,"how":..}` goes to
@@ -20,9 +21,10 @@ fd 2 and the process ends with os._exit(86) before the module is imported, so th
 cannot catch the failure.
 
 Known gaps (advisory): sys.modules["os"], attributes of loaded modules (random._os),
-the original __import__ reachable through the wrapper's __closure__, code compiled with
-a file name that looks like a library path, native extensions, and new interpreters the
-program starts.
+the original __import__ reachable through the wrapper's __closure__ (for loaded modules),
+libraries that expose a denied module (asyncio.create_subprocess_exec), code compiled
+with a file name that looks like a library path, native extensions, and new interpreters
+the program starts.
 """
 
 import sys
@@ -132,11 +134,15 @@ def _main():
             return not code_file.startswith("<frozen ")
         return workspace != "/" and code_file.startswith(workspace) and not code_file.startswith(lib_roots)
 
+    guard_file = getframe(0).f_code.co_filename
+
     def caller_is_user(depth):
+        # The nearest frame that is neither import machinery nor this guard (whose
+        # wrappers sit between a library's import statement and the audit hook) decides.
         f = getframe(depth)
         while f is not None:
             name = f.f_code.co_filename
-            if not (name.startswith("<frozen importlib") or "/importlib/" in name):
+            if name != guard_file and not (name.startswith("<frozen importlib") or "/importlib/" in name):
                 return is_user(name)
             f = f.f_back
         return False
@@ -177,7 +183,7 @@ def _main():
 
     def audit(event, hook_args):
         if event == "import" and hook_args and isinstance(hook_args[0], str) \
-                and matches(hook_args[0], deny_import):
+                and matches(hook_args[0], deny_import) and caller_is_user(2):
             deny(hook_args[0], user_line(), "runtime")
 
     if deny_import or deny_from:

@@ -24,9 +24,13 @@ import (
 //   - __import__("o"+"s"), importlib.import_module(...), importlib.__import__, imports in
 //     exec'd, eval'd or compile()d strings, __builtins__["__import__"], relative imports
 //     resolved through a forged __package__ (runtime, before the module is imported);
-//   - a library loading a denied module for the program (asyncio → socket) when the
-//     module is not loaded yet (audit hook on the "import" event);
+//   - the original __import__ recovered from the wrapper, for a module not loaded yet
+//     (audit hook on the "import" event);
 //   - catching the ImportError does not help: the guard ends the process itself.
+//
+// Only the program's own imports are checked (main.py, files next to it, exec'd
+// strings); libraries import what they need, so pathlib, tempfile, zipfile, unittest and
+// asyncio keep working under StrictImports.
 //
 // Not caught (known advisory gaps):
 //   - modules already loaded at start-up are reachable without an import:
@@ -34,6 +38,8 @@ import (
 //   - the original __import__ is reachable through the wrapper's __closure__;
 //   - code compiled with a library-looking file name counts as library code for
 //     already-loaded modules;
+//   - libraries that expose a denied module's power: asyncio.create_subprocess_exec,
+//     tempfile, pathlib.Path.unlink;
 //   - native extensions, and any new interpreter the program starts (os.exec*, when os
 //     itself is allowed);
 //   - denying only subprocess does not deny os.system / os.posix_spawn.
