@@ -1,26 +1,313 @@
 // Package linux is airlock's Linux sandbox: user, pid, mount, net, ipc, uts and cgroup
 // namespaces, a minimal read-only root, cgroups and rlimits, no_new_privs and seccomp.
+//
+// One Run is one sandbox: the server re-executes itself as the sandbox's init (pid 1
+// of a fresh pid namespace), the init builds the root, starts the program and reaps
+// everything, and the whole tree dies with the init.
 package linux
 
 import (
 	"context"
 	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/user"
+	"path"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/airlock-mcp/airlock/sandbox"
 )
 
-// Sandbox is the Linux backend.
-type Sandbox struct{ opts sandbox.Options }
-
-// New checks the host once and returns the backend.
-func New(opts sandbox.Options) (*Sandbox, error) { return &Sandbox{opts: opts}, nil }
-
-// Run is under construction.
-func (s *Sandbox) Run(ctx context.Context, spec sandbox.Spec) (sandbox.Result, error) {
-	return sandbox.Result{}, errors.New("not implemented")
+// Sandbox is the Linux backend. It is safe for concurrent use.
+type Sandbox struct {
+	opts    sandbox.Options
+	self    string // the binary re-executed as the init
+	root    bool   // the server runs as host root
+	hostUID int    // host id the sandbox's uid/gid map to
+	hostGID int
+	cg      *cgroups
+	log     *slog.Logger
 }
 
-// Probe is under construction.
-func (s *Sandbox) Probe(ctx context.Context) (sandbox.Report, error) {
-	return sandbox.Report{}, errors.New("not implemented")
+// New checks this host once and returns the backend. It fails closed, with an error
+// wrapping sandbox.ErrUnavailable that names the cause and the fix, when user
+// namespaces, seccomp or (with Options.Cgroups "require") cgroups are unavailable.
+func New(opts sandbox.Options) (*Sandbox, error) {
+	s := &Sandbox{
+		opts: opts,
+		self: "/proc/self/exe",
+		root: os.Geteuid() == 0,
+		log:  slog.Default().With("component", "sandbox"),
+	}
+	s.hostUID, s.hostGID = os.Geteuid(), os.Getegid()
+	if s.root {
+		name := opts.HostUser
+		if name == "" {
+			name = "nobody"
+		}
+		uid, gid, err := lookupUser(name)
+		if err != nil {
+			return nil, fmt.Errorf("%w: host user %q for sandboxes: %v (set sandbox.host_user to an existing unprivileged account)", sandbox.ErrUnavailable, name, err)
+		}
+		if uid == 0 || gid == 0 {
+			return nil, fmt.Errorf("%w: host user %q is root; sandboxes must map to an unprivileged account", sandbox.ErrUnavailable, name)
+		}
+		s.hostUID, s.hostGID = uid, gid
+	}
+	switch opts.Cgroups {
+	case "off":
+		s.cg = &cgroups{reason: "disabled by configuration (sandbox.cgroups = off)"}
+	default:
+		s.cg = detectCgroups()
+		if opts.Cgroups == "require" && s.cg.version == 0 {
+			return nil, fmt.Errorf("%w: cgroups are required but unusable: %s (run as root with cgroup v1 controllers, or under a delegated cgroup v2 subtree: systemd-run --user --scope -p Delegate=yes airlock serve)", sandbox.ErrUnavailable, s.cg.reason)
+		}
+		if removed := s.cg.cleanStale(s.log); len(removed) > 0 {
+			s.log.Info("removed stale sandbox cgroups", "count", len(removed), "dirs", removed)
+		}
+	}
+	// The definitive check: build a whole sandbox once, without running a program.
+	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
+	defer cancel()
+	if _, err := s.selfTest(ctx); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func lookupUser(name string) (int, int, error) {
+	u, err := user.Lookup(name)
+	if err != nil {
+		return 0, 0, err
+	}
+	uid, err := strconv.Atoi(u.Uid)
+	if err != nil {
+		return 0, 0, err
+	}
+	gid, err := strconv.Atoi(u.Gid)
+	if err != nil {
+		return 0, 0, err
+	}
+	return uid, gid, nil
+}
+
+// procAttr is how the init is created: every namespace but the network one when the
+// operator enabled host networking, mapped to one unprivileged host id, killed with the
+// server.
+func (s *Sandbox) procAttr(cg *cgroup, network sandbox.Network) *syscall.SysProcAttr {
+	flags := uintptr(unix.CLONE_NEWUSER | unix.CLONE_NEWPID | unix.CLONE_NEWNS |
+		unix.CLONE_NEWIPC | unix.CLONE_NEWUTS)
+	if network != sandbox.NetworkHost {
+		flags |= unix.CLONE_NEWNET
+	}
+	attr := &syscall.SysProcAttr{
+		Cloneflags:  flags,
+		UidMappings: []syscall.SysProcIDMap{{ContainerID: sandboxUID, HostID: s.hostUID, Size: 1}},
+		GidMappings: []syscall.SysProcIDMap{{ContainerID: sandboxGID, HostID: s.hostGID, Size: 1}},
+		// A root server can and must drop its supplementary groups (setgroups needs
+		// "allow"); an unprivileged one must deny setgroups to map its gid at all.
+		GidMappingsEnableSetgroups: s.root,
+		Credential: &syscall.Credential{
+			Uid:         sandboxUID,
+			Gid:         sandboxGID,
+			NoSetGroups: !s.root,
+		},
+		// execve drops every capability of a non-root uid, so the init (uid 1000, not
+		// the namespace's root) keeps the two it needs for setup as ambient ones. It
+		// clears the ambient set again before it starts the program.
+		AmbientCaps: []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_SETPCAP},
+		Pdeathsig:   syscall.SIGKILL,
+	}
+	if cg != nil && cg.fd >= 0 {
+		attr.UseCgroupFD = true
+		attr.CgroupFD = cg.fd
+	}
+	return attr
+}
+
+// withDefaults fills zero limits with the backend's floors: a zero is never unlimited.
+func withDefaults(spec sandbox.Spec) sandbox.Spec {
+	l := &spec.Limits
+	if l.Wall <= 0 {
+		l.Wall = 30 * time.Second
+	}
+	if l.CPU <= 0 {
+		l.CPU = l.Wall
+	}
+	if l.Memory <= 0 {
+		l.Memory = 512 << 20
+	}
+	if l.Pids <= 0 {
+		l.Pids = 64
+	}
+	if l.FileSize <= 0 {
+		l.FileSize = 64 << 20
+	}
+	if l.OpenFiles <= 0 {
+		l.OpenFiles = 256
+	}
+	if l.Workspace <= 0 {
+		l.Workspace = 64 << 20
+	}
+	if l.Output <= 0 {
+		l.Output = 1 << 20
+	}
+	if spec.Network == "" {
+		spec.Network = sandbox.NetworkNone
+	}
+	return spec
+}
+
+func validate(spec sandbox.Spec) error {
+	if len(spec.Argv) == 0 || !path.IsAbs(spec.Argv[0]) {
+		return fmt.Errorf("%w: argv[0] must be an absolute interpreter path", sandbox.ErrInvalidSpec)
+	}
+	if spec.Network != sandbox.NetworkNone && spec.Network != sandbox.NetworkHost {
+		return fmt.Errorf("%w: network mode %q", sandbox.ErrInvalidSpec, spec.Network)
+	}
+	if spec.CodeFile != "" && !cleanRelative(spec.CodeFile) {
+		return fmt.Errorf("%w: code file %q", sandbox.ErrInvalidSpec, spec.CodeFile)
+	}
+	if spec.OutDir != "" && !cleanRelative(spec.OutDir) {
+		return fmt.Errorf("%w: output dir %q", sandbox.ErrInvalidSpec, spec.OutDir)
+	}
+	for _, f := range spec.Files {
+		if !cleanRelative(f.Path) {
+			return fmt.Errorf("%w: file path %q", sandbox.ErrInvalidSpec, f.Path)
+		}
+	}
+	for _, kv := range spec.Env {
+		if !strings.Contains(kv, "=") || strings.ContainsRune(kv, 0) {
+			return fmt.Errorf("%w: env entry %q", sandbox.ErrInvalidSpec, kv)
+		}
+	}
+	for _, a := range spec.Argv {
+		if strings.ContainsRune(a, 0) {
+			return fmt.Errorf("%w: NUL byte in argv", sandbox.ErrInvalidSpec)
+		}
+	}
+	return nil
+}
+
+func cleanRelative(p string) bool {
+	return p != "" && !strings.HasPrefix(p, "/") && path.Clean(p) == p && p != "." &&
+		p != ".." && !strings.HasPrefix(p, "../") && !strings.ContainsRune(p, 0)
+}
+
+// Run builds a fresh sandbox for spec, runs it once and destroys it.
+func (s *Sandbox) Run(ctx context.Context, spec sandbox.Spec) (sandbox.Result, error) {
+	spec = withDefaults(spec)
+	if spec.ID == "" {
+		spec.ID = newID()
+	}
+	res := sandbox.Result{ID: spec.ID, Status: sandbox.StatusSandboxError, ExitCode: -1}
+	if err := validate(spec); err != nil {
+		res.Detail = err.Error()
+		return res, err
+	}
+	cfg := &initConfig{
+		ID: spec.ID, Argv: spec.Argv, Env: spec.Env, Code: spec.Code, CodeFile: spec.CodeFile,
+		Files: spec.Files, Limits: spec.Limits, Network: spec.Network, Mounts: spec.Mounts,
+		OutDir: spec.OutDir, Artifacts: spec.Artifacts, Seccomp: true,
+	}
+	return s.launch(ctx, spec, cfg)
+}
+
+func (s *Sandbox) launch(ctx context.Context, spec sandbox.Spec, cfg *initConfig) (sandbox.Result, error) {
+	res := sandbox.Result{ID: spec.ID, Status: sandbox.StatusSandboxError, ExitCode: -1}
+	var cg *cgroup
+	if s.cg.version > 0 {
+		c, err := s.cg.create(spec.ID, spec.Limits)
+		if err != nil {
+			res.Detail = err.Error()
+			return res, fmt.Errorf("%w: %v", errCgroup, err)
+		}
+		cg = c
+		defer func() {
+			if err := cg.destroy(); err != nil {
+				s.log.Warn("cgroup left behind", "id", spec.ID, "err", err)
+			}
+		}()
+	}
+	cfg.RlimitAS = cg == nil || (cg.version == 1 && cg.dirs["memory"] == "")
+	l := &launch{
+		sb: s, spec: spec, cg: cg,
+		stdout: sandbox.NewCapture(spec.Limits.Output),
+		stderr: sandbox.NewCapture(spec.Limits.Output),
+	}
+	r, err := l.run(ctx, cfg)
+	if err != nil {
+		r.Detail = err.Error()
+		return r, err
+	}
+	if l.setup != nil {
+		return r, l.setup
+	}
+	return r, nil
+}
+
+// selfTest builds a complete sandbox (namespaces, root, seccomp) without running a
+// program, and returns the number of seccomp rules loaded.
+func (s *Sandbox) selfTest(ctx context.Context) (int, error) {
+	spec := withDefaults(sandbox.Spec{ID: "selftest-" + newID(), Argv: []string{"/"}})
+	cfg := &initConfig{ID: spec.ID, Limits: spec.Limits, Network: spec.Network, Seccomp: true, SetupOnly: true}
+	cg := s.cg
+	l := &launch{sb: s, spec: spec, stdout: sandbox.NewCapture(4096), stderr: sandbox.NewCapture(4096)}
+	if cg.version > 0 {
+		c, err := cg.create(spec.ID, spec.Limits)
+		if err != nil {
+			return 0, fmt.Errorf("%w: cannot create a cgroup: %v (set sandbox.cgroups = off to use rlimits only)", sandbox.ErrUnavailable, err)
+		}
+		defer c.destroy()
+		l.cg = c
+	}
+	res, err := l.run(ctx, cfg)
+	if err == nil && l.setup != nil {
+		err = l.setup
+	}
+	if err == nil && res.Status != sandbox.StatusOK {
+		err = fmt.Errorf("self-test ended with %s: %s %s", res.Status, res.Detail, strings.TrimSpace(string(res.Stderr.Bytes())))
+	}
+	if err != nil {
+		if errors.Is(err, sandbox.ErrUnavailable) {
+			return 0, err
+		}
+		return 0, fmt.Errorf("%w: %v%s", sandbox.ErrUnavailable, err, diagnose())
+	}
+	return l.rules, nil
+}
+
+// startError explains a failure to create the init, which almost always means user
+// namespaces are not allowed here.
+func (s *Sandbox) startError(err error) error {
+	return fmt.Errorf("%w: cannot create the sandbox's namespaces: %v%s", sandbox.ErrUnavailable, err, diagnose())
+}
+
+// diagnose names the host setting that blocks unprivileged user namespaces, and its fix.
+func diagnose() string {
+	var hints []string
+	if readInt("/proc/sys/user/max_user_namespaces") == 0 {
+		if _, err := os.Stat("/proc/sys/user/max_user_namespaces"); err == nil {
+			hints = append(hints, "user namespaces are disabled (user.max_user_namespaces = 0); fix: sysctl -w user.max_user_namespaces=15000")
+		}
+	}
+	if b, err := os.ReadFile("/proc/sys/kernel/unprivileged_userns_clone"); err == nil && strings.TrimSpace(string(b)) == "0" && os.Geteuid() != 0 {
+		hints = append(hints, "unprivileged user namespaces are disabled (kernel.unprivileged_userns_clone = 0); fix: sysctl -w kernel.unprivileged_userns_clone=1")
+	}
+	if b, err := os.ReadFile("/proc/sys/kernel/apparmor_restrict_unprivileged_userns"); err == nil && strings.TrimSpace(string(b)) == "1" && os.Geteuid() != 0 {
+		hints = append(hints, "AppArmor restricts unprivileged user namespaces (Ubuntu 23.10+); fix: install examples/apparmor/airlock (see README, Troubleshooting), or sysctl -w kernel.apparmor_restrict_unprivileged_userns=0")
+	}
+	if _, err := os.Stat("/.dockerenv"); err == nil && len(hints) == 0 {
+		hints = append(hints, "inside a container, run it with a seccomp/AppArmor profile that allows user namespaces (e.g. docker run --security-opt seccomp=unconfined --security-opt apparmor=unconfined)")
+	}
+	if len(hints) == 0 {
+		return ""
+	}
+	return " — " + strings.Join(hints, "; ")
 }

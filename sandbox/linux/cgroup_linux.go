@@ -1,0 +1,439 @@
+package linux
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/airlock-mcp/airlock/sandbox"
+)
+
+// cgroupDir is the directory airlock creates under its own cgroup for its sandboxes.
+const cgroupDir = "airlock"
+
+// v1Controllers are the cgroup v1 controllers airlock uses; memory and pids are the ones
+// that matter, cpu and cpuacct add the CPU quota and exact CPU accounting.
+var v1Controllers = []string{"memory", "pids", "cpu", "cpuacct"}
+
+// cgroups creates one cgroup per sandbox. Exactly one of v1/v2 is set when enabled.
+type cgroups struct {
+	version int               // 0: none, 1: v1 controllers, 2: unified hierarchy
+	v1      map[string]string // controller → our base dir
+	v2      string            // our base dir in the unified hierarchy
+	reason  string            // why cgroups are not used (version 0)
+	ctrls   []string          // controllers in use, for the report
+}
+
+// detectCgroups finds a hierarchy airlock may create cgroups in: a delegated cgroup v2
+// subtree with the memory and pids controllers, or else the v1 controllers when
+// running as root. It never fails; version 0 carries the reason.
+func detectCgroups() *cgroups {
+	mounts, err := cgroupMounts()
+	if err != nil {
+		return &cgroups{reason: "cannot read mountinfo: " + err.Error()}
+	}
+	own, err := ownCgroups()
+	if err != nil {
+		return &cgroups{reason: "cannot read /proc/self/cgroup: " + err.Error()}
+	}
+	var why []string
+	if mnt, ok := mounts[""]; ok {
+		if cg, err := setupV2(mnt, own[""]); err == nil {
+			return cg
+		} else {
+			why = append(why, "cgroup v2: "+err.Error())
+		}
+	}
+	if cg, err := setupV1(mounts, own); err == nil {
+		return cg
+	} else {
+		why = append(why, "cgroup v1: "+err.Error())
+	}
+	return &cgroups{reason: strings.Join(why, "; ")}
+}
+
+// cgroupMounts maps each v1 controller to its mount point, and "" to the cgroup2 mount.
+func cgroupMounts() (map[string]string, error) {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	for _, line := range strings.Split(string(b), "\n") {
+		pre, post, ok := strings.Cut(line, " - ")
+		if !ok {
+			continue
+		}
+		f := strings.Fields(pre)
+		g := strings.Fields(post)
+		if len(f) < 5 || len(g) < 3 {
+			continue
+		}
+		switch g[0] {
+		case "cgroup2":
+			out[""] = f[4]
+		case "cgroup":
+			for _, opt := range strings.Split(g[2], ",") {
+				out[opt] = f[4]
+			}
+		}
+	}
+	return out, nil
+}
+
+// ownCgroups maps each controller (and "" for v2) to the server's own cgroup path.
+func ownCgroups() (map[string]string, error) {
+	b, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		parts := strings.SplitN(line, ":", 3)
+		if len(parts) != 3 {
+			continue
+		}
+		for _, c := range strings.Split(parts[1], ",") {
+			out[c] = parts[2]
+		}
+	}
+	return out, nil
+}
+
+func setupV1(mounts, own map[string]string) (*cgroups, error) {
+	if os.Geteuid() != 0 {
+		return nil, errors.New("v1 controllers need root (no delegation in v1)")
+	}
+	cg := &cgroups{version: 1, v1: map[string]string{}}
+	for _, c := range v1Controllers {
+		mnt, ok := mounts[c]
+		if !ok {
+			if c == "memory" || c == "pids" {
+				return nil, fmt.Errorf("controller %s not mounted", c)
+			}
+			continue
+		}
+		base := filepath.Join(mnt, own[c], cgroupDir)
+		if err := os.Mkdir(base, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+			if c == "memory" || c == "pids" {
+				return nil, fmt.Errorf("create %s: %w", base, err)
+			}
+			continue
+		}
+		cg.v1[c] = base
+		cg.ctrls = append(cg.ctrls, c)
+	}
+	return cg, nil
+}
+
+func setupV2(mnt, own string) (*cgroups, error) {
+	dir := filepath.Join(mnt, own)
+	avail, err := os.ReadFile(filepath.Join(dir, "cgroup.controllers"))
+	if err != nil {
+		return nil, err
+	}
+	have := strings.Fields(string(avail))
+	if !contains(have, "memory") || !contains(have, "pids") {
+		return nil, fmt.Errorf("memory and pids controllers not delegated to %s (have %q)", dir, have)
+	}
+	base := filepath.Join(dir, cgroupDir)
+	if err := os.Mkdir(base, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+		return nil, fmt.Errorf("create %s: %w", base, err)
+	}
+	want := []string{"memory", "pids"}
+	if contains(have, "cpu") {
+		want = append(want, "cpu")
+	}
+	// "No internal processes": controllers can be enabled for children only in a cgroup
+	// without processes of its own. airlock's base is new and empty, so enable them there
+	// after enabling them one level up, which may need moving the server into a leaf.
+	if err := enableV2(dir, want); err != nil {
+		leaf := filepath.Join(dir, "airlock-server")
+		if err := os.Mkdir(leaf, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+			return nil, fmt.Errorf("create %s: %w", leaf, err)
+		}
+		if err := os.WriteFile(filepath.Join(leaf, "cgroup.procs"), []byte(strconv.Itoa(os.Getpid())), 0); err != nil {
+			return nil, fmt.Errorf("move server to %s: %w", leaf, err)
+		}
+		if err := enableV2(dir, want); err != nil {
+			return nil, err
+		}
+	}
+	if err := enableV2(base, want); err != nil {
+		return nil, err
+	}
+	return &cgroups{version: 2, v2: base, ctrls: want}, nil
+}
+
+func enableV2(dir string, ctrls []string) error {
+	var b strings.Builder
+	for _, c := range ctrls {
+		b.WriteString("+" + c + " ")
+	}
+	if err := os.WriteFile(filepath.Join(dir, "cgroup.subtree_control"), []byte(b.String()), 0); err != nil {
+		return fmt.Errorf("enable %v in %s: %w", ctrls, dir, err)
+	}
+	return nil
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// runName names a sandbox's cgroup after the server's pid, so a later server can tell
+// which leftovers belong to a dead one.
+func runName(id string) string { return fmt.Sprintf("%d-%s", os.Getpid(), id) }
+
+// cgroup is one sandbox's cgroup.
+type cgroup struct {
+	version int
+	dirs    map[string]string // v1: controller → dir
+	dir     string            // v2
+	fd      int               // v2: open dir for CLONE_INTO_CGROUP, -1 otherwise
+}
+
+// create makes the cgroup for one run and sets its limits. Memory has no swap, pids
+// count the init's threads too, and the CPU quota is one CPU.
+func (m *cgroups) create(id string, l sandbox.Limits) (*cgroup, error) {
+	name := runName(id)
+	pids := strconv.Itoa(max(l.Pids, 1) + initThreads)
+	mem := strconv.FormatInt(l.Memory, 10)
+	cg := &cgroup{version: m.version, fd: -1}
+	switch m.version {
+	case 1:
+		cg.dirs = map[string]string{}
+		for c, base := range m.v1 {
+			d := filepath.Join(base, name)
+			if err := os.Mkdir(d, 0o755); err != nil {
+				cg.destroy()
+				return nil, fmt.Errorf("create cgroup %s: %w", d, err)
+			}
+			cg.dirs[c] = d
+		}
+		sets := []struct{ ctrl, file, val string }{
+			{"memory", "memory.limit_in_bytes", mem},
+			{"memory", "memory.memsw.limit_in_bytes", mem}, // absent without swap accounting
+			{"memory", "memory.swappiness", "0"},
+			{"pids", "pids.max", pids},
+			{"cpu", "cpu.cfs_period_us", "100000"},
+			{"cpu", "cpu.cfs_quota_us", "100000"},
+		}
+		for _, s := range sets {
+			d, ok := cg.dirs[s.ctrl]
+			if !ok {
+				continue
+			}
+			err := os.WriteFile(filepath.Join(d, s.file), []byte(s.val), 0)
+			if err != nil && !(s.file == "memory.memsw.limit_in_bytes" && errors.Is(err, os.ErrNotExist)) {
+				cg.destroy()
+				return nil, fmt.Errorf("set %s=%s: %w", s.file, s.val, err)
+			}
+		}
+	case 2:
+		cg.dir = filepath.Join(m.v2, name)
+		if err := os.Mkdir(cg.dir, 0o755); err != nil {
+			return nil, fmt.Errorf("create cgroup %s: %w", cg.dir, err)
+		}
+		sets := []struct{ file, val string }{
+			{"memory.max", mem},
+			{"memory.swap.max", "0"},
+			{"memory.oom.group", "1"},
+			{"pids.max", pids},
+			{"cpu.max", "100000 100000"},
+		}
+		for _, s := range sets {
+			err := os.WriteFile(filepath.Join(cg.dir, s.file), []byte(s.val), 0)
+			if err != nil && !errors.Is(err, os.ErrNotExist) {
+				cg.destroy()
+				return nil, fmt.Errorf("set %s=%s: %w", s.file, s.val, err)
+			}
+		}
+		fd, err := unix.Open(cg.dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			cg.destroy()
+			return nil, fmt.Errorf("open cgroup %s: %w", cg.dir, err)
+		}
+		cg.fd = fd
+	}
+	return cg, nil
+}
+
+// join moves pid into a v1 cgroup; v2 sandboxes are cloned straight into theirs.
+func (c *cgroup) join(pid int) error {
+	if c.version != 1 {
+		return nil
+	}
+	for ctrl, d := range c.dirs {
+		if err := os.WriteFile(filepath.Join(d, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0); err != nil {
+			return fmt.Errorf("join %s cgroup: %w", ctrl, err)
+		}
+	}
+	return nil
+}
+
+type cgroupStats struct {
+	PeakMemory int64
+	OOMKills   int64
+	CPU        time.Duration
+	PidsMaxHit int64
+}
+
+func (c *cgroup) stats() cgroupStats {
+	var s cgroupStats
+	switch c.version {
+	case 1:
+		s.PeakMemory = readInt(filepath.Join(c.dirs["memory"], "memory.max_usage_in_bytes"))
+		s.OOMKills = readKey(filepath.Join(c.dirs["memory"], "memory.oom_control"), "oom_kill")
+		if d, ok := c.dirs["cpuacct"]; ok {
+			s.CPU = time.Duration(readInt(filepath.Join(d, "cpuacct.usage")))
+		}
+		s.PidsMaxHit = readKey(filepath.Join(c.dirs["pids"], "pids.events"), "max")
+	case 2:
+		s.PeakMemory = readInt(filepath.Join(c.dir, "memory.peak"))
+		s.OOMKills = readKey(filepath.Join(c.dir, "memory.events"), "oom_kill")
+		s.CPU = time.Duration(readKey(filepath.Join(c.dir, "cpu.stat"), "usage_usec")) * time.Microsecond
+		s.PidsMaxHit = readKey(filepath.Join(c.dir, "pids.events"), "max")
+	}
+	return s
+}
+
+// destroy removes the cgroup. Every process in it is dead by then (the pid namespace
+// died with its init), but the kernel frees them asynchronously, so rmdir may need a
+// few tries.
+func (c *cgroup) destroy() error {
+	if c.fd >= 0 {
+		unix.Close(c.fd)
+		c.fd = -1
+	}
+	var dirs []string
+	for _, d := range c.dirs {
+		dirs = append(dirs, d)
+	}
+	if c.dir != "" {
+		os.WriteFile(filepath.Join(c.dir, "cgroup.kill"), []byte("1"), 0)
+		dirs = append(dirs, c.dir)
+	}
+	var last error
+	for _, d := range dirs {
+		last = nil
+		for i := 0; i < 200; i++ {
+			err := unix.Rmdir(d)
+			if err == nil || err == unix.ENOENT {
+				last = nil
+				break
+			}
+			last = err
+			time.Sleep(time.Millisecond)
+		}
+		if last != nil {
+			return fmt.Errorf("remove cgroup %s: %w", d, last)
+		}
+	}
+	return nil
+}
+
+// cleanStale removes the cgroups of servers that are no longer running, killing anything
+// left inside. It returns the directories it removed.
+func (m *cgroups) cleanStale(log *slog.Logger) []string {
+	var bases []string
+	switch m.version {
+	case 1:
+		for _, b := range m.v1 {
+			bases = append(bases, b)
+		}
+	case 2:
+		bases = append(bases, m.v2)
+	}
+	var removed []string
+	for _, base := range bases {
+		entries, err := os.ReadDir(base)
+		if err != nil {
+			continue
+		}
+		for _, e := range entries {
+			if !e.IsDir() {
+				continue
+			}
+			pidStr, _, ok := strings.Cut(e.Name(), "-")
+			pid, err := strconv.Atoi(pidStr)
+			if !ok || err != nil || pid == os.Getpid() || processAlive(pid) {
+				continue
+			}
+			d := filepath.Join(base, e.Name())
+			killCgroup(d)
+			cg := &cgroup{fd: -1}
+			if m.version == 2 {
+				cg.dir = d
+			} else {
+				cg.dirs = map[string]string{"x": d}
+			}
+			if err := cg.destroy(); err != nil {
+				log.Warn("stale cgroup not removed", "component", "sandbox", "dir", d, "err", err)
+				continue
+			}
+			removed = append(removed, d)
+		}
+	}
+	return removed
+}
+
+func killCgroup(d string) {
+	if os.WriteFile(filepath.Join(d, "cgroup.kill"), []byte("1"), 0) == nil {
+		return
+	}
+	b, _ := os.ReadFile(filepath.Join(d, "cgroup.procs"))
+	for _, f := range strings.Fields(string(b)) {
+		if pid, err := strconv.Atoi(f); err == nil {
+			unix.Kill(pid, unix.SIGKILL)
+		}
+	}
+}
+
+func processAlive(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil {
+		return false
+	}
+	// A recycled pid belongs to some other program; only an airlock server counts.
+	return bytes.Contains(b, []byte("airlock")) || bytes.Contains(b, []byte(".test"))
+}
+
+func readInt(p string) int64 {
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return 0
+	}
+	n, _ := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	return n
+}
+
+func readKey(p, key string) int64 {
+	f, err := os.Open(p)
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		k, v, ok := strings.Cut(sc.Text(), " ")
+		if ok && k == key {
+			n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			return n
+		}
+	}
+	return 0
+}

@@ -1,0 +1,326 @@
+package linux
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/airlock-mcp/airlock/sandbox"
+)
+
+func init() { sandbox.RegisterInit(initName, initMain) }
+
+// initMain is the sandbox's pid 1. It builds the sandbox in a fixed order, starts the
+// program, reaps everything, collects artifacts and reports. It never returns.
+func initMain() {
+	// ptrace and the cgroup namespace are per thread: every step runs on this one.
+	runtime.LockOSThread()
+	runtime.GOMAXPROCS(1)
+	debug.SetGCPercent(400)
+	// A program may signal pid 1. The kernel only delivers signals pid 1 handles, and
+	// Go handles most of them by exiting; ignoring them keeps the init alive.
+	signal.Ignore(syscall.SIGHUP, syscall.SIGINT, syscall.SIGQUIT, syscall.SIGTERM,
+		syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGPIPE, syscall.SIGALRM, syscall.SIGTSTP,
+		syscall.SIGTTIN, syscall.SIGTTOU, syscall.SIGVTALRM, syscall.SIGPROF,
+		syscall.SIGXCPU, syscall.SIGXFSZ, syscall.SIGIO, syscall.SIGPWR, syscall.SIGSYS)
+
+	rep := &reporter{fd: reportFD}
+	cfg, err := readConfig()
+	if err != nil {
+		rep.fail(stageError("read config", err))
+	}
+	pid, rules, err := setup(cfg)
+	if err != nil {
+		var se *SetupError
+		if !errors.As(err, &se) {
+			se = stageError("setup", err)
+		}
+		rep.fail(se)
+	}
+	if cfg.SetupOnly {
+		rep.send(message{Kind: "started", SeccompRules: rules})
+		rep.send(message{Kind: "exit", Exit: &exitInfo{Exited: true}})
+		os.Exit(0)
+	}
+	rep.send(message{Kind: "started", SeccompRules: rules})
+	exit := reap(pid)
+	var arts []sandbox.Artifact
+	if cfg.OutDir != "" {
+		arts = collectArtifacts(path.Join("/workspace", cfg.OutDir), cfg.Artifacts)
+	}
+	rep.send(message{Kind: "exit", Exit: exit, Artifacts: arts})
+	os.Exit(0)
+}
+
+func readConfig() (*initConfig, error) {
+	f := os.NewFile(configFD, "config")
+	b, err := io.ReadAll(io.LimitReader(f, 1<<30))
+	f.Close()
+	if err != nil {
+		return nil, err
+	}
+	var cfg initConfig
+	if err := json.Unmarshal(b, &cfg); err != nil {
+		return nil, err
+	}
+	if len(cfg.Argv) == 0 && !cfg.SetupOnly {
+		return nil, errors.New("empty argv")
+	}
+	return &cfg, nil
+}
+
+// setup builds the sandbox and starts the program stopped at its first instruction,
+// then applies its limits and lets it run. The order matters and is fixed:
+//
+//	cgroup ns → mounts → pivot_root → seal root → workspace files → hostname →
+//	dumpable off → close fds ≥ 3 → drop capability bounding set → seccomp (with
+//	no_new_privs) → fork+exec stopped → rlimits → run
+//
+// Seccomp comes last so the fewest syscalls run under the filter before exec. The
+// filter applies to the init too, which needs nothing it denies from then on. Rlimits
+// apply to the program only: the init is a Go process whose reserved address space and
+// threads would trip them.
+func setup(cfg *initConfig) (pid, rules int, err error) {
+	// Joined to its cgroup by the parent before the config arrived; a cgroup namespace
+	// rooted here hides the host's cgroup paths.
+	if err := unix.Unshare(unix.CLONE_NEWCGROUP); err != nil {
+		return 0, 0, stageError("unshare cgroup namespace", err)
+	}
+	if err := buildRoot(rootPlan(cfg, realFS{})); err != nil {
+		return 0, 0, err
+	}
+	if err := pivot(); err != nil {
+		return 0, 0, err
+	}
+	if err := sealRoot(); err != nil {
+		return 0, 0, err
+	}
+	if err := writeWorkspace(cfg); err != nil {
+		return 0, 0, err
+	}
+	if err := unix.Sethostname([]byte(hostname)); err != nil {
+		return 0, 0, stageError("sethostname", err)
+	}
+	// Not dumpable: the program (same uid) cannot open /proc/1/mem or /proc/1/fd.
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		return 0, 0, stageError("prctl dumpable", err)
+	}
+	if err := closeExtraFDs(); err != nil {
+		return 0, 0, stageError("close fds", err)
+	}
+	if err := dropBoundingSet(); err != nil {
+		return 0, 0, stageError("drop capabilities", err)
+	}
+	if cfg.Seccomp {
+		n, err := loadFilter(filterPlan{network: cfg.Network == sandbox.NetworkHost})
+		if err != nil {
+			return 0, 0, stageError("seccomp", err)
+		}
+		rules = n
+	} else if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return 0, 0, stageError("no_new_privs", err)
+	}
+	if cfg.SetupOnly {
+		return 0, rules, nil
+	}
+	pid, err = startStopped(cfg)
+	if err != nil {
+		return 0, 0, err
+	}
+	if err := applyRlimits(pid, rlimits(cfg.Limits, cfg.RlimitAS)); err != nil {
+		unix.Kill(pid, unix.SIGKILL)
+		return 0, 0, stageError("rlimits", err)
+	}
+	if err := unix.PtraceDetach(pid); err != nil {
+		unix.Kill(pid, unix.SIGKILL)
+		return 0, 0, stageError("ptrace detach", err)
+	}
+	// The program owns stdin/stdout/stderr now; the parent sees EOF when it exits.
+	for fd := 0; fd <= 2; fd++ {
+		unix.Close(fd)
+	}
+	return pid, rules, nil
+}
+
+// startStopped forks and execs the program with PTRACE_TRACEME, so it stops right after
+// execve, before its first instruction, until the init has applied its rlimits.
+func startStopped(cfg *initConfig) (int, error) {
+	env := append(baseEnv(), cfg.Env...)
+	attr := &syscall.ProcAttr{
+		Dir:   "/workspace",
+		Env:   env,
+		Files: []uintptr{0, 1, 2},
+		Sys: &syscall.SysProcAttr{
+			Ptrace: true,
+			Setsid: true,
+		},
+	}
+	pid, err := syscall.ForkExec(cfg.Argv[0], cfg.Argv, attr)
+	if err != nil {
+		return 0, stageError("exec "+cfg.Argv[0], err)
+	}
+	var ws unix.WaitStatus
+	if _, err := unix.Wait4(pid, &ws, 0, nil); err != nil {
+		return 0, stageError("wait for exec stop", err)
+	}
+	if !ws.Stopped() {
+		return 0, stageError("wait for exec stop", fmt.Errorf("program did not stop at exec (status %#x)", ws))
+	}
+	return pid, nil
+}
+
+// baseEnv is the whole environment apart from the language's own variables. Nothing of
+// the server's environment reaches the program.
+func baseEnv() []string {
+	return []string{
+		"PATH=/usr/local/bin:/usr/bin:/bin",
+		"HOME=/workspace",
+		"TMPDIR=/tmp",
+		"LANG=C.UTF-8",
+		"USER=sandbox",
+		"LOGNAME=sandbox",
+	}
+}
+
+// reap waits for the program, then kills and reaps everything else in the pid namespace
+// (background processes, setsid'd grandchildren). It returns the program's exit and the
+// CPU and memory of every process it reaped.
+func reap(pid int) *exitInfo {
+	info := &exitInfo{}
+	for {
+		var ws unix.WaitStatus
+		var ru unix.Rusage
+		wpid, err := unix.Wait4(-1, &ws, unix.WALL, &ru)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			break // ECHILD: nothing left
+		}
+		if ws.Stopped() {
+			// A descendant asked to be traced by us (PTRACE_TRACEME); let it go.
+			unix.PtraceDetach(wpid)
+			continue
+		}
+		if wpid == pid {
+			info.Exited = ws.Exited()
+			info.Code = ws.ExitStatus()
+			if ws.Signaled() {
+				info.Signal = int(ws.Signal())
+			}
+			// pid 1 is exempt from kill(-1): this ends every other process here.
+			unix.Kill(-1, unix.SIGKILL)
+		}
+	}
+	var ru unix.Rusage
+	if err := unix.Getrusage(unix.RUSAGE_CHILDREN, &ru); err == nil {
+		info.CPUUsec = ru.Utime.Usec + ru.Utime.Sec*1e6 + ru.Stime.Usec + ru.Stime.Sec*1e6
+		info.MaxRSS = ru.Maxrss * 1024
+	}
+	return info
+}
+
+// writeWorkspace writes the code and the input files into the fresh workspace. Nothing
+// else has run in the sandbox yet, so there is nothing to race; O_NOFOLLOW|O_EXCL still
+// refuses any surprise.
+func writeWorkspace(cfg *initConfig) error {
+	if cfg.CodeFile != "" {
+		if err := createFile(cfg.CodeFile, cfg.Code, 0o644); err != nil {
+			return stageError("write code file", err)
+		}
+	}
+	for _, f := range cfg.Files {
+		mode := f.Mode.Perm()
+		if mode == 0 {
+			mode = 0o644
+		}
+		if err := createFile(f.Path, f.Data, mode); err != nil {
+			return stageError("write input file "+f.Path, err)
+		}
+	}
+	if cfg.OutDir != "" {
+		if err := os.MkdirAll(filepath.Join("/workspace", cfg.OutDir), 0o755); err != nil {
+			return stageError("create output dir", err)
+		}
+	}
+	return nil
+}
+
+func createFile(rel string, data []byte, mode os.FileMode) error {
+	clean := path.Clean("/" + rel)
+	if clean == "/" || clean != "/"+rel {
+		return fmt.Errorf("path %q is not clean and relative", rel)
+	}
+	full := "/workspace" + clean
+	if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+		return err
+	}
+	fd, err := unix.Open(full, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, uint32(mode))
+	if err != nil {
+		return &os.PathError{Op: "create", Path: rel, Err: err}
+	}
+	f := os.NewFile(uintptr(fd), full)
+	defer f.Close()
+	if _, err := f.Write(data); err != nil {
+		return err
+	}
+	return nil
+}
+
+// closeExtraFDs marks every descriptor above 2 close-on-exec, the report pipe included,
+// so the program inherits only stdin, stdout and stderr. They are not closed outright:
+// some belong to the Go runtime of the init itself.
+func closeExtraFDs() error {
+	return unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC)
+}
+
+// dropBoundingSet empties the capability bounding set and the ambient set, so nothing
+// the program execs can ever regain a capability in this user namespace.
+func dropBoundingSet() error {
+	if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil {
+		return err
+	}
+	for c := 0; c <= unix.CAP_LAST_CAP; c++ {
+		if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0); err != nil && err != unix.EINVAL {
+			return fmt.Errorf("drop cap %d: %w", c, err)
+		}
+	}
+	return nil
+}
+
+// reporter writes messages to the parent. A failed write means the parent is gone;
+// Pdeathsig ends us anyway.
+type reporter struct{ fd int }
+
+func (r *reporter) send(m message) {
+	b, err := json.Marshal(m)
+	if err != nil {
+		return
+	}
+	b = append(b, '\n')
+	for len(b) > 0 {
+		n, err := unix.Write(r.fd, b)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return
+		}
+		b = b[n:]
+	}
+}
+
+func (r *reporter) fail(se *SetupError) {
+	r.send(message{Kind: "error", Stage: se.Stage, Errno: int(se.Errno), Err: se.Msg})
+	os.Exit(exitSetupFailed)
+}

@@ -1,0 +1,100 @@
+package linux
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/airlock-mcp/airlock/sandbox"
+)
+
+// Probe builds a complete sandbox now (without running a program) and reports each
+// isolation layer it really put in place. A layer is Active only if this host just
+// proved it; the required ones are what Run will not do without.
+func (s *Sandbox) Probe(ctx context.Context) (sandbox.Report, error) {
+	rep := sandbox.Report{Platform: "linux", Backend: "linux-namespaces"}
+	rules, err := s.selfTest(ctx)
+	ok := err == nil
+	fail := ""
+	if err != nil {
+		fail = err.Error()
+	}
+	layer := func(name string, required bool, detail, fix string) {
+		l := sandbox.Layer{Name: name, Active: ok, Required: required, Detail: detail}
+		if !ok {
+			l.Detail = fail
+			l.Fix = fix
+		}
+		rep.Layers = append(rep.Layers, l)
+	}
+	userFix := "allow user namespaces: sysctl -w user.max_user_namespaces=15000; on Ubuntu 23.10+ install examples/apparmor/airlock"
+	mapping := fmt.Sprintf("uid/gid %d inside → host %d/%d", sandboxUID, s.hostUID, s.hostGID)
+	if s.root {
+		mapping += fmt.Sprintf(" (%q; the server runs as root)", orDefault(s.opts.HostUser, "nobody"))
+	} else {
+		mapping += " (the server's own user)"
+	}
+	layer("user-namespace", true, mapping, userFix)
+	layer("pid-namespace", true, "the program's tree is killed with the sandbox's init", userFix)
+	layer("mount-namespace", true, "tmpfs root, read-only binds of "+strings.Join(systemDirs, " ")+", pivot_root, old root detached", userFix)
+	layer("network-namespace", true, "own namespace without interfaces unless the operator enables host network", userFix)
+	layer("ipc-namespace", true, "", userFix)
+	layer("uts-namespace", true, "hostname "+hostname, userFix)
+	layer("cgroup-namespace", true, "", userFix)
+	layer("seccomp", true, fmt.Sprintf("filter mode, allowlist modelled on Docker's default profile, %d rules, default ENOSYS, foreign architectures killed", rules),
+		"install libseccomp (apt-get install libseccomp2) and use a kernel with CONFIG_SECCOMP_FILTER")
+	layer("no-new-privs", true, "set before the filter; setuid binaries and file capabilities are inert", "")
+	layer("capabilities", true, "bounding and ambient sets emptied; the program runs with no capabilities", "")
+	layer("readonly-root", true, "root, /dev and /proc remounted read-only; writable: /workspace, /tmp, /dev/shm (tmpfs, size-capped, nosuid, nodev)", "")
+	layer("rlimits", true, "cpu, fsize, nofile, nproc, core=0, memlock, msgqueue set on the program before its first instruction; as when no memory cgroup", "")
+
+	cg := sandbox.Layer{Name: "cgroups", Required: s.opts.Cgroups == "require"}
+	switch s.cg.version {
+	case 0:
+		cg.Detail = s.cg.reason
+		cg.Fix = "run as root (cgroup v1), or under a delegated cgroup v2 subtree: systemd-run --user --scope -p Delegate=yes airlock serve; until then memory is bounded by RLIMIT_AS and processes by RLIMIT_NPROC"
+	case 1:
+		cg.Active = ok
+		cg.Detail = "cgroup v1, controllers " + strings.Join(s.cg.ctrls, ",") + ": memory (no swap), pids, cpu quota 1 CPU, peak memory and OOM kills"
+	case 2:
+		cg.Active = ok
+		cg.Detail = "cgroup v2 at " + s.cg.v2 + ", controllers " + strings.Join(s.cg.ctrls, ",") + ": memory (swap 0, oom.group), pids, cpu quota 1 CPU"
+	}
+	rep.Layers = append(rep.Layers, cg)
+	mem := sandbox.Layer{Name: "memory-limit", Active: ok, Required: true}
+	if s.cg.version > 0 {
+		mem.Detail = "enforced by the memory cgroup"
+	} else {
+		mem.Detail = "enforced by RLIMIT_AS (address space, weaker than a cgroup)"
+	}
+	rep.Layers = append(rep.Layers, mem)
+
+	ll := sandbox.Layer{Name: "landlock"}
+	if abi := landlockABI(); abi > 0 {
+		ll.Detail = fmt.Sprintf("available (ABI %d) but not used: the sandbox's root holds nothing but read-only system dirs and its own tmpfs", abi)
+	} else {
+		ll.Detail = "not available on this kernel; not used"
+	}
+	rep.Layers = append(rep.Layers, ll)
+	return rep, nil
+}
+
+func orDefault(s, d string) string {
+	if s == "" {
+		return d
+	}
+	return s
+}
+
+// landlockABI asks the kernel for its Landlock ABI version (0: none).
+func landlockABI() int {
+	const createRulesetVersion = 1
+	r, _, errno := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET, uintptr(unsafe.Pointer(nil)), 0, createRulesetVersion)
+	if errno != 0 {
+		return 0
+	}
+	return int(r)
+}

@@ -1,0 +1,69 @@
+package linux
+
+import (
+	"fmt"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/airlock-mcp/airlock/sandbox"
+)
+
+// initThreads is headroom in the process counts for the init's own threads, which share
+// the sandbox uid (RLIMIT_NPROC) and the cgroup (pids.max) with the program.
+const initThreads = 16
+
+type rlimit struct {
+	Name     string
+	Resource int
+	Value    uint64 // soft and hard, except RLIMIT_CPU (see rlimits)
+}
+
+// rlimits is the rlimit plan for the program. Soft and hard limits are equal so the
+// program cannot raise them; RLIMIT_CPU's hard limit is one second above the soft one,
+// so SIGXCPU arrives first and SIGKILL backs it up.
+func rlimits(l sandbox.Limits, applyAS bool) []rlimit {
+	cpu := uint64((l.CPU + time.Second - 1) / time.Second)
+	if cpu == 0 {
+		cpu = 1
+	}
+	out := []rlimit{
+		{"cpu", unix.RLIMIT_CPU, cpu},
+		{"fsize", unix.RLIMIT_FSIZE, positive(l.FileSize)},
+		{"nofile", unix.RLIMIT_NOFILE, uint64(max(l.OpenFiles, 16))},
+		{"nproc", unix.RLIMIT_NPROC, uint64(max(l.Pids, 1) + initThreads)},
+		{"core", unix.RLIMIT_CORE, 0},
+		{"memlock", unix.RLIMIT_MEMLOCK, 64 << 10},
+		{"msgqueue", unix.RLIMIT_MSGQUEUE, 0},
+	}
+	if applyAS {
+		as := l.AddressSpace
+		if as <= 0 {
+			as = l.Memory
+		}
+		out = append(out, rlimit{"as", unix.RLIMIT_AS, positive(as)})
+	}
+	return out
+}
+
+func positive(n int64) uint64 {
+	if n <= 0 {
+		return unix.RLIM_INFINITY
+	}
+	return uint64(n)
+}
+
+// applyRlimits sets the plan on pid, which the init holds stopped before its first
+// instruction. Lowering the limits of a process with the same uid needs no privilege.
+func applyRlimits(pid int, plan []rlimit) error {
+	for _, r := range plan {
+		lim := unix.Rlimit{Cur: r.Value, Max: r.Value}
+		if r.Resource == unix.RLIMIT_CPU {
+			lim.Max = r.Value + 1
+		}
+		if err := unix.Prlimit(pid, r.Resource, &lim, nil); err != nil {
+			return fmt.Errorf("prlimit %s=%d: %w", r.Name, r.Value, err)
+		}
+	}
+	return nil
+}
