@@ -1,6 +1,7 @@
 package linux
 
 import (
+	"bufio"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -35,11 +36,12 @@ func initMain() {
 		syscall.SIGXCPU, syscall.SIGXFSZ, syscall.SIGIO, syscall.SIGPWR, syscall.SIGSYS)
 
 	rep := &reporter{fd: reportFD}
-	cfg, err := readConfig()
+	cfgPipe := bufio.NewReader(os.NewFile(configFD, "config"))
+	cfg, err := readConfig(cfgPipe)
 	if err != nil {
 		rep.fail(stageError("read config", err))
 	}
-	pid, rules, err := setup(cfg)
+	pid, err := setup(cfg, cfgPipe)
 	if err != nil {
 		var se *SetupError
 		if !errors.As(err, &se) {
@@ -48,11 +50,11 @@ func initMain() {
 		rep.fail(se)
 	}
 	if cfg.SetupOnly {
-		rep.send(message{Kind: "started", SeccompRules: rules})
+		rep.send(message{Kind: "started", SeccompRules: cfg.FilterRules})
 		rep.send(message{Kind: "exit", Exit: &exitInfo{Exited: true}})
 		os.Exit(0)
 	}
-	rep.send(message{Kind: "started", SeccompRules: rules})
+	rep.send(message{Kind: "started", SeccompRules: cfg.FilterRules})
 	exit := reap(pid)
 	var arts []sandbox.Artifact
 	if cfg.OutDir != "" {
@@ -62,10 +64,8 @@ func initMain() {
 	os.Exit(0)
 }
 
-func readConfig() (*initConfig, error) {
-	f := os.NewFile(configFD, "config")
-	b, err := io.ReadAll(io.LimitReader(f, 1<<30))
-	f.Close()
+func readConfig(r *bufio.Reader) (*initConfig, error) {
+	b, err := r.ReadBytes('\n')
 	if err != nil {
 		return nil, err
 	}
@@ -82,74 +82,76 @@ func readConfig() (*initConfig, error) {
 // setup builds the sandbox and starts the program stopped at its first instruction,
 // then applies its limits and lets it run. The order matters and is fixed:
 //
-//	cgroup ns → mounts → pivot_root → seal root → workspace files → hostname →
-//	dumpable off → close fds ≥ 3 → drop capability bounding set → seccomp (with
-//	no_new_privs) → fork+exec stopped → rlimits → run
+//	mounts → pivot_root → seal root → workspace files → hostname → dumpable off →
+//	close fds ≥ 3 → drop capability bounding set → wait until in the cgroup →
+//	cgroup ns → seccomp (with no_new_privs) → fork+exec stopped → rlimits → run
 //
 // Seccomp comes last so the fewest syscalls run under the filter before exec. The
 // filter applies to the init too, which needs nothing it denies from then on. Rlimits
 // apply to the program only: the init is a Go process whose reserved address space and
 // threads would trip them.
-func setup(cfg *initConfig) (pid, rules int, err error) {
-	// Joined to its cgroup by the parent before the config arrived; a cgroup namespace
-	// rooted here hides the host's cgroup paths.
-	if err := unix.Unshare(unix.CLONE_NEWCGROUP); err != nil {
-		return 0, 0, stageError("unshare cgroup namespace", err)
-	}
+func setup(cfg *initConfig, cfgPipe io.Reader) (pid int, err error) {
 	if err := buildRoot(rootPlan(cfg, realFS{})); err != nil {
-		return 0, 0, err
+		return 0, err
 	}
 	if err := pivot(); err != nil {
-		return 0, 0, err
+		return 0, err
 	}
 	if err := sealRoot(); err != nil {
-		return 0, 0, err
+		return 0, err
 	}
 	if err := writeWorkspace(cfg); err != nil {
-		return 0, 0, err
+		return 0, err
 	}
 	if err := unix.Sethostname([]byte(hostname)); err != nil {
-		return 0, 0, stageError("sethostname", err)
+		return 0, stageError("sethostname", err)
 	}
 	// Not dumpable: the program (same uid) cannot open /proc/1/mem or /proc/1/fd.
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
-		return 0, 0, stageError("prctl dumpable", err)
+		return 0, stageError("prctl dumpable", err)
 	}
 	if err := closeExtraFDs(); err != nil {
-		return 0, 0, stageError("close fds", err)
+		return 0, stageError("close fds", err)
 	}
 	if err := dropBoundingSet(); err != nil {
-		return 0, 0, stageError("drop capabilities", err)
+		return 0, stageError("drop capabilities", err)
 	}
-	if cfg.Seccomp {
-		n, err := loadFilter(filterPlan{network: cfg.Network == sandbox.NetworkHost})
-		if err != nil {
-			return 0, 0, stageError("seccomp", err)
+	// The parent joins us to the cgroup while we build the root (a v1 cgroup join
+	// costs milliseconds of RCU synchronisation), then closes the config pipe.
+	if _, err := io.Copy(io.Discard, cfgPipe); err != nil {
+		return 0, stageError("wait for cgroup", err)
+	}
+	// A cgroup namespace rooted at the sandbox's own cgroup hides the host's paths.
+	if err := unix.Unshare(unix.CLONE_NEWCGROUP); err != nil {
+		return 0, stageError("unshare cgroup namespace", err)
+	}
+	if len(cfg.Filter) > 0 {
+		if err := loadFilter(cfg.Filter); err != nil {
+			return 0, stageError("seccomp", err)
 		}
-		rules = n
 	} else if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
-		return 0, 0, stageError("no_new_privs", err)
+		return 0, stageError("no_new_privs", err)
 	}
 	if cfg.SetupOnly {
-		return 0, rules, nil
+		return 0, nil
 	}
 	pid, err = startStopped(cfg)
 	if err != nil {
-		return 0, 0, err
+		return 0, err
 	}
 	if err := applyRlimits(pid, rlimits(cfg.Limits, cfg.RlimitAS)); err != nil {
 		unix.Kill(pid, unix.SIGKILL)
-		return 0, 0, stageError("rlimits", err)
+		return 0, stageError("rlimits", err)
 	}
 	if err := unix.PtraceDetach(pid); err != nil {
 		unix.Kill(pid, unix.SIGKILL)
-		return 0, 0, stageError("ptrace detach", err)
+		return 0, stageError("ptrace detach", err)
 	}
 	// The program owns stdin/stdout/stderr now; the parent sees EOF when it exits.
 	for fd := 0; fd <= 2; fd++ {
 		unix.Close(fd)
 	}
-	return pid, rules, nil
+	return pid, nil
 }
 
 // startStopped forks and execs the program with PTRACE_TRACEME, so it stops right after

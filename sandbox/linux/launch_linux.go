@@ -129,6 +129,17 @@ func (l *launch) run(ctx context.Context, cfg *initConfig) (sandbox.Result, erro
 	var killOnce sync.Once
 	l.kill = func() { killOnce.Do(func() { cmd.Process.Kill() }) }
 
+	// The config goes first so the init builds its root while we join it to its cgroup;
+	// closing the pipe afterwards lets it start the program.
+	b, _ := json.Marshal(cfg)
+	b = append(b, '\n')
+	if _, err := cfgW.Write(b); err != nil {
+		l.kill()
+		<-waited
+		outR.Close()
+		errR.Close()
+		return res, fmt.Errorf("send config to the sandbox init: %w", err)
+	}
 	if l.cg != nil {
 		if err := l.cg.join(cmd.Process.Pid); err != nil {
 			l.kill()
@@ -138,11 +149,7 @@ func (l *launch) run(ctx context.Context, cfg *initConfig) (sandbox.Result, erro
 			return res, fmt.Errorf("%w: %v", errCgroup, err)
 		}
 	}
-	b, _ := json.Marshal(cfg)
-	go func() {
-		cfgW.Write(b)
-		cfgW.Close()
-	}()
+	cfgW.Close()
 
 	// Output readers: the capture keeps the cap, the reader keeps counting, and a flood
 	// past floodFactor × cap ends the run.

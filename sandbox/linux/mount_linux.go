@@ -21,7 +21,7 @@ var systemDirs = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "
 
 // etcCopies are host /etc files copied into the sandbox's own /etc. Nothing else of /etc
 // is visible: no shadow, no host passwd, no machine secrets.
-var etcCopies = []string{"ld.so.cache", "nsswitch.conf", "protocols", "services", "mime.types"}
+var etcCopies = []string{"ld.so.cache", "nsswitch.conf", "protocols", "services"}
 
 // etcBinds are host /etc directories bound read-only because programs resolve through
 // them: Debian's alternatives (awk, editor, …) and public CA certificates.
@@ -50,6 +50,7 @@ const (
 	opTmpfs                    // tmpfs at Target with Data options
 	opProc                     // fresh proc at Target
 	opCopy                     // copy host file Source to Target (or write Content)
+	opBindDev                  // bind a host device node at Target, usable (not nodev, not read-only)
 )
 
 // mountOp is one step of the root plan. Targets are absolute paths inside the sandbox.
@@ -142,7 +143,7 @@ func rootPlan(cfg *initConfig, host hostFS) []mountOp {
 			Data: "mode=0755,size=" + strconv.Itoa(devSize)},
 	)
 	for _, n := range devNodes {
-		plan = append(plan, mountOp{Kind: opBindRO, Source: "/dev/" + n, Target: "/dev/" + n, IsFile: true})
+		plan = append(plan, mountOp{Kind: opBindDev, Source: "/dev/" + n, Target: "/dev/" + n, IsFile: true})
 	}
 	plan = append(plan,
 		mountOp{Kind: opSymlink, Target: "/dev/fd", Link: "/proc/self/fd"},
@@ -248,6 +249,15 @@ func applyOp(op mountOp) error {
 			return stageError(stage, err)
 		}
 		if err := bindReadOnly(op.Source, dst); err != nil {
+			return stageError(stage, err)
+		}
+	case opBindDev:
+		// A read-only or nodev mount would make the node unusable (writing to
+		// /dev/null must work); the kernel already keeps the host's nosuid locked on it.
+		if err := mountPoint(dst, true); err != nil {
+			return stageError(stage, err)
+		}
+		if err := unix.Mount(op.Source, dst, "", unix.MS_BIND, ""); err != nil {
 			return stageError(stage, err)
 		}
 	case opTmpfs:

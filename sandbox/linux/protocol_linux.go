@@ -13,7 +13,9 @@ const initName = "airlock-sandbox-init"
 
 // Fixed descriptors of the init: the parent hands them over as ExtraFiles.
 const (
-	configFD = 3 // JSON initConfig, read to EOF
+	// configFD carries one JSON initConfig line; its EOF then says "go": the parent
+	// closes it once the init is in its cgroup, while the init builds its root.
+	configFD = 3
 	reportFD = 4 // JSON lines of message, written by the init
 )
 
@@ -42,8 +44,10 @@ type initConfig struct {
 	// RlimitAS applies Limits.Memory (or AddressSpace) as RLIMIT_AS because no memory
 	// cgroup enforces it.
 	RlimitAS bool `json:"rlimit_as"`
-	// Seccomp is false only in tests that prove a probe can fail.
-	Seccomp bool `json:"seccomp"`
+	// Filter is the compiled seccomp program. Empty only in tests that prove a probe can
+	// fail without it; no_new_privs is set either way.
+	Filter      []byte `json:"filter"`
+	FilterRules int    `json:"filter_rules"`
 	// SetupOnly builds the whole sandbox, reports, and exits without running a program
 	// (the startup self-check).
 	SetupOnly bool `json:"setup_only"`

@@ -32,6 +32,7 @@ type Sandbox struct {
 	hostUID int    // host id the sandbox's uid/gid map to
 	hostGID int
 	cg      *cgroups
+	filters map[sandbox.Network]*bpf
 	log     *slog.Logger
 }
 
@@ -71,6 +72,14 @@ func New(opts sandbox.Options) (*Sandbox, error) {
 		if removed := s.cg.cleanStale(s.log); len(removed) > 0 {
 			s.log.Info("removed stale sandbox cgroups", "count", len(removed), "dirs", removed)
 		}
+	}
+	s.filters = map[sandbox.Network]*bpf{}
+	for _, n := range []sandbox.Network{sandbox.NetworkNone, sandbox.NetworkHost} {
+		f, err := compileFilter(filterPlan{network: n == sandbox.NetworkHost})
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v (install libseccomp: apt-get install libseccomp2)", sandbox.ErrUnavailable, err)
+		}
+		s.filters[n] = f
 	}
 	// The definitive check: build a whole sandbox once, without running a program.
 	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
@@ -214,7 +223,8 @@ func (s *Sandbox) Run(ctx context.Context, spec sandbox.Spec) (sandbox.Result, e
 	cfg := &initConfig{
 		ID: spec.ID, Argv: spec.Argv, Env: spec.Env, Code: spec.Code, CodeFile: spec.CodeFile,
 		Files: spec.Files, Limits: spec.Limits, Network: spec.Network, Mounts: spec.Mounts,
-		OutDir: spec.OutDir, Artifacts: spec.Artifacts, Seccomp: true,
+		OutDir: spec.OutDir, Artifacts: spec.Artifacts,
+		Filter: s.filters[spec.Network].prog, FilterRules: s.filters[spec.Network].rules,
 	}
 	return s.launch(ctx, spec, cfg)
 }
@@ -256,7 +266,9 @@ func (s *Sandbox) launch(ctx context.Context, spec sandbox.Spec, cfg *initConfig
 // program, and returns the number of seccomp rules loaded.
 func (s *Sandbox) selfTest(ctx context.Context) (int, error) {
 	spec := withDefaults(sandbox.Spec{ID: "selftest-" + newID(), Argv: []string{"/"}})
-	cfg := &initConfig{ID: spec.ID, Limits: spec.Limits, Network: spec.Network, Seccomp: true, SetupOnly: true}
+	f := s.filters[spec.Network]
+	cfg := &initConfig{ID: spec.ID, Limits: spec.Limits, Network: spec.Network, SetupOnly: true,
+		Filter: f.prog, FilterRules: f.rules}
 	cg := s.cg
 	l := &launch{sb: s, spec: spec, stdout: sandbox.NewCapture(4096), stderr: sandbox.NewCapture(4096)}
 	if cg.version > 0 {
