@@ -28,15 +28,15 @@ type Config struct {
 	Imports     Imports     `toml:"imports" json:"imports"`
 	Concurrency Concurrency `toml:"concurrency" json:"concurrency"`
 	// MaxCodeBytes caps the code argument of one call; MaxStdinBytes its stdin.
-	MaxCodeBytes  Size      `toml:"max_code_bytes" json:"max_code_bytes"`
-	MaxStdinBytes Size      `toml:"max_stdin_bytes" json:"max_stdin_bytes"`
-	Files         Caps      `toml:"files" json:"files"`
-	Artifacts     Caps      `toml:"artifacts" json:"artifacts"`
-	Sandbox       Sandbox   `toml:"sandbox" json:"sandbox"`
-	HTTP          HTTP      `toml:"http" json:"http"`
-	Log           Log       `toml:"log" json:"log"`
-	Audit         Audit     `toml:"audit" json:"audit"`
-	Pool          Pool      `toml:"pool" json:"pool"`
+	MaxCodeBytes  Size    `toml:"max_code_bytes" json:"max_code_bytes"`
+	MaxStdinBytes Size    `toml:"max_stdin_bytes" json:"max_stdin_bytes"`
+	Files         Caps    `toml:"files" json:"files"`
+	Artifacts     Caps    `toml:"artifacts" json:"artifacts"`
+	Sandbox       Sandbox `toml:"sandbox" json:"sandbox"`
+	HTTP          HTTP    `toml:"http" json:"http"`
+	Log           Log     `toml:"log" json:"log"`
+	Audit         Audit   `toml:"audit" json:"audit"`
+	Pool          Pool    `toml:"pool" json:"pool"`
 }
 
 // Languages says which interpreters may run and, optionally, where they are.

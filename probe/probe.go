@@ -1,0 +1,156 @@
+// Package probe describes the sandbox self-check: which isolation layers are active and
+// what each escape probe found. The probe catalogue itself lives here too once written;
+// this file holds the report shape and the verdict rule every caller shares.
+package probe
+
+import (
+	"context"
+
+	"github.com/airlock-mcp/airlock/sandbox"
+)
+
+// Status is the outcome of one probe.
+type Status string
+
+const (
+	Passed        Status = "passed"         // the escape attempt was blocked
+	Failed        Status = "failed"         // the escape attempt succeeded
+	NotApplicable Status = "not_applicable" // the probe means nothing on this platform
+	Errored       Status = "error"          // the probe itself could not run
+)
+
+// Verdict sums a report up.
+type Verdict string
+
+const (
+	Isolated Verdict = "isolated" // every layer active, every probe passed
+	Degraded Verdict = "degraded" // an optional layer is missing or a probe could not run
+	Unsafe   Verdict = "unsafe"   // a required layer is missing or an escape succeeded
+)
+
+// Result is one probe's finding.
+type Result struct {
+	Name       string `json:"name"`
+	Category   string `json:"category"`
+	Status     Status `json:"status"`
+	Detail     string `json:"detail,omitempty"`
+	DurationMs int64  `json:"duration_ms"`
+	Fix        string `json:"fix,omitempty"`
+}
+
+// Totals counts results by status.
+type Totals struct {
+	Passed        int `json:"passed"`
+	Failed        int `json:"failed"`
+	NotApplicable int `json:"not_applicable"`
+	Errored       int `json:"error"`
+}
+
+// Report is the whole self-check.
+type Report struct {
+	Platform string          `json:"platform"`
+	Backend  string          `json:"backend"`
+	Layers   []sandbox.Layer `json:"layers"`
+	Probes   []Result        `json:"probes"`
+	Totals   Totals          `json:"totals"`
+	Verdict  Verdict         `json:"verdict"`
+	Fixes    []string        `json:"fixes"`
+}
+
+// Filter selects probes by name or category; empty fields select everything.
+type Filter struct {
+	Probes     []string
+	Categories []string
+}
+
+// Count totals results by status.
+func Count(results []Result) Totals {
+	var t Totals
+	for _, r := range results {
+		switch r.Status {
+		case Passed:
+			t.Passed++
+		case Failed:
+			t.Failed++
+		case NotApplicable:
+			t.NotApplicable++
+		default:
+			t.Errored++
+		}
+	}
+	return t
+}
+
+// Judge is the verdict rule: a failed probe or a missing required layer is unsafe
+// whatever else passed, because one open door is enough.
+func Judge(layers []sandbox.Layer, results []Result) Verdict {
+	v := Isolated
+	for _, l := range layers {
+		switch {
+		case l.Required && !l.Active:
+			return Unsafe
+		case !l.Active:
+			v = Degraded
+		}
+	}
+	for _, r := range results {
+		switch r.Status {
+		case Failed:
+			return Unsafe
+		case Errored:
+			v = Degraded
+		}
+	}
+	return v
+}
+
+// Fixes collects the remediation hints of inactive layers and failed or errored probes.
+func Fixes(layers []sandbox.Layer, results []Result) []string {
+	fixes := []string{}
+	seen := map[string]bool{}
+	add := func(f string) {
+		if f != "" && !seen[f] {
+			seen[f] = true
+			fixes = append(fixes, f)
+		}
+	}
+	for _, l := range layers {
+		if !l.Active {
+			add(l.Fix)
+		}
+	}
+	for _, r := range results {
+		if r.Status == Failed || r.Status == Errored {
+			add(r.Fix)
+		}
+	}
+	return fixes
+}
+
+// NewReport assembles a report and its verdict from a sandbox report and probe results.
+func NewReport(sr sandbox.Report, results []Result) Report {
+	if results == nil {
+		results = []Result{}
+	}
+	layers := sr.Layers
+	if layers == nil {
+		layers = []sandbox.Layer{}
+	}
+	return Report{
+		Platform: sr.Platform, Backend: sr.Backend, Layers: layers, Probes: results,
+		Totals: Count(results), Verdict: Judge(layers, results), Fixes: Fixes(layers, results),
+	}
+}
+
+// Layers is the prober used until the escape catalogue exists: it reports the layers the
+// backend says are active and runs no escape attempts.
+type Layers struct{ Sandbox sandbox.Sandbox }
+
+// Run ignores the filter: there are no probes to select yet.
+func (p Layers) Run(ctx context.Context, _ Filter) (Report, error) {
+	sr, err := p.Sandbox.Probe(ctx)
+	if err != nil {
+		return Report{}, err
+	}
+	return NewReport(sr, nil), nil
+}

@@ -1,0 +1,184 @@
+// Package runner is the one place that turns a request into a sandbox run. The run_code
+// tool, `airlock run` and the probes all go through it, so validation, limits, the
+// import policy, concurrency and the audit line are the same everywhere.
+package runner
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+	"unicode/utf8"
+
+	"github.com/airlock-mcp/airlock/policy"
+	"github.com/airlock-mcp/airlock/sandbox"
+)
+
+// Languages is the part of *policy.Registry the runner needs.
+type Languages interface {
+	Lookup(name string) (policy.Language, error)
+	Enabled() []string
+	Languages() []policy.Language
+}
+
+// Call is one request to run code.
+type Call struct {
+	Language string
+	Code     []byte
+	Stdin    []byte
+	Args     []string
+	// Timeout is the requested wall-clock limit; zero means the default. It is clamped
+	// to the operator's maximum.
+	Timeout time.Duration
+	// Progress, when set, receives snapshots while the program runs. It must not block.
+	Progress func(sandbox.Progress)
+}
+
+// Outcome is how a call ended when the sandbox ran it.
+type Outcome struct {
+	ID        string
+	Language  policy.Language
+	Limits    sandbox.Limits
+	Result    sandbox.Result
+	Violation *policy.Violation
+	// Degraded is set when the server runs with optional isolation layers missing.
+	Degraded bool
+}
+
+// Runner runs calls in the sandbox.
+type Runner struct {
+	Sandbox       sandbox.Sandbox
+	Languages     Languages
+	Bounds        policy.Bounds
+	Imports       policy.Imports
+	Network       sandbox.Network
+	MaxCodeBytes  int
+	MaxStdinBytes int
+	Limiter       *Limiter
+	Degraded      bool
+	Log           *slog.Logger
+}
+
+const maxArgs = 64
+
+// Run validates the call, runs it once in a fresh sandbox and logs one summary line.
+// A non-nil error means nothing ran: a rejected request (wrapping a policy error), no
+// free slot (ErrBusy), cancellation while waiting, or a sandbox failure.
+func (r *Runner) Run(ctx context.Context, call Call) (Outcome, error) {
+	start := time.Now()
+	out := Outcome{ID: newID(), Degraded: r.Degraded}
+	sum := sha256.Sum256(call.Code)
+	log := r.logger().With("id", out.ID, "language", call.Language,
+		"code_sha256", hex.EncodeToString(sum[:]), "code_bytes", len(call.Code))
+
+	out, err := r.run(ctx, call, out)
+	attrs := []any{"duration", time.Since(start).Round(time.Millisecond)}
+	if out.Limits != (sandbox.Limits{}) {
+		attrs = append(attrs, "wall_limit", out.Limits.Wall, "memory_limit", out.Limits.Memory)
+	}
+	switch {
+	case err != nil:
+		log.Warn("run refused", append(attrs, "error", err)...)
+	default:
+		attrs = append(attrs, "status", out.Result.Status, "exit_code", out.Result.ExitCode,
+			"wall", out.Result.Wall, "cpu", out.Result.CPU, "peak_memory", out.Result.PeakMemory,
+			"stdout_bytes", out.Result.Stdout.Total, "stderr_bytes", out.Result.Stderr.Total)
+		log.Info("run", attrs...)
+	}
+	return out, err
+}
+
+func (r *Runner) run(ctx context.Context, call Call, out Outcome) (Outcome, error) {
+	if err := r.validate(call); err != nil {
+		return out, err
+	}
+	lang, err := r.Languages.Lookup(call.Language)
+	if err != nil {
+		return out, err
+	}
+	out.Language = lang
+	out.Limits = r.Bounds.Clamp(policy.Request{Timeout: call.Timeout})
+	spec := lang.Spec(call.Code, call.Args, out.Limits)
+	spec.ID = out.ID
+	spec.Language = lang.Name
+	spec.Stdin = call.Stdin
+	spec.Network = r.Network
+	spec.Progress = call.Progress
+	spec = r.Imports.Apply(spec)
+
+	release, err := r.Limiter.Acquire(ctx)
+	if err != nil {
+		return out, err
+	}
+	defer release()
+	res, err := r.Sandbox.Run(ctx, spec)
+	if err != nil {
+		return out, fmt.Errorf("sandbox: %w", err)
+	}
+	if res.ID == "" {
+		res.ID = out.ID
+	}
+	if v, denied := r.Imports.Denied(res); denied {
+		res.Status = sandbox.StatusPolicyDenied
+		out.Violation = &v
+		if res.Detail == "" {
+			res.Detail = fmt.Sprintf("import of %q refused by the import policy (line %d)", v.Module, v.Line)
+		}
+	}
+	out.Result = res
+	return out, nil
+}
+
+func (r *Runner) validate(call Call) error {
+	if len(call.Code) == 0 {
+		return fmt.Errorf("%w: code is empty", policy.ErrInvalidRequest)
+	}
+	if err := policy.ValidateCode(string(call.Code), r.MaxCodeBytes); err != nil {
+		return err
+	}
+	switch {
+	case !utf8.Valid(call.Code):
+		return fmt.Errorf("%w: code is not valid UTF-8", policy.ErrInvalidRequest)
+	case len(call.Stdin) > r.MaxStdinBytes:
+		return fmt.Errorf("%w: stdin is %d bytes, the limit is %d bytes", policy.ErrInvalidRequest, len(call.Stdin), r.MaxStdinBytes)
+	case len(call.Args) > maxArgs:
+		return fmt.Errorf("%w: %d args, the limit is %d", policy.ErrInvalidRequest, len(call.Args), maxArgs)
+	case call.Timeout < 0:
+		return fmt.Errorf("%w: timeout must not be negative", policy.ErrInvalidRequest)
+	}
+	for i, a := range call.Args {
+		if bytes.IndexByte([]byte(a), 0) >= 0 {
+			return fmt.Errorf("%w: args[%d] contains a NUL byte", policy.ErrInvalidRequest, i)
+		}
+	}
+	return nil
+}
+
+func (r *Runner) logger() *slog.Logger {
+	if r.Log != nil {
+		return r.Log
+	}
+	return slog.Default().With("component", "runner")
+}
+
+// IsRefusal reports whether err means the request itself was bad (the caller can fix it).
+func IsRefusal(err error) bool {
+	for _, e := range []error{policy.ErrInvalidRequest, policy.ErrCodeTooLarge,
+		policy.ErrLanguageNotEnabled, policy.ErrLanguageNotInstalled} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
+func newID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on supported platforms
+	return hex.EncodeToString(b[:])
+}
