@@ -174,10 +174,15 @@ func compileFilter(p filterPlan) (*bpf, error) {
 	b.rule("socketpair", noFamily, cond(0, seccomp.CompareGreaterEqual, maxFamily))
 	// ioctl: everything but terminal input injection (TIOCSTI) and TIOCLINUX. The command
 	// is compared as 32 bits, as the kernel reads it, so garbage in the upper half of the
-	// register cannot slip past (CVE-2019-10063).
-	b.rule("ioctl", seccomp.ActAllow)
-	b.rule("ioctl", eperm, cond(1, seccomp.CompareMaskedEqual, 0xffffffff, unix.TIOCSTI))
-	b.rule("ioctl", eperm, cond(1, seccomp.CompareMaskedEqual, 0xffffffff, unix.TIOCLINUX))
+	// register cannot slip past (CVE-2019-10063). libseccomp lets an unconditional rule
+	// override conditional ones, so "allow ioctl" cannot be written as such: the allowed
+	// commands are spelled out as masked matches that together cover every other value.
+	for _, m := range complementMasks(deniedIoctls) {
+		b.rule("ioctl", seccomp.ActAllow, cond(1, seccomp.CompareMaskedEqual, m.mask, m.value))
+	}
+	for _, cmd := range deniedIoctls {
+		b.rule("ioctl", eperm, cond(1, seccomp.CompareMaskedEqual, 0xffffffff, uint64(cmd)))
+	}
 	for _, v := range personalities {
 		b.rule("personality", seccomp.ActAllow, cond(0, seccomp.CompareEqual, v))
 	}
@@ -239,6 +244,41 @@ func loadFilter(prog []byte) error {
 		return fmt.Errorf("seccomp: thread %d could not be synchronised", r)
 	}
 	return nil
+}
+
+// deniedIoctls are the ioctl commands refused with EPERM.
+var deniedIoctls = []uint32{unix.TIOCSTI, unix.TIOCLINUX}
+
+// maskedValue matches a 32-bit argument x when x&mask == value.
+type maskedValue struct{ mask, value uint64 }
+
+// complementMasks returns masked matches that, together, match every 32-bit value except
+// those in denied, and never one of those: a binary trie over the bits from the lowest
+// up, with one match for each branch no denied value takes.
+func complementMasks(denied []uint32) []maskedValue {
+	var out []maskedValue
+	var walk func(vals []uint32, bit uint, mask, value uint64)
+	walk = func(vals []uint32, bit uint, mask, value uint64) {
+		if bit == 32 {
+			return // vals all equal this path: a denied value
+		}
+		for b := uint64(0); b <= 1; b++ {
+			var sub []uint32
+			for _, v := range vals {
+				if uint64(v>>bit)&1 == b {
+					sub = append(sub, v)
+				}
+			}
+			m, val := mask|1<<bit, value|b<<bit
+			if len(sub) == 0 {
+				out = append(out, maskedValue{m, val})
+			} else {
+				walk(sub, bit+1, m, val)
+			}
+		}
+	}
+	walk(denied, 0, 0, 0)
+	return out
 }
 
 type builder struct {
