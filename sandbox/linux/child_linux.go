@@ -286,11 +286,23 @@ func closeExtraFDs() error {
 	return unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC)
 }
 
-// dropBoundingSet empties the capability bounding set and the ambient set, so nothing
-// the program execs can ever regain a capability in this user namespace.
+// dropBoundingSet empties the capability bounding set and the ambient and inheritable
+// sets, so nothing the program execs can ever regain a capability in this user
+// namespace. The inheritable set matters on its own: the kernel does not mask it with
+// the bounding set, so a file with inheritable file capabilities would get them back.
+// The init keeps its permitted and effective sets for the few steps left.
 func dropBoundingSet() error {
 	if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil {
 		return err
+	}
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &data[0]); err != nil {
+		return fmt.Errorf("capget: %w", err)
+	}
+	data[0].Inheritable, data[1].Inheritable = 0, 0
+	if err := unix.Capset(&hdr, &data[0]); err != nil {
+		return fmt.Errorf("clear inheritable capabilities: %w", err)
 	}
 	for c := 0; c <= unix.CAP_LAST_CAP; c++ {
 		if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0); err != nil && err != unix.EINVAL {
