@@ -96,3 +96,26 @@ func (c *Capture) Stream() Stream {
 	s.Tail = tail
 	return s
 }
+
+// Limit is the number of bytes the capture keeps at most.
+func (c *Capture) Limit() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return int64(c.headCap + c.tailCap)
+}
+
+// SetLimit changes the cap, for a sandbox prepared before its call's limits were known.
+// Bytes already kept beyond the new cap are dropped (they still count in Total).
+func (c *Capture) SetLimit(limit int64) {
+	if limit < 0 {
+		limit = 0
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	h := int(limit / 2)
+	if len(c.head) > h {
+		c.head = c.head[:h]
+	}
+	c.headCap, c.tailCap = h, int(limit)-h
+	c.tail, c.tailPos = nil, 0
+}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/signal"
 	"path"
@@ -37,22 +36,35 @@ func initMain() {
 
 	rep := &reporter{fd: reportFD}
 	cfgPipe := bufio.NewReader(os.NewFile(configFD, "config"))
-	cfg, err := readConfig(cfgPipe)
+	cfg, err := readLine[initConfig](cfgPipe)
 	if err != nil {
 		rep.fail(stageError("read config", err))
 	}
-	pid, err := setup(cfg, cfgPipe)
-	if err != nil {
-		var se *SetupError
-		if !errors.As(err, &se) {
-			se = stageError("setup", err)
-		}
-		rep.fail(se)
+	if err := setup(cfg, cfgPipe); err != nil {
+		rep.fail(asSetupError(err))
 	}
 	if cfg.SetupOnly {
 		rep.send(message{Kind: "started", SeccompRules: cfg.FilterRules})
 		rep.send(message{Kind: "exit", Exit: &exitInfo{Exited: true}})
 		os.Exit(0)
+	}
+	var pre *preloaded
+	if len(cfg.Preload) > 0 {
+		if pre, err = preload(cfg); err != nil {
+			rep.fail(asSetupError(err))
+		}
+		rep.send(message{Kind: "ready"})
+	}
+	h, err := readLine[handover](cfgPipe)
+	if err != nil {
+		if pre != nil {
+			unix.Kill(pre.pid, unix.SIGKILL)
+		}
+		rep.fail(stageError("read handover", err))
+	}
+	pid, err := start(cfg, h, pre)
+	if err != nil {
+		rep.fail(asSetupError(err))
 	}
 	rep.send(message{Kind: "started", SeccompRules: cfg.FilterRules})
 	exit := reap(pid)
@@ -64,88 +76,145 @@ func initMain() {
 	os.Exit(0)
 }
 
-func readConfig(r *bufio.Reader) (*initConfig, error) {
+func asSetupError(err error) *SetupError {
+	var se *SetupError
+	if !errors.As(err, &se) {
+		se = stageError("setup", err)
+	}
+	return se
+}
+
+// readLine reads one JSON line from the parent.
+func readLine[T any](r *bufio.Reader) (*T, error) {
 	b, err := r.ReadBytes('\n')
 	if err != nil {
 		return nil, err
 	}
-	var cfg initConfig
-	if err := json.Unmarshal(b, &cfg); err != nil {
+	v := new(T)
+	if err := json.Unmarshal(b, v); err != nil {
 		return nil, err
 	}
-	if len(cfg.Argv) == 0 && !cfg.SetupOnly {
-		return nil, errors.New("empty argv")
-	}
-	return &cfg, nil
+	return v, nil
 }
 
-// setup builds the sandbox and starts the program stopped at its first instruction,
-// then applies its limits and lets it run. The order matters and is fixed:
+// setup builds the sandbox up to the point where a program can start. The order
+// matters and is fixed:
 //
-//	mounts → pivot_root → seal root → workspace files → hostname → dumpable off →
-//	close fds ≥ 3 → drop capability bounding set → wait until in the cgroup →
-//	cgroup ns → seccomp (with no_new_privs) → fork+exec stopped → rlimits → run
+//	mounts → pivot_root → seal root → hostname → dumpable off → close fds ≥ 3 →
+//	drop capability bounding set → wait until in the cgroup → cgroup ns →
+//	seccomp (with no_new_privs)
+//
+// and then, in start: workspace files → fork+exec stopped → rlimits → run.
 //
 // Seccomp comes last so the fewest syscalls run under the filter before exec. The
 // filter applies to the init too, which needs nothing it denies from then on. Rlimits
 // apply to the program only: the init is a Go process whose reserved address space and
 // threads would trip them.
-func setup(cfg *initConfig, cfgPipe io.Reader) (pid int, err error) {
+func setup(cfg *initConfig, cfgPipe *bufio.Reader) error {
 	if err := buildRoot(rootPlan(cfg, realFS{})); err != nil {
-		return 0, err
+		return err
 	}
 	if err := pivot(); err != nil {
-		return 0, err
+		return err
 	}
 	if err := sealRoot(); err != nil {
-		return 0, err
-	}
-	if err := writeWorkspace(cfg); err != nil {
-		return 0, err
+		return err
 	}
 	if err := unix.Sethostname([]byte(hostname)); err != nil {
-		return 0, stageError("sethostname", err)
+		return stageError("sethostname", err)
 	}
 	// Not dumpable: the program (same uid) cannot open /proc/1/mem or /proc/1/fd.
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
-		return 0, stageError("prctl dumpable", err)
+		return stageError("prctl dumpable", err)
 	}
 	if err := closeExtraFDs(); err != nil {
-		return 0, stageError("close fds", err)
+		return stageError("close fds", err)
 	}
 	if err := dropBoundingSet(); err != nil {
-		return 0, stageError("drop capabilities", err)
+		return stageError("drop capabilities", err)
 	}
 	// The parent joins us to the cgroup while we build the root (a v1 cgroup join
-	// costs milliseconds of RCU synchronisation), then closes the config pipe.
-	if _, err := io.Copy(io.Discard, cfgPipe); err != nil {
-		return 0, stageError("wait for cgroup", err)
+	// costs milliseconds of RCU synchronisation), then says so.
+	if _, err := readLine[joined](cfgPipe); err != nil {
+		return stageError("wait for cgroup", err)
 	}
 	// A cgroup namespace rooted at the sandbox's own cgroup hides the host's paths.
 	if err := unix.Unshare(unix.CLONE_NEWCGROUP); err != nil {
-		return 0, stageError("unshare cgroup namespace", err)
+		return stageError("unshare cgroup namespace", err)
 	}
 	if len(cfg.Filter) > 0 {
 		if err := loadFilter(cfg.Filter); err != nil {
-			return 0, stageError("seccomp", err)
+			return stageError("seccomp", err)
 		}
 	} else if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
-		return 0, stageError("no_new_privs", err)
+		return stageError("no_new_privs", err)
 	}
-	if cfg.SetupOnly {
-		return 0, nil
+	return nil
+}
+
+// preloaded is an interpreter started ahead of the call, blocked reading its fd 3.
+type preloaded struct {
+	pid int
+	gow int // write end of its fd 3
+}
+
+// preload starts cfg.Preload with the config's limits, waiting for the program's argv.
+// Nothing of the call exists yet: the workspace is empty.
+func preload(cfg *initConfig) (*preloaded, error) {
+	var p [2]int
+	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
+		return nil, stageError("preload pipe", err)
 	}
-	pid, err = startStopped(cfg)
+	pid, err := startStopped(cfg.Preload, cfg.Env, []uintptr{0, 1, 2, uintptr(p[0])})
+	unix.Close(p[0])
 	if err != nil {
+		unix.Close(p[1])
+		return nil, err
+	}
+	if err := release(pid, cfg.Limits, cfg.RlimitAS); err != nil {
+		unix.Close(p[1])
+		return nil, err
+	}
+	return &preloaded{pid: pid, gow: p[1]}, nil
+}
+
+// start writes the call's files and starts its program: it hands the argv to the
+// preloaded interpreter, after lowering its rlimits to the call's, or forks the program.
+func start(cfg *initConfig, h *handover, pre *preloaded) (int, error) {
+	if err := writeWorkspace(cfg, h); err != nil {
+		if pre != nil {
+			unix.Kill(pre.pid, unix.SIGKILL)
+		}
 		return 0, err
 	}
-	if err := applyRlimits(pid, rlimits(cfg.Limits, cfg.RlimitAS)); err != nil {
-		unix.Kill(pid, unix.SIGKILL)
-		return 0, stageError("rlimits", err)
-	}
-	if err := unix.PtraceDetach(pid); err != nil {
-		unix.Kill(pid, unix.SIGKILL)
-		return 0, stageError("ptrace detach", err)
+	var pid int
+	if pre != nil {
+		pid = pre.pid
+		if err := lowerRlimits(pid, h.Limits, cfg.RlimitAS); err != nil {
+			unix.Kill(pid, unix.SIGKILL)
+			return 0, stageError("rlimits", err)
+		}
+		var b []byte
+		for _, a := range h.Tail {
+			b = append(append(b, a...), 0)
+		}
+		if err := writeAll(pre.gow, b); err != nil {
+			unix.Kill(pid, unix.SIGKILL)
+			return 0, stageError("hand over to the preloaded interpreter", err)
+		}
+		unix.Close(pre.gow)
+	} else {
+		if len(h.Argv) == 0 {
+			return 0, stageError("start", errors.New("empty argv"))
+		}
+		p, err := startStopped(h.Argv, cfg.Env, []uintptr{0, 1, 2})
+		if err != nil {
+			return 0, err
+		}
+		if err := release(p, h.Limits, cfg.RlimitAS); err != nil {
+			return 0, err
+		}
+		pid = p
 	}
 	// The program owns stdin/stdout/stderr now; the parent sees EOF when it exits.
 	for fd := 0; fd <= 2; fd++ {
@@ -154,22 +223,48 @@ func setup(cfg *initConfig, cfgPipe io.Reader) (pid int, err error) {
 	return pid, nil
 }
 
-// startStopped forks and execs the program with PTRACE_TRACEME, so it stops right after
+// release applies the rlimits to a program stopped at exec and lets it run.
+func release(pid int, l sandbox.Limits, applyAS bool) error {
+	if err := applyRlimits(pid, rlimits(l, applyAS)); err != nil {
+		unix.Kill(pid, unix.SIGKILL)
+		return stageError("rlimits", err)
+	}
+	if err := unix.PtraceDetach(pid); err != nil {
+		unix.Kill(pid, unix.SIGKILL)
+		return stageError("ptrace detach", err)
+	}
+	return nil
+}
+
+func writeAll(fd int, b []byte) error {
+	for len(b) > 0 {
+		n, err := unix.Write(fd, b)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		b = b[n:]
+	}
+	return nil
+}
+
+// startStopped forks and execs argv with PTRACE_TRACEME, so it stops right after
 // execve, before its first instruction, until the init has applied its rlimits.
-func startStopped(cfg *initConfig) (int, error) {
-	env := append(baseEnv(), cfg.Env...)
+func startStopped(argv, env []string, files []uintptr) (int, error) {
 	attr := &syscall.ProcAttr{
 		Dir:   "/workspace",
-		Env:   env,
-		Files: []uintptr{0, 1, 2},
+		Env:   append(baseEnv(), env...),
+		Files: files,
 		Sys: &syscall.SysProcAttr{
 			Ptrace: true,
 			Setsid: true,
 		},
 	}
-	pid, err := syscall.ForkExec(cfg.Argv[0], cfg.Argv, attr)
+	pid, err := syscall.ForkExec(argv[0], argv, attr)
 	if err != nil {
-		return 0, stageError("exec "+cfg.Argv[0], err)
+		return 0, stageError("exec "+argv[0], err)
 	}
 	var ws unix.WaitStatus
 	if _, err := unix.Wait4(pid, &ws, 0, nil); err != nil {
@@ -232,16 +327,16 @@ func reap(pid int) *exitInfo {
 	return info
 }
 
-// writeWorkspace writes the code and the input files into the fresh workspace. Nothing
-// else has run in the sandbox yet, so there is nothing to race; O_NOFOLLOW|O_EXCL still
-// refuses any surprise.
-func writeWorkspace(cfg *initConfig) error {
-	if cfg.CodeFile != "" {
-		if err := createFile(cfg.CodeFile, cfg.Code, 0o644); err != nil {
+// writeWorkspace writes the code and the input files into the fresh workspace. No code
+// of the call has run yet (a preloaded interpreter is still blocked on its fd 3), so
+// there is nothing to race; O_NOFOLLOW|O_EXCL still refuses any surprise.
+func writeWorkspace(cfg *initConfig, h *handover) error {
+	if h.CodeFile != "" {
+		if err := createFile(h.CodeFile, h.Code, 0o644); err != nil {
 			return stageError("write code file", err)
 		}
 	}
-	for _, f := range cfg.Files {
+	for _, f := range h.Files {
 		mode := f.Mode.Perm()
 		if mode == 0 {
 			mode = 0o644

@@ -2,14 +2,12 @@ package linux
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"runtime"
@@ -34,16 +32,24 @@ const (
 	progressEvery = time.Second
 )
 
-// launch is everything the parent needs while one sandbox runs.
+// launch is one sandbox seen from the parent, from its start to its result.
 type launch struct {
 	sb   *Sandbox
-	spec sandbox.Spec
+	spec sandbox.Spec // the call's spec once handed over (before: the pool template)
 	cg   *cgroup
 
 	stdout, stderr *sandbox.Capture
 
+	cfgW, stdinW *os.File
+	outR, errR   *os.File
+	waited       chan *os.ProcessState
+	readyCh      chan struct{} // closed when the init reports "ready" (a preloaded interpreter)
+	startedCh    chan struct{} // closed when the init reports "started"
+	reportDone   chan struct{}
+	drained      sync.WaitGroup
+
 	mu      sync.Mutex
-	started time.Time // when the program began running (the init said "started")
+	started time.Time // when the program began running
 	killed  sandbox.Status
 	detail  string
 	exit    *exitInfo
@@ -59,52 +65,84 @@ func newID() string {
 	return hex.EncodeToString(b[:])
 }
 
-// run starts the init, feeds it the config, supervises it and maps the outcome.
-func (l *launch) run(ctx context.Context, cfg *initConfig) (sandbox.Result, error) {
-	res := sandbox.Result{ID: cfg.ID, Status: sandbox.StatusSandboxError, ExitCode: -1}
-	cfgR, cfgW, err := os.Pipe()
-	if err != nil {
-		return res, fmt.Errorf("config pipe: %w", err)
+func newLaunch(sb *Sandbox, spec sandbox.Spec, cg *cgroup) *launch {
+	return &launch{
+		sb: sb, spec: spec, cg: cg,
+		stdout:    sandbox.NewCapture(spec.Limits.Output),
+		stderr:    sandbox.NewCapture(spec.Limits.Output),
+		waited:    make(chan *os.ProcessState, 1),
+		readyCh:   make(chan struct{}),
+		startedCh: make(chan struct{}),
+		kill:      func() {},
 	}
-	defer cfgW.Close()
-	repR, repW, err := os.Pipe()
-	if err != nil {
-		cfgR.Close()
-		return res, fmt.Errorf("report pipe: %w", err)
+}
+
+// start creates the init in its namespaces and cgroup and sends it the config; the init
+// builds the sandbox up to the handover (and starts a preloaded interpreter).
+func (l *launch) start(cfg *initConfig) (err error) {
+	var closers []*os.File
+	defer func() {
+		for _, f := range closers {
+			f.Close()
+		}
+	}()
+	pipe := func(what string) (*os.File, *os.File, error) {
+		r, w, err := os.Pipe()
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s pipe: %w", what, err)
+		}
+		return r, w, nil
 	}
-	defer repR.Close()
-	outR, outW, err := os.Pipe()
+	cfgR, cfgW, err := pipe("config")
 	if err != nil {
-		cfgR.Close()
-		repW.Close()
-		return res, fmt.Errorf("stdout pipe: %w", err)
+		return err
 	}
-	errR, errW, err := os.Pipe()
+	closers = append(closers, cfgR)
+	repR, repW, err := pipe("report")
 	if err != nil {
-		cfgR.Close()
-		repW.Close()
+		cfgW.Close()
+		return err
+	}
+	closers = append(closers, repW)
+	inR, inW, err := pipe("stdin")
+	if err != nil {
+		cfgW.Close()
+		repR.Close()
+		return err
+	}
+	closers = append(closers, inR)
+	outR, outW, err := pipe("stdout")
+	if err != nil {
+		cfgW.Close()
+		repR.Close()
+		inW.Close()
+		return err
+	}
+	closers = append(closers, outW)
+	errR, errW, err := pipe("stderr")
+	if err != nil {
+		cfgW.Close()
+		repR.Close()
+		inW.Close()
 		outR.Close()
-		outW.Close()
-		return res, fmt.Errorf("stderr pipe: %w", err)
+		return err
 	}
+	closers = append(closers, errW)
+	l.cfgW, l.stdinW, l.outR, l.errR = cfgW, inW, outR, errR
 
 	cmd := &exec.Cmd{
 		Path:        l.sb.self,
 		Args:        []string{initName},
 		Env:         []string{},
+		Stdin:       inR,
 		Stdout:      outW,
 		Stderr:      errW,
 		ExtraFiles:  []*os.File{cfgR, repW},
 		SysProcAttr: l.sb.procAttr(l.cg, cfg.Network),
 	}
-	if len(l.spec.Stdin) > 0 {
-		cmd.Stdin = bytes.NewReader(l.spec.Stdin)
-	}
-
 	// Pdeathsig follows the thread that started the child: start and wait on one locked
 	// thread, so the sandbox dies with the server and never earlier.
 	startErr := make(chan error, 1)
-	waited := make(chan *os.ProcessState, 1)
 	go func() {
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread()
@@ -114,73 +152,121 @@ func (l *launch) run(ctx context.Context, cfg *initConfig) (sandbox.Result, erro
 		}
 		startErr <- nil
 		st, _ := cmd.Process.Wait()
-		waited <- st
+		l.waited <- st
 	}()
-	err = <-startErr
-	cfgR.Close()
-	repW.Close()
-	outW.Close()
-	errW.Close()
-	if err != nil {
-		outR.Close()
-		errR.Close()
-		return res, l.sb.startError(err)
+	if err := <-startErr; err != nil {
+		l.closeParentEnds()
+		return l.sb.startError(err)
 	}
-	var killOnce sync.Once
-	l.kill = func() { killOnce.Do(func() { cmd.Process.Kill() }) }
-
-	// The config goes first so the init builds its root while we join it to its cgroup;
-	// closing the pipe afterwards lets it start the program.
-	b, _ := json.Marshal(cfg)
-	b = append(b, '\n')
-	if _, err := cfgW.Write(b); err != nil {
-		l.kill()
-		<-waited
-		outR.Close()
-		errR.Close()
-		return res, fmt.Errorf("send config to the sandbox init: %w", err)
-	}
-	if l.cg != nil {
-		if err := l.cg.join(cmd.Process.Pid); err != nil {
-			l.kill()
-			<-waited
-			outR.Close()
-			errR.Close()
-			return res, fmt.Errorf("%w: %v", errCgroup, err)
-		}
-	}
-	cfgW.Close()
+	var once sync.Once
+	l.kill = func() { once.Do(func() { cmd.Process.Kill() }) }
 
 	// Output readers: the capture keeps the cap, the reader keeps counting, and a flood
 	// past floodFactor × cap ends the run.
-	ceiling := l.spec.Limits.Output * floodFactor
-	var drained sync.WaitGroup
-	drained.Add(2)
-	go l.pump(outR, l.stdout, ceiling, &drained)
-	go l.pump(errR, l.stderr, ceiling, &drained)
+	l.drained.Add(2)
+	go l.pump(outR, l.stdout)
+	go l.pump(errR, l.stderr)
+	l.reportDone = make(chan struct{})
+	go l.readReports(repR, l.reportDone)
 
-	reportDone := make(chan struct{})
-	startedCh := make(chan struct{})
-	go l.readReports(repR, startedCh, reportDone)
+	fail := func(err error) error {
+		l.kill()
+		l.finish()
+		return err
+	}
+	// The config goes first so the init builds its root while we join it to its cgroup.
+	if err := l.send(cfg); err != nil {
+		return fail(fmt.Errorf("send config to the sandbox init: %w", err))
+	}
+	if l.cg != nil {
+		if err := l.cg.join(cmd.Process.Pid); err != nil {
+			return fail(fmt.Errorf("%w: %v", errCgroup, err))
+		}
+	}
+	if err := l.send(joined{Joined: true}); err != nil {
+		return fail(fmt.Errorf("send config to the sandbox init: %w", err))
+	}
+	return nil
+}
 
-	l.supervise(ctx, startedCh, waited)
-	state := <-waited
-	<-reportDone
+func (l *launch) send(v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	_, err = l.cfgW.Write(append(b, '\n'))
+	return err
+}
 
-	drainedCh := make(chan struct{})
-	go func() { drained.Wait(); close(drainedCh) }()
+// handover sends the call to a started sandbox; the init writes its files and starts
+// the program (or releases the preloaded interpreter). Stdin is fed in the background.
+func (l *launch) handover(spec sandbox.Spec, h *handover) error {
+	l.mu.Lock()
+	l.spec.Limits = spec.Limits
+	l.spec.Progress = spec.Progress
+	l.spec.ID = spec.ID
+	l.mu.Unlock()
+	l.stdout.SetLimit(spec.Limits.Output)
+	l.stderr.SetLimit(spec.Limits.Output)
+	err := l.send(h)
+	l.cfgW.Close()
+	if err != nil {
+		l.kill()
+		return fmt.Errorf("hand the call to the sandbox init: %w", err)
+	}
+	stdin, w := spec.Stdin, l.stdinW
+	go func() {
+		// A program that never reads its stdin leaves this blocked until the sandbox
+		// is gone and the write fails.
+		if len(stdin) > 0 {
+			w.Write(stdin)
+		}
+		w.Close()
+	}()
+	return nil
+}
+
+// discard kills a sandbox that will never be handed a call, and waits for it.
+func (l *launch) discard() {
+	l.kill()
+	l.cfgW.Close()
+	l.stdinW.Close()
+	l.finish()
+}
+
+// finish waits for the init to be reaped and the pipes to drain.
+func (l *launch) finish() *os.ProcessState {
+	st := <-l.waited
+	l.waited <- st
+	<-l.reportDone
+	drained := make(chan struct{})
+	go func() { l.drained.Wait(); close(drained) }()
 	select {
-	case <-drainedCh:
+	case <-drained:
 	case <-time.After(drainGrace):
 		// Only possible if something outside the sandbox holds a write end; the pid
 		// namespace is gone, so do not wait for it.
-		outR.Close()
-		errR.Close()
-		<-drainedCh
+		l.outR.Close()
+		l.errR.Close()
+		<-drained
 	}
-	outR.Close()
-	errR.Close()
-	return l.result(res, state), nil
+	l.closeParentEnds()
+	return st
+}
+
+func (l *launch) closeParentEnds() {
+	for _, f := range []*os.File{l.outR, l.errR} {
+		if f != nil {
+			f.Close()
+		}
+	}
+}
+
+// wait supervises a handed-over sandbox to its end and maps the outcome.
+func (l *launch) wait(ctx context.Context) sandbox.Result {
+	l.supervise(ctx)
+	st := l.finish()
+	return l.result(sandbox.Result{ID: l.spec.ID, Status: sandbox.StatusSandboxError, ExitCode: -1}, st)
 }
 
 var errCgroup = errors.New("cgroup")
@@ -188,7 +274,7 @@ var errCgroup = errors.New("cgroup")
 // supervise waits for the program to start and end, enforcing the setup timeout, the
 // wall timeout and cancellation by killing the init, which takes the whole pid
 // namespace with it.
-func (l *launch) supervise(ctx context.Context, startedCh <-chan struct{}, waited chan *os.ProcessState) {
+func (l *launch) supervise(ctx context.Context) {
 	setup := time.NewTimer(setupTimeout)
 	defer setup.Stop()
 	var wall <-chan time.Time
@@ -198,10 +284,11 @@ func (l *launch) supervise(ctx context.Context, startedCh <-chan struct{}, waite
 		defer t.Stop()
 		tick = t.C
 	}
+	startedCh := l.startedCh
 	for {
 		select {
-		case st := <-waited:
-			waited <- st // give it back to run
+		case st := <-l.waited:
+			l.waited <- st
 			return
 		case <-startedCh:
 			startedCh = nil
@@ -238,14 +325,14 @@ func (l *launch) stop(status sandbox.Status, detail string) {
 	l.kill()
 }
 
-func (l *launch) pump(r *os.File, c *sandbox.Capture, ceiling int64, wg *sync.WaitGroup) {
-	defer wg.Done()
+func (l *launch) pump(r *os.File, c *sandbox.Capture) {
+	defer l.drained.Done()
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := r.Read(buf)
 		if n > 0 {
 			c.Write(buf[:n])
-			if ceiling > 0 && c.Total() > ceiling {
+			if ceiling := c.Limit() * floodFactor; ceiling > 0 && c.Total() > ceiling {
 				l.stop(sandbox.StatusOutputLimit, fmt.Sprintf("killed for writing more than %d bytes to one stream", ceiling))
 				// Keep draining so nothing blocks; the capture still only keeps the cap.
 			}
@@ -256,8 +343,9 @@ func (l *launch) pump(r *os.File, c *sandbox.Capture, ceiling int64, wg *sync.Wa
 	}
 }
 
-func (l *launch) readReports(r io.Reader, startedCh chan<- struct{}, done chan<- struct{}) {
+func (l *launch) readReports(r *os.File, done chan<- struct{}) {
 	defer close(done)
+	defer r.Close()
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 1<<30)
 	for sc.Scan() {
@@ -267,10 +355,12 @@ func (l *launch) readReports(r io.Reader, startedCh chan<- struct{}, done chan<-
 		}
 		l.mu.Lock()
 		switch m.Kind {
+		case "ready":
+			close(l.readyCh)
 		case "started":
 			l.started = time.Now()
 			l.rules = m.SeccompRules
-			close(startedCh)
+			close(l.startedCh)
 		case "exit":
 			l.exit = m.Exit
 			l.arts = m.Artifacts

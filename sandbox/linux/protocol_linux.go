@@ -13,8 +13,9 @@ const initName = "airlock-sandbox-init"
 
 // Fixed descriptors of the init: the parent hands them over as ExtraFiles.
 const (
-	// configFD carries one JSON initConfig line; its EOF then says "go": the parent
-	// closes it once the init is in its cgroup, while the init builds its root.
+	// configFD carries JSON lines from the parent: the initConfig, then "joined" once
+	// the init is in its cgroup (it builds its root meanwhile), then the handover with
+	// the call itself, which a warm pool sends only when a call arrives.
 	configFD = 3
 	reportFD = 4 // JSON lines of message, written by the init
 )
@@ -28,14 +29,14 @@ const (
 	sandboxGID = 1000
 )
 
-// initConfig is everything the init needs, sent by the parent over configFD.
+// initConfig is what the init needs to build the sandbox, sent first over configFD.
 type initConfig struct {
-	ID        string                 `json:"id"`
-	Argv      []string               `json:"argv"`
+	ID string `json:"id"`
+	// Preload is the argv of an interpreter started before the handover, waiting for
+	// the program's argv on its fd 3 (sandbox.Spec.Preload). Empty: the program is
+	// started at the handover.
+	Preload   []string               `json:"preload,omitempty"`
 	Env       []string               `json:"env"`
-	Code      []byte                 `json:"code"`
-	CodeFile  string                 `json:"code_file"`
-	Files     []sandbox.File         `json:"files"`
 	Limits    sandbox.Limits         `json:"limits"`
 	Network   sandbox.Network        `json:"network"`
 	Mounts    []string               `json:"mounts"`
@@ -53,9 +54,26 @@ type initConfig struct {
 	SetupOnly bool `json:"setup_only"`
 }
 
+// joined is the second line on configFD.
+type joined struct {
+	Joined bool `json:"joined"`
+}
+
+// handover is the call itself: the last line on configFD.
+type handover struct {
+	Argv     []string       `json:"argv"`
+	Tail     []string       `json:"tail,omitempty"` // Argv from the code file on, for a preloaded interpreter
+	Code     []byte         `json:"code"`
+	CodeFile string         `json:"code_file"`
+	Files    []sandbox.File `json:"files"`
+	// Limits are the call's own, never higher than the config's: the init lowers the
+	// preloaded interpreter's rlimits to them.
+	Limits sandbox.Limits `json:"limits"`
+}
+
 // message is one line the init writes on reportFD.
 type message struct {
-	Kind string `json:"kind"` // "started", "exit", "error"
+	Kind string `json:"kind"` // "ready", "started", "exit", "error"
 
 	// kind "error": a setup stage failed.
 	Stage string `json:"stage,omitempty"`

@@ -1,7 +1,11 @@
 package linux
 
 import (
+	"bytes"
 	"fmt"
+	"os"
+	"strconv"
+	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -66,4 +70,55 @@ func applyRlimits(pid int, plan []rlimit) error {
 		}
 	}
 	return nil
+}
+
+// lowerRlimits lowers a running interpreter's limits to the call's. Its CPU clock ran
+// while it loaded, so the CPU limit is counted from now.
+func lowerRlimits(pid int, l sandbox.Limits, applyAS bool) error {
+	used, err := cpuUsed(pid)
+	if err != nil {
+		return err
+	}
+	for _, r := range rlimits(l, applyAS) {
+		var cur unix.Rlimit
+		if err := unix.Prlimit(pid, r.Resource, nil, &cur); err != nil {
+			return fmt.Errorf("prlimit %s: %w", r.Name, err)
+		}
+		want := r.Value
+		if r.Resource == unix.RLIMIT_CPU {
+			want += uint64((used + time.Second - 1) / time.Second)
+		}
+		if want >= cur.Max {
+			continue // never raise: the preloaded limits already bound the call
+		}
+		lim := unix.Rlimit{Cur: want, Max: want}
+		if r.Resource == unix.RLIMIT_CPU {
+			lim.Max = min(want+1, cur.Max)
+		}
+		if err := unix.Prlimit(pid, r.Resource, &lim, nil); err != nil {
+			return fmt.Errorf("prlimit %s=%d: %w", r.Name, want, err)
+		}
+	}
+	return nil
+}
+
+// cpuUsed reads a process's CPU time so far from /proc/<pid>/stat (fields 14 and 15, in
+// clock ticks of 1/100 s on Linux).
+func cpuUsed(pid int) (time.Duration, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, err
+	}
+	// The command name (field 2) may contain spaces; fields are counted after its ")".
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("malformed /proc/%d/stat", pid)
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return 0, fmt.Errorf("malformed /proc/%d/stat", pid)
+	}
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(ut+st) * 10 * time.Millisecond, nil
 }

@@ -16,6 +16,7 @@ import (
 	"path"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -34,6 +35,7 @@ type Sandbox struct {
 	cg      *cgroups
 	filters map[sandbox.Network]*bpf
 	log     *slog.Logger
+	cleanup sync.WaitGroup
 }
 
 // New checks this host once and returns the backend. It fails closed, with an error
@@ -220,42 +222,83 @@ func (s *Sandbox) Run(ctx context.Context, spec sandbox.Spec) (sandbox.Result, e
 		res.Detail = err.Error()
 		return res, err
 	}
-	cfg := &initConfig{
-		ID: spec.ID, Argv: spec.Argv, Env: spec.Env, Code: spec.Code, CodeFile: spec.CodeFile,
-		Files: spec.Files, Limits: spec.Limits, Network: spec.Network, Mounts: spec.Mounts,
-		OutDir: spec.OutDir, Artifacts: spec.Artifacts,
-		Filter: s.filters[spec.Network].prog, FilterRules: s.filters[spec.Network].rules,
-	}
-	return s.launch(ctx, spec, cfg)
+	return s.run(ctx, spec, s.config(spec))
 }
 
-func (s *Sandbox) launch(ctx context.Context, spec sandbox.Spec, cfg *initConfig) (sandbox.Result, error) {
-	res := sandbox.Result{ID: spec.ID, Status: sandbox.StatusSandboxError, ExitCode: -1}
+// config is the part of spec the init needs to build the sandbox.
+func (s *Sandbox) config(spec sandbox.Spec) *initConfig {
+	f := s.filters[spec.Network]
+	return &initConfig{
+		ID: spec.ID, Env: spec.Env, Limits: spec.Limits, Network: spec.Network,
+		Mounts: spec.Mounts, OutDir: spec.OutDir, Artifacts: spec.Artifacts,
+		Filter: f.prog, FilterRules: f.rules,
+	}
+}
+
+// callOf is the part of spec that is the call itself.
+func callOf(spec sandbox.Spec) *handover {
+	h := &handover{Argv: spec.Argv, Code: spec.Code, CodeFile: spec.CodeFile, Files: spec.Files, Limits: spec.Limits}
+	for i, a := range spec.Argv {
+		if i > 0 && a == spec.CodeFile {
+			h.Tail = spec.Argv[i:]
+			break
+		}
+	}
+	return h
+}
+
+// prepare creates a cgroup and starts a sandbox for spec up to the handover.
+func (s *Sandbox) prepare(spec sandbox.Spec, cfg *initConfig) (*launch, error) {
 	var cg *cgroup
 	if s.cg.version > 0 {
 		c, err := s.cg.create(spec.ID, spec.Limits)
 		if err != nil {
-			res.Detail = err.Error()
-			return res, fmt.Errorf("%w: %v", errCgroup, err)
+			return nil, fmt.Errorf("%w: %v", errCgroup, err)
 		}
 		cg = c
-		defer func() {
-			if err := cg.destroy(); err != nil {
-				s.log.Warn("cgroup left behind", "id", spec.ID, "err", err)
-			}
-		}()
 	}
 	cfg.RlimitAS = cg == nil || (cg.version == 1 && cg.dirs["memory"] == "")
-	l := &launch{
-		sb: s, spec: spec, cg: cg,
-		stdout: sandbox.NewCapture(spec.Limits.Output),
-		stderr: sandbox.NewCapture(spec.Limits.Output),
+	l := newLaunch(s, spec, cg)
+	if err := l.start(cfg); err != nil {
+		s.release(l)
+		return nil, err
 	}
-	r, err := l.run(ctx, cfg)
+	return l, nil
+}
+
+// release removes a finished sandbox's cgroup in the background: the kernel frees the
+// dead processes asynchronously, and the caller need not wait for it.
+func (s *Sandbox) release(l *launch) {
+	if l.cg == nil {
+		return
+	}
+	s.cleanup.Add(1)
+	go func() {
+		defer s.cleanup.Done()
+		if err := l.cg.destroy(); err != nil {
+			s.log.Warn("cgroup left behind", "id", l.spec.ID, "err", err)
+		}
+	}()
+}
+
+// Wait blocks until background cleanup of finished sandboxes is done (tests, shutdown).
+func (s *Sandbox) Wait() { s.cleanup.Wait() }
+
+// run is the cold path: a sandbox built for this call from cfg.
+func (s *Sandbox) run(ctx context.Context, spec sandbox.Spec, cfg *initConfig) (sandbox.Result, error) {
+	res := sandbox.Result{ID: spec.ID, Status: sandbox.StatusSandboxError, ExitCode: -1}
+	l, err := s.prepare(spec, cfg)
 	if err != nil {
-		r.Detail = err.Error()
-		return r, err
+		res.Detail = err.Error()
+		return res, err
 	}
+	defer s.release(l)
+	if err := l.handover(spec, callOf(spec)); err != nil {
+		l.finish()
+		res.Detail = err.Error()
+		return res, err
+	}
+	r := l.wait(ctx)
 	if l.setup != nil {
 		return r, l.setup
 	}
@@ -266,25 +309,20 @@ func (s *Sandbox) launch(ctx context.Context, spec sandbox.Spec, cfg *initConfig
 // program, and returns the number of seccomp rules loaded.
 func (s *Sandbox) selfTest(ctx context.Context) (int, error) {
 	spec := withDefaults(sandbox.Spec{ID: "selftest-" + newID(), Argv: []string{"/"}})
-	f := s.filters[spec.Network]
-	cfg := &initConfig{ID: spec.ID, Limits: spec.Limits, Network: spec.Network, SetupOnly: true,
-		Filter: f.prog, FilterRules: f.rules}
-	cg := s.cg
-	l := &launch{sb: s, spec: spec, stdout: sandbox.NewCapture(4096), stderr: sandbox.NewCapture(4096)}
-	if cg.version > 0 {
-		c, err := cg.create(spec.ID, spec.Limits)
-		if err != nil {
-			return 0, fmt.Errorf("%w: cannot create a cgroup: %v (set sandbox.cgroups = off to use rlimits only)", sandbox.ErrUnavailable, err)
+	cfg := s.config(spec)
+	cfg.SetupOnly = true
+	l, err := s.prepare(spec, cfg)
+	if err == nil {
+		defer s.release(l)
+		l.cfgW.Close()
+		l.stdinW.Close()
+		res := l.wait(ctx)
+		switch {
+		case l.setup != nil:
+			err = l.setup
+		case res.Status != sandbox.StatusOK:
+			err = fmt.Errorf("self-test ended with %s: %s %s", res.Status, res.Detail, strings.TrimSpace(string(res.Stderr.Bytes())))
 		}
-		defer c.destroy()
-		l.cg = c
-	}
-	res, err := l.run(ctx, cfg)
-	if err == nil && l.setup != nil {
-		err = l.setup
-	}
-	if err == nil && res.Status != sandbox.StatusOK {
-		err = fmt.Errorf("self-test ended with %s: %s %s", res.Status, res.Detail, strings.TrimSpace(string(res.Stderr.Bytes())))
 	}
 	if err != nil {
 		if errors.Is(err, sandbox.ErrUnavailable) {
