@@ -1,0 +1,163 @@
+package tools
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/airlock-mcp/airlock/sandbox"
+)
+
+// GetConfigArgs is empty: get_config takes no arguments.
+type GetConfigArgs struct{}
+
+// LimitsView is one set of limits in plain units.
+type LimitsView struct {
+	WallMs         int64 `json:"wall_ms"`
+	CPUMs          int64 `json:"cpu_ms"`
+	MemoryBytes    int64 `json:"memory_bytes"`
+	Pids           int   `json:"pids"`
+	FileSizeBytes  int64 `json:"file_size_bytes"`
+	OpenFiles      int   `json:"open_files"`
+	WorkspaceBytes int64 `json:"workspace_bytes"`
+	OutputBytes    int64 `json:"output_bytes"`
+}
+
+// LanguageView is one language as detected on this host.
+type LanguageView struct {
+	Name        string `json:"name"`
+	Interpreter string `json:"interpreter"`
+	Version     string `json:"version"`
+	Enabled     bool   `json:"enabled"`
+	Installed   bool   `json:"installed"`
+}
+
+// ConfigView is the effective, redacted configuration.
+type ConfigView struct {
+	Version   string         `json:"version"`
+	Languages []LanguageView `json:"languages"`
+	Limits    struct {
+		Default LimitsView `json:"default"`
+		Max     LimitsView `json:"max"`
+	} `json:"limits"`
+	Network string `json:"network"`
+	Imports struct {
+		DenyImport []string `json:"deny_import"`
+		DenyFrom   []string `json:"deny_from"`
+	} `json:"imports"`
+	Concurrency struct {
+		MaxParallel    int   `json:"max_parallel"`
+		QueueSize      int   `json:"queue_size"`
+		QueueTimeoutMs int64 `json:"queue_timeout_ms"`
+		Running        int   `json:"running"`
+	} `json:"concurrency"`
+	MaxCodeBytes  int `json:"max_code_bytes"`
+	MaxStdinBytes int `json:"max_stdin_bytes"`
+	Isolation     struct {
+		Platform string          `json:"platform"`
+		Backend  string          `json:"backend"`
+		Layers   []sandbox.Layer `json:"layers"`
+		Degraded bool            `json:"degraded"`
+		Error    string          `json:"error,omitempty"`
+	} `json:"isolation"`
+	Sandbox struct {
+		HostUser      string `json:"host_user"`
+		Cgroups       string `json:"cgroups"`
+		AllowDegraded bool   `json:"allow_degraded"`
+	} `json:"sandbox"`
+	HTTP struct {
+		Addr           string   `json:"addr"`
+		AuthRequired   bool     `json:"auth_required"`
+		AllowedOrigins []string `json:"allowed_origins"`
+		MaxBodyBytes   int64    `json:"max_body_bytes"`
+	} `json:"http"`
+}
+
+func limitsView(l sandbox.Limits) LimitsView {
+	return LimitsView{WallMs: l.Wall.Milliseconds(), CPUMs: l.CPU.Milliseconds(), MemoryBytes: l.Memory,
+		Pids: l.Pids, FileSizeBytes: l.FileSize, OpenFiles: l.OpenFiles, WorkspaceBytes: l.Workspace, OutputBytes: l.Output}
+}
+
+// EffectiveConfig builds the view; it never contains the auth token.
+func EffectiveConfig(ctx context.Context, d Deps) ConfigView {
+	var v ConfigView
+	r, c := d.Runner, d.Config
+	v.Version = d.Version
+	v.Languages = []LanguageView{}
+	for _, l := range r.Languages.Languages() {
+		v.Languages = append(v.Languages, LanguageView{Name: l.Name, Interpreter: l.Interpreter,
+			Version: l.Version, Enabled: l.Enabled, Installed: l.Installed})
+	}
+	v.Limits.Default, v.Limits.Max = limitsView(r.Bounds.Default), limitsView(r.Bounds.Max)
+	v.Network = string(r.Network)
+	v.Imports.DenyImport, v.Imports.DenyFrom = nonNil(r.Imports.DenyImport), nonNil(r.Imports.DenyFrom)
+	v.Concurrency.MaxParallel = r.Limiter.Parallel()
+	v.Concurrency.QueueSize = c.Concurrency.QueueSize
+	v.Concurrency.QueueTimeoutMs = int64(c.Concurrency.QueueTimeout) / 1e6
+	v.Concurrency.Running = r.Limiter.Running()
+	v.MaxCodeBytes, v.MaxStdinBytes = r.MaxCodeBytes, r.MaxStdinBytes
+	v.Isolation.Layers = []sandbox.Layer{}
+	v.Isolation.Degraded = r.Degraded
+	if rep, err := r.Sandbox.Probe(ctx); err != nil {
+		v.Isolation.Error = err.Error()
+	} else {
+		v.Isolation.Platform, v.Isolation.Backend = rep.Platform, rep.Backend
+		if rep.Layers != nil {
+			v.Isolation.Layers = rep.Layers
+		}
+	}
+	v.Sandbox.HostUser, v.Sandbox.Cgroups, v.Sandbox.AllowDegraded = c.Sandbox.HostUser, c.Sandbox.Cgroups, c.Sandbox.AllowDegraded
+	v.HTTP.Addr = c.HTTP.Addr
+	v.HTTP.AuthRequired = c.HTTP.AuthToken != ""
+	v.HTTP.AllowedOrigins = nonNil(c.HTTP.AllowedOrigins)
+	v.HTTP.MaxBodyBytes = int64(c.HTTP.MaxBodyBytes)
+	return v
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+// GetConfig returns the get_config tool.
+func GetConfig(d Deps) server.ServerTool {
+	tool := mcp.NewToolWithRawSchema("get_config",
+		"Show the server's effective configuration: languages and interpreter versions, default and maximum limits, network mode, import policy, concurrency and the isolation layers in effect.",
+		reflectSchema(&GetConfigArgs{}, nil))
+	tool.Title = "Show sandbox configuration"
+	tool.RawOutputSchema = reflectSchema(&ConfigView{}, nil)
+	tool.Annotations = mcp.ToolAnnotation{Title: tool.Title, ReadOnlyHint: boolPtr(true),
+		DestructiveHint: boolPtr(false), IdempotentHint: boolPtr(true), OpenWorldHint: boolPtr(false)}
+	return server.ServerTool{Tool: tool, Handler: func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		var args GetConfigArgs
+		if err := bindStrict(req, &args, nil); err != nil {
+			return mcp.NewToolResultError("invalid arguments: get_config takes none: " + err.Error()), nil
+		}
+		v := EffectiveConfig(ctx, d)
+		return mcp.NewToolResultStructured(v, RenderConfig(v)), nil
+	}}
+}
+
+// RenderConfig is the plain-text form of the configuration (also used by `airlock config`).
+func RenderConfig(v ConfigView) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "airlock %s: %s/%s, network %s, %d parallel runs\n", v.Version, v.Isolation.Platform, v.Isolation.Backend, v.Network, v.Concurrency.MaxParallel)
+	for _, l := range v.Languages {
+		fmt.Fprintf(&b, "language %-8s enabled=%-5t installed=%-5t %s %s\n", l.Name, l.Enabled, l.Installed, l.Interpreter, l.Version)
+	}
+	d, m := v.Limits.Default, v.Limits.Max
+	fmt.Fprintf(&b, "timeout %dms (max %dms), memory %d MiB (max %d MiB), pids %d (max %d), output %d KiB (max %d KiB)\n",
+		d.WallMs, m.WallMs, d.MemoryBytes>>20, m.MemoryBytes>>20, d.Pids, m.Pids, d.OutputBytes>>10, m.OutputBytes>>10)
+	for _, l := range v.Isolation.Layers {
+		fmt.Fprintf(&b, "layer %-20s active=%t required=%t %s\n", l.Name, l.Active, l.Required, l.Detail)
+	}
+	if v.Isolation.Error != "" {
+		fmt.Fprintf(&b, "isolation: %s\n", v.Isolation.Error)
+	}
+	return b.String()
+}

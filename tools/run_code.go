@@ -1,0 +1,318 @@
+package tools
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/invopop/jsonschema"
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/airlock-mcp/airlock/policy"
+	"github.com/airlock-mcp/airlock/runner"
+	"github.com/airlock-mcp/airlock/sandbox"
+	"github.com/airlock-mcp/airlock/sanitize"
+)
+
+// RunCodeArgs are run_code's arguments.
+type RunCodeArgs struct {
+	Code           string   `json:"code"`
+	Language       string   `json:"language,omitempty"`
+	TimeoutSeconds *float64 `json:"timeout_seconds,omitempty"`
+	Stdin          string   `json:"stdin,omitempty"`
+	Args           []string `json:"args,omitempty"`
+}
+
+var runCodeArgNames = []string{"code", "language", "timeout_seconds", "stdin", "args"}
+
+// Violation is the import the policy refused.
+type Violation struct {
+	Module string `json:"module"`
+	Line   int    `json:"line"`
+}
+
+// RunCodeResult is run_code's structured result.
+type RunCodeResult struct {
+	ID              string     `json:"id"`
+	Status          string     `json:"status" jsonschema:"enum=ok,enum=error,enum=timeout,enum=memory_limit,enum=output_limit,enum=killed,enum=cancelled,enum=policy_denied,enum=sandbox_error"`
+	ExitCode        int        `json:"exit_code"`
+	Signal          string     `json:"signal,omitempty"`
+	Stdout          string     `json:"stdout"`
+	Stderr          string     `json:"stderr"`
+	StdoutTruncated bool       `json:"stdout_truncated"`
+	StderrTruncated bool       `json:"stderr_truncated"`
+	StdoutBytes     int64      `json:"stdout_bytes"`
+	StderrBytes     int64      `json:"stderr_bytes"`
+	WallMs          int64      `json:"wall_ms"`
+	CPUMs           int64      `json:"cpu_ms"`
+	PeakMemoryBytes int64      `json:"peak_memory_bytes"`
+	TimeoutSeconds  float64    `json:"timeout_seconds"`
+	Language        string     `json:"language"`
+	LanguageVersion string     `json:"language_version"`
+	Detail          string     `json:"detail,omitempty"`
+	Degraded        bool       `json:"degraded,omitempty"`
+	Violation       *Violation `json:"violation,omitempty"`
+}
+
+// maxTimeoutSeconds rejects values no operator maximum could mean (a day); smaller
+// values above the maximum are clamped instead, so a model asking for "a lot" still runs.
+const maxTimeoutSeconds = 24 * 60 * 60
+
+// progressEvery throttles progress notifications.
+const progressEvery = time.Second
+
+// RunCode returns the run_code tool.
+func RunCode(d Deps) server.ServerTool {
+	enabled := d.Runner.Languages.Enabled()
+	bounds := d.Runner.Bounds
+	defLang := "python"
+	if len(enabled) > 0 && !contains(enabled, defLang) {
+		defLang = enabled[0]
+	}
+	in := reflectSchema(&RunCodeArgs{}, func(p func(string) *jsonschema.Schema) {
+		p("code").Description = fmt.Sprintf("Source code to run, at most %d bytes.", d.Runner.MaxCodeBytes)
+		maxLen := uint64(d.Runner.MaxCodeBytes)
+		p("code").MaxLength = &maxLen
+		l := p("language")
+		l.Description = "Language of the code."
+		l.Default = defLang
+		l.Enum = nil
+		for _, name := range enabled {
+			l.Enum = append(l.Enum, name)
+		}
+		t := p("timeout_seconds")
+		t.Description = fmt.Sprintf("Wall-clock timeout in seconds (default %g, larger values are lowered to %g).",
+			bounds.Default.Wall.Seconds(), bounds.Max.Wall.Seconds())
+		t.Default = bounds.Default.Wall.Seconds()
+		t.Minimum = json.Number("0")
+		p("stdin").Description = "Text fed to the program's standard input."
+		p("args").Description = "Command-line arguments passed to the program."
+	})
+	tool := mcp.NewToolWithRawSchema("run_code", runCodeDescription(d, enabled), in)
+	tool.Title = "Run code in a sandbox"
+	tool.RawOutputSchema = reflectSchema(&RunCodeResult{}, nil)
+	tool.Annotations = mcp.ToolAnnotation{
+		Title:           tool.Title,
+		ReadOnlyHint:    boolPtr(false),
+		DestructiveHint: boolPtr(false), // each run gets a fresh, disposable sandbox
+		IdempotentHint:  boolPtr(false),
+		OpenWorldHint:   boolPtr(d.Runner.Network == sandbox.NetworkHost),
+	}
+	return server.ServerTool{Tool: tool, Handler: func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return runCode(ctx, d, req, defLang)
+	}}
+}
+
+func runCodeDescription(d Deps, enabled []string) string {
+	b := d.Runner.Bounds
+	net := "no network access"
+	if d.Runner.Network == sandbox.NetworkHost {
+		net = "the host's network"
+	}
+	return fmt.Sprintf(`Run a program in a fresh, single-use, isolated sandbox and return its exit status, stdout and stderr.
+Languages: %s. The sandbox has %s, a private writable workspace (the current directory, at most %d MiB) and a read-only view of the interpreter; nothing persists between calls.
+Limits per run: timeout %gs by default (at most %gs), memory %d MiB, %d processes, %d KiB of output kept per stream (head and tail when longer).
+A non-ok status (error, timeout, memory_limit, ...) is reported with isError and a detail saying why.`,
+		strings.Join(enabled, ", "), net, b.Default.Workspace>>20, b.Default.Wall.Seconds(), b.Max.Wall.Seconds(),
+		b.Default.Memory>>20, b.Default.Pids, b.Default.Output>>10)
+}
+
+func runCode(ctx context.Context, d Deps, req mcp.CallToolRequest, defLang string) (*mcp.CallToolResult, error) {
+	var args RunCodeArgs
+	if err := bindStrict(req, &args, runCodeArgNames); err != nil {
+		return mcp.NewToolResultError("invalid arguments: " + err.Error()), nil
+	}
+	if raw, ok := req.GetArguments()["code"]; !ok || raw == nil {
+		return mcp.NewToolResultError(`missing required argument "code": pass the source code to run`), nil
+	}
+	if args.Language == "" {
+		args.Language = defLang
+	}
+	timeout, err := timeoutOf(args.TimeoutSeconds)
+	if err != nil {
+		return mcp.NewToolResultError(err.Error()), nil
+	}
+	call := runner.Call{Language: args.Language, Code: []byte(args.Code), Stdin: []byte(args.Stdin),
+		Args: args.Args, Timeout: timeout}
+	prog := newProgress(ctx, req)
+	if prog != nil {
+		call.Progress = prog.send
+	}
+	out, err := d.Runner.Run(ctx, call)
+	if prog != nil {
+		prog.stop() // no notification may follow the result
+	}
+	if err != nil {
+		return refusal(ctx, err), nil
+	}
+	res := resultOf(out)
+	text := renderRun(res, out.Limits)
+	if res.Status != string(sandbox.StatusOK) {
+		r := mcp.NewToolResultStructured(res, text)
+		r.IsError = true
+		return r, nil
+	}
+	return mcp.NewToolResultStructured(res, text), nil
+}
+
+func timeoutOf(secs *float64) (time.Duration, error) {
+	if secs == nil {
+		return 0, nil
+	}
+	s := *secs
+	switch {
+	case math.IsNaN(s) || math.IsInf(s, 0):
+		return 0, fmt.Errorf("timeout_seconds must be a finite number")
+	case s < 0:
+		return 0, fmt.Errorf("timeout_seconds must not be negative, got %g", s)
+	case s > maxTimeoutSeconds:
+		return 0, fmt.Errorf("timeout_seconds %g is not a plausible timeout; ask for at most the maximum, or omit it for the default", s)
+	case s == 0:
+		return 0, nil
+	}
+	return max(time.Duration(s*float64(time.Second)), time.Millisecond), nil
+}
+
+func refusal(ctx context.Context, err error) *mcp.CallToolResult {
+	switch {
+	case errors.Is(err, policy.ErrCodeTooLarge):
+		return mcp.NewToolResultError("code too large: " + err.Error() + "; shorten it or split it into several calls")
+	case errors.Is(err, policy.ErrLanguageNotEnabled), errors.Is(err, policy.ErrLanguageNotInstalled):
+		return mcp.NewToolResultError(err.Error())
+	case runner.IsRefusal(err):
+		return mcp.NewToolResultError(err.Error())
+	case errors.Is(err, runner.ErrBusy):
+		return mcp.NewToolResultError("server busy: " + err.Error() + "; retry in a few seconds")
+	case ctx.Err() != nil:
+		return mcp.NewToolResultError("cancelled before the program started")
+	case errors.Is(err, sandbox.ErrUnavailable):
+		return mcp.NewToolResultError("sandbox unavailable, nothing was run: " + err.Error())
+	}
+	return mcp.NewToolResultError("sandbox error, nothing reliable ran: " + err.Error())
+}
+
+func resultOf(o runner.Outcome) RunCodeResult {
+	r := o.Result
+	res := RunCodeResult{
+		ID: o.ID, Status: string(r.Status), ExitCode: r.ExitCode, Signal: r.Signal,
+		Stdout:          sanitize.Stream(r.Stdout.Head, r.Stdout.Tail, r.Stdout.Dropped()),
+		Stderr:          sanitize.Stream(r.Stderr.Head, r.Stderr.Tail, r.Stderr.Dropped()),
+		StdoutTruncated: r.Stdout.Truncated(), StderrTruncated: r.Stderr.Truncated(),
+		StdoutBytes: r.Stdout.Total, StderrBytes: r.Stderr.Total,
+		WallMs: r.Wall.Milliseconds(), CPUMs: r.CPU.Milliseconds(), PeakMemoryBytes: r.PeakMemory,
+		TimeoutSeconds: o.Limits.Wall.Seconds(),
+		Language:       o.Language.Name, LanguageVersion: o.Language.Version,
+		Detail: sanitize.String(r.Detail), Degraded: o.Degraded,
+	}
+	if o.Violation != nil {
+		res.Violation = &Violation{Module: o.Violation.Module, Line: o.Violation.Line}
+	}
+	return res
+}
+
+// renderRun is the human-readable text block: a status line a model can act on, then
+// the two streams.
+func renderRun(r RunCodeResult, l sandbox.Limits) string {
+	var b strings.Builder
+	switch sandbox.Status(r.Status) {
+	case sandbox.StatusOK:
+		fmt.Fprintf(&b, "status: ok (exit 0) in %d ms", r.WallMs)
+	case sandbox.StatusError:
+		fmt.Fprintf(&b, "status: error: the program exited with code %d", r.ExitCode)
+	case sandbox.StatusTimeout:
+		fmt.Fprintf(&b, "status: timeout: the program was killed at the %gs limit; make it faster or pass a larger timeout_seconds", l.Wall.Seconds())
+	case sandbox.StatusMemoryLimit:
+		fmt.Fprintf(&b, "status: memory_limit: the program exceeded %d MiB; use less memory", l.Memory>>20)
+	case sandbox.StatusOutputLimit:
+		b.WriteString("status: output_limit: the program was killed for flooding its output; print less")
+	case sandbox.StatusPolicyDenied:
+		b.WriteString("status: policy_denied: the import policy refused the program; do not use that module")
+	case sandbox.StatusCancelled:
+		b.WriteString("status: cancelled: the run was stopped before it finished")
+	case sandbox.StatusSandboxError:
+		b.WriteString("status: sandbox_error: the sandbox failed, nothing reliable ran; retrying may help")
+	default:
+		fmt.Fprintf(&b, "status: %s", r.Status)
+	}
+	if r.Signal != "" {
+		fmt.Fprintf(&b, " (signal %s)", r.Signal)
+	}
+	if r.Detail != "" {
+		fmt.Fprintf(&b, "\ndetail: %s", r.Detail)
+	}
+	if r.Violation != nil {
+		fmt.Fprintf(&b, "\nviolation: import %q at line %d", r.Violation.Module, r.Violation.Line)
+	}
+	if r.Degraded {
+		b.WriteString("\nwarning: the server runs in degraded isolation mode (see probe_sandbox)")
+	}
+	fmt.Fprintf(&b, "\n--- stdout (%d bytes%s) ---\n%s", r.StdoutBytes, truncNote(r.StdoutTruncated), r.Stdout)
+	fmt.Fprintf(&b, "\n--- stderr (%d bytes%s) ---\n%s", r.StderrBytes, truncNote(r.StderrTruncated), r.Stderr)
+	return b.String()
+}
+
+func truncNote(t bool) string {
+	if t {
+		return ", truncated"
+	}
+	return ""
+}
+
+// progress sends throttled notifications/progress for one call. stop makes sure none is
+// sent after the result: the sandbox may call send from its own goroutine at any time.
+type progress struct {
+	ctx   context.Context
+	srv   *server.MCPServer
+	token mcp.ProgressToken
+	mu    sync.Mutex
+	last  time.Time
+	n     int
+	done  bool
+}
+
+func newProgress(ctx context.Context, req mcp.CallToolRequest) *progress {
+	if req.Params.Meta == nil || req.Params.Meta.ProgressToken == nil {
+		return nil
+	}
+	srv := server.ServerFromContext(ctx)
+	if srv == nil {
+		return nil
+	}
+	return &progress{ctx: ctx, srv: srv, token: req.Params.Meta.ProgressToken}
+}
+
+func (p *progress) send(s sandbox.Progress) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now := time.Now()
+	if p.done || now.Sub(p.last) < progressEvery {
+		return
+	}
+	p.last = now
+	p.n++
+	msg := fmt.Sprintf("running %.0fs, %d bytes of output", s.Elapsed.Seconds(), s.StdoutBytes+s.StderrBytes)
+	// Dropped when the notification queue is full; progress is best effort by design.
+	_ = p.srv.SendNotificationToClient(p.ctx, "notifications/progress", map[string]any{
+		"progressToken": p.token, "progress": p.n, "message": msg})
+}
+
+func (p *progress) stop() {
+	p.mu.Lock()
+	p.done = true
+	p.mu.Unlock()
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
