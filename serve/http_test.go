@@ -1,0 +1,154 @@
+package serve
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/airlock-mcp/airlock/runner/runnertest"
+	"github.com/airlock-mcp/airlock/sandbox"
+	"github.com/airlock-mcp/airlock/tools"
+)
+
+const initBody = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
+
+func httpServer(t *testing.T, d tools.Deps, opt HTTPOptions) *httptest.Server {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	opt.Log = quiet
+	ts := httptest.NewUnstartedServer(Handler(New(d), "http://"+ln.Addr().String(), opt))
+	ts.Listener.Close()
+	ts.Listener = ln
+	ts.Start()
+	t.Cleanup(ts.Close)
+	return ts
+}
+
+func post(t *testing.T, url, body string, hdr map[string]string) int {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+func TestHTTPGuards(t *testing.T) {
+	ts := httpServer(t, fakeDeps(runnertest.Echo, 1), HTTPOptions{AuthToken: "s3cret", MaxBodyBytes: 4096,
+		AllowedOrigins: []string{"https://app.example.com"}})
+	url := ts.URL + "/mcp"
+	port := ts.URL[strings.LastIndex(ts.URL, ":")+1:]
+	auth := "Bearer s3cret"
+	tests := []struct {
+		name string
+		body string
+		hdr  map[string]string
+		want int
+	}{
+		{"ok", initBody, map[string]string{"Authorization": auth}, 200},
+		{"evil origin", initBody, map[string]string{"Authorization": auth, "Origin": "http://evil.example.com"}, 403},
+		{"loopback origin, other port", initBody, map[string]string{"Authorization": auth, "Origin": "http://localhost:1"}, 403},
+		{"loopback origin, same port", initBody, map[string]string{"Authorization": auth, "Origin": "http://localhost:" + port}, 200},
+		{"configured origin", initBody, map[string]string{"Authorization": auth, "Origin": "https://app.example.com"}, 200},
+		{"no token", initBody, nil, 401},
+		{"bad token", initBody, map[string]string{"Authorization": "Bearer s3cre"}, 401},
+		{"not bearer", initBody, map[string]string{"Authorization": "s3cret"}, 401},
+		{"body too large", strings.Repeat(" ", 5000) + initBody, map[string]string{"Authorization": auth}, 413},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := post(t, url, tt.body, tt.hdr); got != tt.want {
+				t.Errorf("status %d, want %d", got, tt.want)
+			}
+		})
+	}
+	// Chunked (no Content-Length) must be refused the same way.
+	req, _ := http.NewRequest(http.MethodPost, url, struct{ *strings.Reader }{strings.NewReader(strings.Repeat(" ", 5000) + initBody)})
+	req.Header.Set("Authorization", auth)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 413 || req.ContentLength > 0 {
+		t.Errorf("chunked oversize body: status %d (content-length %d)", resp.StatusCode, req.ContentLength)
+	}
+}
+
+func TestCheckBind(t *testing.T) {
+	for addr, ok := range map[string]bool{"127.0.0.1:8765": true, "localhost:1": true, "[::1]:2": true,
+		"0.0.0.0:8765": false, ":8765": false, "192.168.1.5:80": false} {
+		if err := CheckBind(addr, ""); (err == nil) != ok {
+			t.Errorf("CheckBind(%q, no token) = %v", addr, err)
+		}
+		if err := CheckBind(addr, "tok"); err != nil {
+			t.Errorf("CheckBind(%q, token) = %v", addr, err)
+		}
+	}
+}
+
+func TestHTTPDisconnectCancelsRun(t *testing.T) {
+	for _, legacy := range []bool{false, true} {
+		var cancelled atomic.Bool
+		d := fakeDeps(func(ctx context.Context, s sandbox.Spec) (sandbox.Result, error) {
+			r, err := runnertest.Block(ctx, s)
+			cancelled.Store(true)
+			return r, err
+		}, 1)
+		ts := httpServer(t, d, HTTPOptions{MaxBodyBytes: 1 << 20})
+		var opts []client.ClientOption
+		if legacy {
+			opts = append(opts, client.WithProtocolVersion("2025-06-18"))
+		}
+		tr, err := transport.NewStreamableHTTP(ts.URL + "/mcp")
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := client.NewClient(tr, opts...)
+		ctx := context.Background()
+		if err := c.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Initialize(ctx, mcp.InitializeRequest{}); err != nil {
+			t.Fatal(err)
+		}
+		cctx, cancel := context.WithCancel(ctx)
+		go func() {
+			for d.Runner.Limiter.Running() == 0 {
+				time.Sleep(time.Millisecond)
+			}
+			cancel()
+		}()
+		req := mcp.CallToolRequest{}
+		req.Params.Name = "run_code"
+		req.Params.Arguments = map[string]any{"code": "block"}
+		_, _ = c.CallTool(cctx, req)
+		deadline := time.Now().Add(3 * time.Second)
+		for !cancelled.Load() && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond)
+		}
+		if !cancelled.Load() {
+			t.Errorf("legacy=%t: client disconnect did not cancel the sandbox run", legacy)
+		}
+		c.Close()
+	}
+}

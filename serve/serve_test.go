@@ -1,0 +1,237 @@
+package serve
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/airlock-mcp/airlock/config"
+	"github.com/airlock-mcp/airlock/probe"
+	"github.com/airlock-mcp/airlock/runner"
+	"github.com/airlock-mcp/airlock/runner/runnertest"
+	"github.com/airlock-mcp/airlock/sandbox"
+	"github.com/airlock-mcp/airlock/tools"
+)
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+func fakeDeps(fn func(context.Context, sandbox.Spec) (sandbox.Result, error), parallel int) tools.Deps {
+	sb := &runnertest.Sandbox{Fn: fn, Report: runnertest.Report()}
+	r := &runner.Runner{Sandbox: sb, Languages: runnertest.Python(), Bounds: runnertest.Bounds(),
+		Network: sandbox.NetworkNone, MaxCodeBytes: 1 << 20, MaxStdinBytes: 1 << 20,
+		Limiter: runner.NewLimiter(parallel, 256, 5*time.Second), Log: quiet}
+	return tools.Deps{Runner: r, Prober: probe.Layers{Sandbox: sb}, Config: config.Default(), Version: "test"}
+}
+
+// pipeServer runs Stdio over pipes and returns a line writer, a line reader and a
+// channel that yields Stdio's return value.
+type pipeServer struct {
+	in   *io.PipeWriter
+	out  *bufio.Scanner
+	done chan error
+}
+
+func startStdio(t *testing.T, d tools.Deps, opt StdioOptions) *pipeServer {
+	t.Helper()
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	opt.Log = quiet
+	p := &pipeServer{in: inW, out: bufio.NewScanner(outR), done: make(chan error, 1)}
+	p.out.Buffer(nil, 64<<20)
+	go func() {
+		p.done <- Stdio(context.Background(), New(d), inR, outW, opt)
+		outW.Close()
+	}()
+	t.Cleanup(func() { inW.Close() })
+	p.send(t, `{"jsonrpc":"2.0","id":"init","method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
+	if m := p.recv(t); m["id"] != "init" {
+		t.Fatalf("initialize: %v", m)
+	}
+	p.send(t, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	return p
+}
+
+func (p *pipeServer) send(t *testing.T, line string) {
+	t.Helper()
+	if _, err := io.WriteString(p.in, line+"\n"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (p *pipeServer) recv(t *testing.T) map[string]any {
+	t.Helper()
+	if !p.out.Scan() {
+		t.Fatalf("stdout ended: %v", p.out.Err())
+	}
+	var m map[string]any
+	if err := json.Unmarshal(p.out.Bytes(), &m); err != nil || m["jsonrpc"] != "2.0" {
+		t.Fatalf("stdout line is not JSON-RPC: %q", p.out.Bytes())
+	}
+	return m
+}
+
+func callLine(id any, code string, token string) string {
+	params := map[string]any{"name": "run_code", "arguments": map[string]any{"code": code}}
+	if token != "" {
+		params["_meta"] = map[string]any{"progressToken": token}
+	}
+	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params})
+	return string(b)
+}
+
+// A progress notification sent right before the result must reach the client before it.
+func TestStdioNoLateProgress(t *testing.T) {
+	const n = 200
+	d := fakeDeps(func(ctx context.Context, s sandbox.Spec) (sandbox.Result, error) {
+		if s.Progress != nil {
+			s.Progress(sandbox.Progress{Elapsed: time.Millisecond, StdoutBytes: 1})
+		}
+		return runnertest.Echo(ctx, s)
+	}, 8)
+	p := startStdio(t, d, StdioOptions{})
+	go func() {
+		for i := range n {
+			p.send(t, callLine(i, "x", fmt.Sprintf("tok-%d", i)))
+		}
+	}()
+	answered := map[string]bool{}
+	progress, late := 0, 0
+	for len(answered) < n {
+		m := p.recv(t)
+		if m["method"] == "notifications/progress" {
+			progress++
+			tok := m["params"].(map[string]any)["progressToken"].(string)
+			if answered[strings.TrimPrefix(tok, "tok-")] {
+				late++
+			}
+			continue
+		}
+		answered[fmt.Sprint(m["id"])] = true
+	}
+	if progress != n {
+		t.Errorf("got %d progress notifications, want %d (one per call)", progress, n)
+	}
+	if late != 0 {
+		t.Errorf("%d of %d progress notifications arrived after their result", late, n)
+	}
+}
+
+func TestStdioHugeLineAndBadInputKeepServing(t *testing.T) {
+	p := startStdio(t, fakeDeps(runnertest.Echo, 2), StdioOptions{MaxLine: 1 << 20})
+	go func() {
+		big := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"run_code","arguments":{"code":"` +
+			strings.Repeat("a", 100<<20) + `"}}}`
+		p.send(t, big)
+	}()
+	m := p.recv(t)
+	if e, ok := m["error"].(map[string]any); !ok || !strings.Contains(e["message"].(string), "message too large") {
+		t.Fatalf("100 MB line: %v", m)
+	}
+	for _, bad := range []string{"this is not json", `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"nope"}}`, `[1,2`} {
+		p.send(t, bad)
+		if m := p.recv(t); m["error"] == nil {
+			t.Errorf("%q: want a JSON-RPC error, got %v", bad, m)
+		}
+	}
+	p.send(t, callLine(3, "still alive", ""))
+	if m := p.recv(t); m["id"] != float64(3) || m["result"].(map[string]any)["isError"] == true {
+		t.Fatalf("after bad input: %v", m)
+	}
+}
+
+func TestStdioCancelKillsRunAndSendsNoResponse(t *testing.T) {
+	var cancelled atomic.Bool
+	d := fakeDeps(func(ctx context.Context, s sandbox.Spec) (sandbox.Result, error) {
+		if s.Code[0] == 'q' {
+			return runnertest.Echo(ctx, s)
+		}
+		r, err := runnertest.Block(ctx, s)
+		cancelled.Store(true)
+		return r, err
+	}, 2)
+	p := startStdio(t, d, StdioOptions{})
+	p.send(t, callLine(7, "block", ""))
+	for d.Runner.Limiter.Running() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	p.send(t, `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":7,"reason":"user"}}`)
+	deadline := time.Now().Add(2 * time.Second)
+	for !cancelled.Load() && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if !cancelled.Load() {
+		t.Fatal("notifications/cancelled did not cancel the sandbox run")
+	}
+	p.send(t, callLine(8, "quick", ""))
+	if m := p.recv(t); m["id"] != float64(8) {
+		t.Fatalf("a response for the cancelled request was sent: %v", m)
+	}
+}
+
+func TestStdioEOFCancelsInFlight(t *testing.T) {
+	d := fakeDeps(runnertest.Block, 2)
+	p := startStdio(t, d, StdioOptions{Grace: 3 * time.Second})
+	p.send(t, callLine(1, "block", ""))
+	for d.Runner.Limiter.Running() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	t0 := time.Now()
+	p.in.Close()
+	m := p.recv(t)
+	res, _ := m["result"].(map[string]any)
+	if res == nil || res["isError"] != true || !strings.Contains(fmt.Sprint(res["content"]), "cancelled") {
+		t.Errorf("in-flight call after EOF: %v", m)
+	}
+	select {
+	case err := <-p.done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(3 * time.Second):
+		t.Fatal("Stdio did not return after stdin EOF")
+	}
+	if d := time.Since(t0); d > time.Second {
+		t.Errorf("EOF shutdown took %v", d)
+	}
+}
+
+// More calls than mcp-go's 5 stdio workers must run at once when the limit allows it.
+func TestStdioConcurrencyIsNotCappedAtFive(t *testing.T) {
+	const n = 8
+	var running, peak atomic.Int64
+	release := make(chan struct{})
+	d := fakeDeps(func(ctx context.Context, s sandbox.Spec) (sandbox.Result, error) {
+		v := running.Add(1)
+		for {
+			p := peak.Load()
+			if v <= p || peak.CompareAndSwap(p, v) {
+				break
+			}
+		}
+		<-release
+		running.Add(-1)
+		return runnertest.Echo(ctx, s)
+	}, n)
+	p := startStdio(t, d, StdioOptions{})
+	for i := range n {
+		p.send(t, callLine(i, "x", ""))
+	}
+	deadline := time.Now().Add(3 * time.Second)
+	for peak.Load() < n && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	close(release)
+	for range n {
+		p.recv(t)
+	}
+	if peak.Load() != n {
+		t.Errorf("peak concurrency %d, want %d", peak.Load(), n)
+	}
+}

@@ -1,0 +1,299 @@
+package serve
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+)
+
+// StdioOptions tune the stdio transport.
+type StdioOptions struct {
+	// MaxLine is the largest message accepted; a longer line gets an error response and
+	// is skipped, so one huge request can neither crash nor wedge the server.
+	MaxLine int
+	// MaxInFlight bounds concurrently handled requests; beyond it a request gets an
+	// immediate "busy" error instead of waiting unseen.
+	MaxInFlight int
+	// Grace bounds how long in-flight calls may take to finish after stdin closes or the
+	// server is told to stop (their contexts are cancelled first).
+	Grace time.Duration
+	Log   *slog.Logger
+}
+
+// Stdio serves newline-delimited JSON-RPC on in/out until in reaches EOF or ctx ends.
+//
+// It replaces mcp-go's ServeStdio for two reasons: that one writes a call's progress
+// notifications from a separate goroutine, so they can arrive after the result (strict
+// clients then drop the connection), and its fixed 5-worker pool would silently cap
+// parallel runs below the configured concurrency. Here every response is written under
+// one mutex right after draining the notifications queued before it.
+func Stdio(ctx context.Context, s *server.MCPServer, in io.Reader, out io.Writer, opt StdioOptions) error {
+	if opt.MaxLine <= 0 {
+		opt.MaxLine = 16 << 20
+	}
+	if opt.MaxInFlight <= 0 {
+		opt.MaxInFlight = 256
+	}
+	if opt.Grace <= 0 {
+		opt.Grace = 5 * time.Second
+	}
+	log := opt.Log
+	if log == nil {
+		log = slog.Default()
+	}
+	log = log.With("component", "stdio")
+
+	sess := &session{id: "stdio", ch: make(chan mcp.JSONRPCNotification, 1024)}
+	callCtx, cancelCalls := context.WithCancel(ctx)
+	defer cancelCalls()
+	if err := s.RegisterSession(callCtx, sess); err != nil {
+		return fmt.Errorf("register stdio session: %w", err)
+	}
+	defer s.UnregisterSession(context.Background(), sess.id)
+	callCtx = s.WithContext(callCtx, sess)
+
+	w := &writer{out: bufio.NewWriter(out), sess: sess, cancelled: map[string]bool{}, log: log}
+	tickDone := make(chan struct{})
+	go w.tick(tickDone)
+	defer close(tickDone)
+
+	lines := make(chan []byte)
+	readErr := make(chan error, 1)
+	go func() {
+		readErr <- readLines(in, opt.MaxLine, lines, func(n int) {
+			log.Warn("message too large", "bytes", n, "limit", opt.MaxLine)
+			w.emit(nil, errorResponse(nil, mcp.INVALID_REQUEST,
+				fmt.Sprintf("message too large: more than %d bytes, the limit is %d", n, opt.MaxLine)))
+		})
+	}()
+
+	var wg sync.WaitGroup
+	var inflight atomic.Int64
+	stop := func() {
+		cancelCalls()
+		done := make(chan struct{})
+		go func() { wg.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(opt.Grace):
+			log.Warn("calls still running after the grace period", "inflight", inflight.Load())
+		}
+		w.flush()
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			stop()
+			return nil
+		case err := <-readErr:
+			stop()
+			if err != nil && !errors.Is(err, io.EOF) {
+				return fmt.Errorf("read stdin: %w", err)
+			}
+			return nil
+		case line := <-lines:
+			id, isRequest, cancelled := peek(line)
+			if cancelled != "" {
+				w.markCancelled(cancelled)
+			}
+			if !isRequest {
+				// Notifications (cancellation above all) are handled inline so that a
+				// pool full of long calls can never delay them.
+				if resp := s.HandleMessage(callCtx, line); resp != nil {
+					w.emit(nil, resp)
+				}
+				continue
+			}
+			if inflight.Add(1) > int64(opt.MaxInFlight) {
+				inflight.Add(-1)
+				w.emit(nil, errorResponse(id, mcp.INTERNAL_ERROR,
+					fmt.Sprintf("server busy: %d requests in flight; retry later", opt.MaxInFlight)))
+				continue
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer inflight.Add(-1)
+				w.emit(id, s.HandleMessage(callCtx, line))
+			}()
+		}
+	}
+}
+
+// peek reads just enough of a message to route it: its id (nil for notifications), and
+// for notifications/cancelled the cancelled request's id.
+func peek(line []byte) (id json.RawMessage, isRequest bool, cancelled string) {
+	var m struct {
+		ID     json.RawMessage `json:"id"`
+		Method string          `json:"method"`
+		Params struct {
+			RequestID json.RawMessage `json:"requestId"`
+		} `json:"params"`
+	}
+	if err := json.Unmarshal(line, &m); err != nil {
+		// Let mcp-go answer the parse error like any request.
+		return nil, true, ""
+	}
+	if m.Method == "notifications/cancelled" {
+		cancelled = string(bytes.TrimSpace(m.Params.RequestID))
+	}
+	return m.ID, len(m.ID) > 0 && string(m.ID) != "null", cancelled
+}
+
+func errorResponse(id json.RawMessage, code int, msg string) any {
+	if len(id) == 0 {
+		id = json.RawMessage("null")
+	}
+	return map[string]any{"jsonrpc": "2.0", "id": id, "error": map[string]any{"code": code, "message": msg}}
+}
+
+// readLines splits in into lines of at most max bytes. A longer line is consumed to its
+// end without being kept and reported through tooLong.
+func readLines(in io.Reader, max int, out chan<- []byte, tooLong func(n int)) error {
+	r := bufio.NewReaderSize(in, 64<<10)
+	for {
+		var line []byte
+		n, over := 0, false
+		for {
+			chunk, err := r.ReadSlice('\n')
+			n += len(chunk)
+			if !over {
+				if n > max {
+					over, line = true, nil
+				} else {
+					line = append(line, chunk...)
+				}
+			}
+			if errors.Is(err, bufio.ErrBufferFull) {
+				continue
+			}
+			if err != nil {
+				if len(bytes.TrimSpace(line)) > 0 && !over {
+					out <- line
+				}
+				return err
+			}
+			break
+		}
+		switch {
+		case over:
+			tooLong(n)
+		case len(bytes.TrimSpace(line)) > 0:
+			out <- line
+		}
+	}
+}
+
+// writer serialises everything written to stdout.
+type writer struct {
+	mu        sync.Mutex
+	out       *bufio.Writer
+	sess      *session
+	cancelled map[string]bool
+	log       *slog.Logger
+}
+
+func (w *writer) markCancelled(id string) {
+	w.mu.Lock()
+	w.cancelled[id] = true
+	w.mu.Unlock()
+}
+
+// emit drains the notifications queued so far, then writes msg. A response to a request
+// the client cancelled is dropped: on stdio the spec forbids answering it.
+func (w *writer) emit(id json.RawMessage, msg any) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.drainLocked()
+	if msg == nil {
+		return
+	}
+	if key := string(bytes.TrimSpace(id)); key != "" && w.cancelled[key] {
+		delete(w.cancelled, key)
+		return
+	}
+	w.writeLocked(msg)
+	w.flushLocked()
+}
+
+func (w *writer) drainLocked() {
+	for {
+		select {
+		case n := <-w.sess.ch:
+			w.writeLocked(n)
+		default:
+			return
+		}
+	}
+}
+
+func (w *writer) writeLocked(msg any) {
+	b, err := json.Marshal(msg)
+	if err != nil {
+		w.log.Error("marshal message", "error", err)
+		return
+	}
+	b = append(b, '\n')
+	if _, err := w.out.Write(b); err != nil {
+		w.log.Debug("write stdout", "error", err)
+	}
+}
+
+func (w *writer) flushLocked() {
+	if err := w.out.Flush(); err != nil {
+		w.log.Debug("flush stdout", "error", err)
+	}
+}
+
+func (w *writer) flush() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.drainLocked()
+	w.flushLocked()
+}
+
+// tick sends notifications that no response is about to carry (e.g. progress of a long
+// run). It takes the same mutex: draining outside it would re-create the reordering.
+func (w *writer) tick(done <-chan struct{}) {
+	t := time.NewTicker(20 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case <-t.C:
+			w.flush()
+		}
+	}
+}
+
+// session is the single stdio client.
+type session struct {
+	id          string
+	ch          chan mcp.JSONRPCNotification
+	initialized atomic.Bool
+	level       atomic.Value
+}
+
+func (s *session) SessionID() string                                   { return s.id }
+func (s *session) NotificationChannel() chan<- mcp.JSONRPCNotification { return s.ch }
+func (s *session) Initialize()                                         { s.initialized.Store(true) }
+func (s *session) Initialized() bool                                   { return s.initialized.Load() }
+func (s *session) SetLogLevel(l mcp.LoggingLevel)                      { s.level.Store(l) }
+func (s *session) GetLogLevel() mcp.LoggingLevel {
+	if l, ok := s.level.Load().(mcp.LoggingLevel); ok {
+		return l
+	}
+	return mcp.LoggingLevelError
+}
