@@ -28,14 +28,12 @@ func initMain() {
 	runtime.GOMAXPROCS(1)
 	debug.SetGCPercent(400)
 	// A program may signal pid 1. The kernel only delivers signals pid 1 handles, and
-	// Go handles most of them by exiting; catching them into a channel nobody reads
-	// keeps the init alive. Not signal.Ignore: SIG_IGN survives fork and exec, and the
-	// program would start with SIGXCPU, SIGXFSZ, SIGPIPE and SIGTERM ignored, while a
-	// caught signal is reset to its default in the child.
-	signal.Notify(make(chan os.Signal, 1), syscall.SIGHUP, syscall.SIGINT, syscall.SIGQUIT, syscall.SIGTERM,
-		syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGPIPE, syscall.SIGALRM, syscall.SIGTSTP,
-		syscall.SIGTTIN, syscall.SIGTTOU, syscall.SIGVTALRM, syscall.SIGPROF,
-		syscall.SIGXCPU, syscall.SIGXFSZ, syscall.SIGIO, syscall.SIGPWR, syscall.SIGSYS)
+	// Go handles most of them by exiting (SIGTERM) or crashing (SIGABRT, and SIGSEGV or
+	// SIGILL sent by kill); catching every signal into a channel nobody reads keeps the
+	// init alive. Not signal.Ignore: SIG_IGN survives fork and exec, and the program
+	// would start with SIGXCPU, SIGXFSZ, SIGPIPE and SIGTERM ignored, while a caught
+	// signal is reset to its default in the child.
+	signal.Notify(make(chan os.Signal, 1))
 
 	rep := &reporter{fd: reportFD}
 	cfgPipe := bufio.NewReader(os.NewFile(configFD, "config"))
