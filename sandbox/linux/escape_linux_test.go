@@ -1,0 +1,871 @@
+package linux
+
+import (
+	"encoding/json"
+	"net"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/airlock-mcp/airlock/sandbox"
+)
+
+// probeOpen tries every path from stdin (a JSON list) for reading, and for every
+// process visible in /proc also through its cwd and root links, and prints
+// {path: "ok:<content>" | errno name}.
+const probeOpen = `
+import json, os, sys, errno
+paths = json.load(sys.stdin)
+extra = []
+for p in list(paths):
+    if not p.startswith("/tmp/") and not p.startswith("/root/"):
+        continue
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            extra += ["/proc/%s/cwd/../../../..%s" % (pid, p), "/proc/%s/root%s" % (pid, p)]
+out = {}
+for p in paths + extra:
+    try:
+        with open(p, "rb") as f:
+            out[p] = "ok:" + f.read(4096).decode("latin-1")
+    except OSError as e:
+        out[p] = errno.errorcode.get(e.errno, str(e.errno))
+print(json.dumps(out))
+`
+
+func TestHostFilesUnreachable(t *testing.T) {
+	secret := "airlock-secret-" + randHex(16)
+	var hostFiles []string
+	tmpFile := filepath.Join(t.TempDir(), "secret.txt")
+	if err := os.WriteFile(tmpFile, []byte(secret), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// World-readable on purpose: only the sandbox may keep the program from it.
+	os.Chmod(filepath.Dir(tmpFile), 0o755)
+	hostFiles = append(hostFiles, tmpFile)
+	if isRoot() {
+		rootFile := "/root/airlock-secret-" + randHex(4)
+		if err := os.WriteFile(rootFile, []byte(secret), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.Remove(rootFile) })
+		hostFiles = append(hostFiles, rootFile)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var paths []string
+	for _, f := range hostFiles {
+		paths = append(paths, f, "/proc/1/root"+f, "/proc/self/root"+f, "/../../../.."+f,
+			"/workspace/../../.."+f, "/proc/1/cwd/../.."+f, "/proc/self/cwd/../../.."+f)
+	}
+	// The server's own binary, by its host path and through the init's /proc entries.
+	paths = append(paths, self, "/proc/1/exe", "/proc/1/environ", "/proc/1/mem", "/proc/1/fd/0",
+		"/proc/1/fd/4", "/proc/1/root/etc/shadow", "/etc/shadow", "/etc/gshadow",
+		"/etc/sudoers", "/etc/ssh/ssh_host_ed25519_key", "/root/.bash_history", "/etc/machine-id")
+	stdin, _ := json.Marshal(paths)
+	spec := pySpec(probeOpen, newMarker())
+	spec.Stdin = stdin
+	var got map[string]string
+	res := runJSON(t, spec, &got)
+	if strings.Contains(string(res.Stdout.Bytes()), secret) {
+		t.Fatalf("the program read a host secret:\n%s", brief(res))
+	}
+	for _, p := range paths {
+		if _, ok := got[p]; !ok {
+			t.Errorf("probe did not try %s", p)
+		}
+	}
+	want := map[string]string{
+		// Not in the sandbox's /etc at all: no such file, not merely unreadable.
+		"/etc/shadow": "ENOENT", "/etc/gshadow": "ENOENT", "/etc/sudoers": "ENOENT",
+		"/etc/machine-id": "ENOENT", "/root/.bash_history": "ENOENT", self: "ENOENT",
+		// The init is not dumpable: its /proc entries are closed to the program.
+		"/proc/1/exe": "EACCES", "/proc/1/environ": "EACCES", "/proc/1/mem": "EACCES",
+		"/proc/1/fd/0": "EACCES", "/proc/1/fd/4": "EACCES",
+	}
+	for p, v := range got {
+		if strings.HasPrefix(v, "ok:") {
+			t.Errorf("the program opened %s", p)
+			continue
+		}
+		if w, ok := want[p]; ok && v != w {
+			t.Errorf("open %s: %s, want %s", p, v, w)
+		}
+	}
+	t.Logf("%d paths tried, none readable", len(got))
+}
+
+// TestNoServerFilesInTree walks the sandbox's whole tree outside the read-only system
+// dirs: nothing of the server (its binary, config, a Go build dir) may be there.
+func TestNoServerFilesInTree(t *testing.T) {
+	const walk = `
+import os, json
+seen = []
+for top in sorted(os.listdir("/")):
+    if top in ("proc", "usr", "lib", "lib64", "lib32", "libx32", "bin", "sbin"):
+        continue
+    for d, dirs, files in os.walk("/" + top):
+        seen += [os.path.join(d, x) for x in dirs + files]
+print(json.dumps({"root": sorted(os.listdir("/")), "seen": seen}))
+`
+	var got struct {
+		Root []string `json:"root"`
+		Seen []string `json:"seen"`
+	}
+	runJSON(t, pySpec(walk, newMarker()), &got)
+	want := []string{"bin", "dev", "etc", "lib", "lib64", "proc", "sbin", "tmp", "usr", "workspace"}
+	for _, name := range got.Root {
+		if !contains(want, name) {
+			t.Errorf("unexpected top-level entry /%s", name)
+		}
+	}
+	for _, p := range got.Seen {
+		low := strings.ToLower(p)
+		if strings.Contains(low, "airlock") || strings.Contains(low, ".test") ||
+			strings.Contains(low, "go-build") || strings.Contains(low, "shadow") {
+			t.Errorf("server or host file visible: %s", p)
+		}
+	}
+	t.Logf("%d entries outside system dirs: %v", len(got.Seen), got.Seen)
+}
+
+// probeWrite tries to create or modify each path from stdin and prints {path: errno}.
+const probeWrite = `
+import json, os, sys, errno
+out = {}
+for p in json.load(sys.stdin):
+    try:
+        fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        os.write(fd, b"pwned")
+        os.close(fd)
+        out[p] = "ok"
+    except OSError as e:
+        out[p] = errno.errorcode.get(e.errno, str(e.errno))
+for p in ["/pwned-dir", "/usr/pwned-dir", "/etc/pwned-dir", "/dev/pwned-dir", "/proc/pwned-dir"]:
+    try:
+        os.mkdir(p)
+        out["mkdir " + p] = "ok"
+    except OSError as e:
+        out["mkdir " + p] = errno.errorcode.get(e.errno, str(e.errno))
+for p in ["/etc/passwd", "/usr/bin/python3", "/etc/hosts"]:
+    try:
+        os.rename(p, "/workspace/stolen")
+        out["rename " + p] = "ok"
+    except OSError as e:
+        out["rename " + p] = errno.errorcode.get(e.errno, str(e.errno))
+try:
+    os.link("/etc/passwd", "/workspace/passwd-link")
+    out["link /etc/passwd"] = "ok"
+except OSError as e:
+    out["link /etc/passwd"] = errno.errorcode.get(e.errno, str(e.errno))
+try:
+    os.mknod("/workspace/mem", 0o600 | 0o020000, os.makedev(1, 1))
+    out["mknod /dev/mem"] = "ok"
+except OSError as e:
+    out["mknod /dev/mem"] = errno.errorcode.get(e.errno, str(e.errno))
+print(json.dumps(out))
+`
+
+func TestWriteOutsideWorkspace(t *testing.T) {
+	hostFile := filepath.Join(t.TempDir(), "host.txt")
+	if err := os.WriteFile(hostFile, []byte("original"), 0o666); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(filepath.Dir(hostFile), 0o777)
+	want := map[string]string{
+		"/pwned":                        "EROFS",
+		"/usr/pwned":                    "EROFS",
+		"/usr/bin/python3":              "EACCES", // root-owned: permission fails first
+		"/etc/passwd":                   "EROFS",
+		"/etc/pwned":                    "EROFS",
+		"/etc/ssl/pwned":                "EROFS",
+		"/bin/pwned":                    "EROFS",
+		"/proc/sys/kernel/hostname":     "EACCES",
+		"/proc/sys/kernel/core_pattern": "EACCES",
+		"/proc/sysrq-trigger":           "ENOENT", // hidden in a non-initial user namespace
+		"/proc/1/oom_score_adj":         "EACCES",
+		"/dev/pwned":                    "EROFS",
+		"/dev/null":                     "ok", // a device, not a file: writing discards
+		// The host's /tmp is not the sandbox's /tmp: the host directory is not there.
+		hostFile:                  "ENOENT",
+		"mkdir /pwned-dir":        "EROFS",
+		"mkdir /usr/pwned-dir":    "EROFS",
+		"mkdir /etc/pwned-dir":    "EROFS",
+		"mkdir /dev/pwned-dir":    "EROFS",
+		"mkdir /proc/pwned-dir":   "ENOENT",
+		"rename /etc/passwd":      "EXDEV",
+		"rename /usr/bin/python3": "EXDEV",
+		"rename /etc/hosts":       "EXDEV",
+		"link /etc/passwd":        "EXDEV",
+		"mknod /dev/mem":          "EPERM",
+	}
+	var paths []string
+	for p := range want {
+		if strings.HasPrefix(p, "/") {
+			paths = append(paths, p)
+		}
+	}
+	sort.Strings(paths)
+	stdin, _ := json.Marshal(paths)
+	spec := pySpec(probeWrite, newMarker())
+	spec.Stdin = stdin
+	var got map[string]string
+	runJSON(t, spec, &got)
+	for p, w := range want {
+		if got[p] != w {
+			t.Errorf("%s: got %q, want %q", p, got[p], w)
+		}
+	}
+	if b, _ := os.ReadFile(hostFile); string(b) != "original" {
+		t.Fatalf("host file changed: %q", b)
+	}
+}
+
+// TestMountFlags reads the sandbox's own mount table: everything but the size-capped
+// scratch mounts is read-only, and nothing writable allows setuid or devices.
+func TestMountFlags(t *testing.T) {
+	const code = `
+import json, os, stat
+out = {}
+for line in open("/proc/self/mountinfo"):
+    pre, _, post = line.partition(" - ")
+    f = pre.split()
+    # Per-mount flags only: the superblock's own "rw" says nothing about this mount.
+    out[f[4]] = f[5].split(",") + [o for o in post.split()[2].split(",") if o.startswith("size=")]
+    if f[4].startswith("/dev/") and f[4] != "/dev/shm" and not stat.S_ISCHR(os.stat(f[4]).st_mode):
+        out[f[4]].append("NOT-A-DEVICE")
+print(json.dumps(out))
+`
+	var got map[string][]string
+	runJSON(t, pySpec(code, newMarker()), &got)
+	for _, p := range []string{"/", "/usr", "/proc", "/dev", "/etc/ssl", "/dev/null"} {
+		if _, ok := got[p]; !ok {
+			t.Errorf("no mount at %s: %v", p, got)
+		}
+	}
+	for p, opts := range got {
+		writable := contains(opts, "rw")
+		switch {
+		case p == "/workspace" || p == "/tmp" || p == "/dev/shm":
+			if !writable || !contains(opts, "nosuid") || !contains(opts, "nodev") {
+				t.Errorf("%s: %v, want rw,nosuid,nodev", p, opts)
+			}
+			if !strings.Contains(strings.Join(opts, ","), "size=") {
+				t.Errorf("%s has no size cap: %v", p, opts)
+			}
+		case strings.HasPrefix(p, "/dev/"):
+			// Device nodes stay writable (writing /dev/null must work); a bind of a
+			// single character device holds nothing to execute or create.
+			if contains(opts, "NOT-A-DEVICE") {
+				t.Errorf("%s is not a character device: %v", p, opts)
+			}
+		default:
+			if writable || !contains(opts, "ro") {
+				t.Errorf("%s is writable: %v", p, opts)
+			}
+			if !contains(opts, "nosuid") {
+				t.Errorf("%s allows setuid: %v", p, opts)
+			}
+		}
+	}
+}
+
+func TestHostPidsHidden(t *testing.T) {
+	// A host process the program must not see, under a pid it could guess.
+	sleeper := startHostSleeper(t)
+	const code = `
+import os, json
+pids = sorted(int(p) for p in os.listdir("/proc") if p.isdigit())
+print(json.dumps({"pids": pids, "self": os.getpid(), "ppid": os.getppid()}))
+`
+	var got struct {
+		Pids []int `json:"pids"`
+		Self int   `json:"self"`
+		PPid int   `json:"ppid"`
+	}
+	runJSON(t, pySpec(code, newMarker()), &got)
+	want := []int{1, got.Self}
+	sort.Ints(want)
+	if len(got.Pids) != 2 || got.Pids[0] != want[0] || got.Pids[1] != want[1] {
+		t.Fatalf("program sees pids %v, want exactly %v (init and itself)", got.Pids, want)
+	}
+	if got.PPid != 1 {
+		t.Errorf("program's parent is %d, want the init (1)", got.PPid)
+	}
+	for _, p := range got.Pids {
+		if p == sleeper {
+			t.Errorf("host sleeper pid %d visible", sleeper)
+		}
+	}
+}
+
+func startHostSleeper(t *testing.T) int {
+	t.Helper()
+	p, err := os.StartProcess("/bin/sleep", []string{"sleep", "60"}, &os.ProcAttr{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Kill(); p.Wait() })
+	return p.Pid
+}
+
+// socketProbe creates sockets of many families and connects where it can.
+const socketProbe = `
+import json, os, socket, sys, errno
+port = int(sys.stdin.read())
+def e(x):
+    return errno.errorcode.get(x.errno, str(x.errno))
+out = {}
+def sock(name, fam, typ, proto=0, addr=None):
+    try:
+        s = socket.socket(fam, typ, proto)
+    except OSError as x:
+        out[name] = e(x)
+        return
+    if addr is None:
+        out[name] = "created"
+        s.close()
+        return
+    try:
+        s.settimeout(2)
+        if typ == socket.SOCK_DGRAM:
+            s.sendto(b"x", addr)
+            out[name] = "sent"
+        else:
+            s.connect(addr)
+            out[name] = "connected"
+    except OSError as x:
+        out[name] = e(x)
+    s.close()
+sock("tcp4", socket.AF_INET, socket.SOCK_STREAM, 0, ("127.0.0.1", port))
+sock("tcp4-remote", socket.AF_INET, socket.SOCK_STREAM, 0, ("1.1.1.1", 80))
+sock("udp4", socket.AF_INET, socket.SOCK_DGRAM, 0, ("127.0.0.1", port))
+sock("tcp6", socket.AF_INET6, socket.SOCK_STREAM, 0, ("::1", port))
+sock("raw4", socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)
+sock("netlink", socket.AF_NETLINK, socket.SOCK_RAW, 0)
+sock("packet", socket.AF_PACKET, socket.SOCK_RAW, 0)
+sock("vsock", 40, socket.SOCK_STREAM, 0)
+sock("bluetooth", 31, socket.SOCK_RAW, 0)
+sock("alg", 38, socket.SOCK_SEQPACKET, 0)
+sock("unix", socket.AF_UNIX, socket.SOCK_STREAM, 0)
+try:
+    socket.socketpair(socket.AF_INET, socket.SOCK_STREAM)
+    out["socketpair-inet"] = "created"
+except OSError as x:
+    out["socketpair-inet"] = e(x)
+abstract = os.environ["ABSTRACT"]
+try:
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.connect("\0" + abstract)
+    out["abstract"] = "connected"
+except OSError as x:
+    out["abstract"] = e(x)
+print(json.dumps(out))
+`
+
+func TestNetworkDenied(t *testing.T) {
+	tcp, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tcp.Close()
+	udp, err := net.ListenPacket("udp4", tcp.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer udp.Close()
+	abstract := "airlock-test-" + randHex(8)
+	ul, err := net.Listen("unix", "@"+abstract)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ul.Close()
+	leaked := make(chan string, 3)
+	go func() {
+		if c, err := tcp.Accept(); err == nil {
+			c.Close()
+			leaked <- "tcp"
+		}
+	}()
+	go func() {
+		if c, err := ul.Accept(); err == nil {
+			c.Close()
+			leaked <- "abstract unix"
+		}
+	}()
+	go func() {
+		buf := make([]byte, 16)
+		if n, _, err := udp.ReadFrom(buf); err == nil && n > 0 {
+			leaked <- "udp"
+		}
+	}()
+	port := strconv.Itoa(tcp.Addr().(*net.TCPAddr).Port)
+
+	// With seccomp, only AF_UNIX sockets exist; every other family fails at socket().
+	withSeccomp := map[string]string{
+		"tcp4": "EAFNOSUPPORT", "tcp4-remote": "EAFNOSUPPORT", "udp4": "EAFNOSUPPORT",
+		"tcp6": "EAFNOSUPPORT", "raw4": "EAFNOSUPPORT", "netlink": "EAFNOSUPPORT",
+		"packet": "EAFNOSUPPORT", "vsock": "EAFNOSUPPORT", "bluetooth": "EAFNOSUPPORT",
+		"alg": "EAFNOSUPPORT", "unix": "created", "socketpair-inet": "EAFNOSUPPORT",
+		// The abstract socket namespace belongs to the network namespace.
+		"abstract": "ECONNREFUSED",
+	}
+	// Without seccomp the network namespace alone must hold: no interface is up, raw
+	// and packet sockets need CAP_NET_RAW in the host namespace.
+	withoutSeccomp := map[string]string{
+		"tcp4": "ENETUNREACH", "tcp4-remote": "ENETUNREACH", "udp4": "ENETUNREACH",
+		"tcp6": "EADDRNOTAVAIL", "raw4": "EPERM", "packet": "EPERM",
+		"unix": "created", "abstract": "ECONNREFUSED",
+	}
+	for _, tc := range []struct {
+		name    string
+		seccomp bool
+		want    map[string]string
+	}{{"seccomp+netns", true, withSeccomp}, {"netns-only", false, withoutSeccomp}} {
+		t.Run(tc.name, func(t *testing.T) {
+			spec := pySpec(socketProbe, newMarker())
+			spec.Stdin = []byte(port)
+			spec.Env = append(spec.Env, "ABSTRACT="+abstract)
+			var got map[string]string
+			res := runLayers(t, spec, tc.seccomp)
+			decodeLast(t, res, &got)
+			for k, w := range tc.want {
+				if got[k] != w {
+					t.Errorf("%s: got %q, want %q", k, got[k], w)
+				}
+			}
+			for k, v := range got {
+				if v == "connected" || v == "sent" && k != "udp4" {
+					t.Errorf("%s: %s", k, v)
+				}
+			}
+		})
+	}
+	select {
+	case what := <-leaked:
+		t.Fatalf("the host %s listener received a connection from the sandbox", what)
+	case <-time.After(100 * time.Millisecond):
+	}
+}
+
+// runLayers runs spec through the engine's own launch path with seccomp on or off, to
+// test the other layers on their own.
+func runLayers(t *testing.T, spec sandbox.Spec, seccomp bool) sandbox.Result {
+	t.Helper()
+	s := testSandbox(t)
+	spec = withDefaults(spec)
+	spec.ID = newID()
+	if err := validate(spec); err != nil {
+		t.Fatal(err)
+	}
+	cfg := s.config(spec)
+	if !seccomp {
+		cfg.Filter, cfg.FilterRules = nil, 0
+	}
+	res, err := s.run(t.Context(), spec, cfg)
+	if err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	return res
+}
+
+func decodeLast(t *testing.T, res sandbox.Result, out any) {
+	t.Helper()
+	if res.Status != sandbox.StatusOK {
+		t.Fatalf("program ended %s: %s", res.Status, brief(res))
+	}
+	lines := strings.Split(strings.TrimSpace(string(res.Stdout.Bytes())), "\n")
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), out); err != nil {
+		t.Fatalf("decode: %v\n%s", err, brief(res))
+	}
+}
+
+// syscallProbe calls each syscall from stdin ({name: [nr, args...]}) through libc with
+// harmless arguments (bad pointers, bad fds, bad magic) chosen so that a call the filter
+// let through would fail with a different errno, and prints {name: errno name or
+// "ret=N"}. A clone or unshare that succeeds must not continue as a second program.
+const syscallProbe = `
+import ctypes, errno, json, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+out = {}
+calls = json.load(sys.stdin)
+for name in sorted(calls):
+    nr, *args = calls[name]
+    if isinstance(nr, str):
+        continue
+    cargs = [ctypes.c_ulong(a & 0xffffffffffffffff) for a in args]
+    ctypes.set_errno(0)
+    r = libc.syscall(ctypes.c_long(nr), *cargs)
+    if r == 0 and name.startswith("clone"):
+        os._exit(0)
+    if r < 0:
+        err = ctypes.get_errno()
+        out[name] = errno.errorcode.get(err, str(err))
+    else:
+        out[name] = "ret=%d" % r
+print(json.dumps(out))
+`
+
+// TestSyscallsDenied calls each dangerous syscall for real, with x86_64 numbers.
+func TestSyscallsDenied(t *testing.T) {
+	const (
+		cloneNewUser  = 0x10000000
+		cloneNewNS    = 0x00020000
+		cloneNewPID   = 0x20000000
+		cloneNewNet   = 0x40000000
+		cloneNewIPC   = 0x08000000
+		cloneNewUTS   = 0x04000000
+		cloneNewCG    = 0x02000000
+		cloneNewTime  = 0x00000080
+		sigchld       = 17
+		allNS         = cloneNewUser | cloneNewNS | cloneNewPID | cloneNewNet | cloneNewIPC | cloneNewUTS | cloneNewCG | cloneNewTime
+		bad           = 0x10 // an address no mapping covers: EFAULT if the call got through
+		tiocsti       = 0x5412
+		garbageHigh   = 0x7ead_beef_0000_0000
+		ptraceAttach  = 16
+		ptracePeek    = 2
+		readImplExec  = 0x0400000
+		addrNoRandom  = 0x0040000
+		syslogSizeBuf = 10
+	)
+	type call struct {
+		nr   int64
+		args []int64
+		want string
+	}
+	calls := map[string]call{
+		"mount":             {165, []int64{bad, bad, bad, 0, 0}, "EPERM"},
+		"umount2":           {166, []int64{bad, 0}, "EPERM"},
+		"pivot_root":        {155, []int64{bad, bad}, "EPERM"},
+		"chroot":            {161, []int64{bad}, "EPERM"},
+		"unshare-all":       {272, []int64{allNS}, "EPERM"},
+		"unshare-user":      {272, []int64{cloneNewUser}, "EPERM"},
+		"unshare-mnt":       {272, []int64{cloneNewNS}, "EPERM"},
+		"unshare-net":       {272, []int64{cloneNewNet}, "EPERM"},
+		"unshare-time":      {272, []int64{cloneNewTime}, "EPERM"},
+		"clone-newuser":     {56, []int64{cloneNewUser | sigchld, 0, 0, 0, 0}, "EPERM"},
+		"clone-newns":       {56, []int64{cloneNewNS | sigchld, 0, 0, 0, 0}, "EPERM"},
+		"clone-newpid":      {56, []int64{cloneNewPID | sigchld, 0, 0, 0, 0}, "EPERM"},
+		"clone3":            {435, []int64{bad, 88}, "ENOSYS"},
+		"setns":             {308, []int64{-1, 0}, "EPERM"},
+		"ptrace-attach":     {101, []int64{ptraceAttach, 1, 0, 0}, "ENOSYS"},
+		"ptrace-peekdata":   {101, []int64{ptracePeek, 1, bad, 0}, "ENOSYS"},
+		"ptrace-seize":      {101, []int64{0x4206, 1, 0, 0}, "ENOSYS"},
+		"process_vm_readv":  {310, []int64{1, bad, 1, bad, 1, 0}, "EPERM"},
+		"process_vm_writev": {311, []int64{1, bad, 1, bad, 1, 0}, "EPERM"},
+		"pidfd_getfd":       {438, []int64{-1, 0, 0}, "EPERM"},
+		"kcmp":              {312, []int64{1, 1, 0, 0, 0}, "EPERM"},
+		"keyctl":            {250, []int64{0, -3, 0}, "EPERM"},
+		"add_key":           {248, []int64{bad, bad, bad, 0, -3}, "EPERM"},
+		"request_key":       {249, []int64{bad, bad, bad, 0}, "EPERM"},
+		"bpf":               {321, []int64{5, bad, 8}, "EPERM"},
+		"perf_event_open":   {298, []int64{bad, 0, -1, -1, 0}, "EPERM"},
+		"userfaultfd":       {323, []int64{0}, "EPERM"},
+		"io_uring_setup":    {425, []int64{1, bad}, "EPERM"},
+		"io_setup":          {206, []int64{1, bad}, "EPERM"},
+		"kexec_load":        {246, []int64{0, 0, bad, 0}, "EPERM"},
+		"kexec_file_load":   {320, []int64{-1, -1, 0, bad, 0}, "EPERM"},
+		"init_module":       {175, []int64{bad, 0, bad}, "EPERM"},
+		"finit_module":      {313, []int64{-1, bad, 0}, "EPERM"},
+		"delete_module":     {176, []int64{bad, 0}, "EPERM"},
+		"open_by_handle_at": {304, []int64{-1, bad, 0}, "EPERM"},
+		"name_to_handle_at": {303, []int64{-1, bad, bad, bad, 0}, "EPERM"},
+		"swapon":            {167, []int64{bad, 0}, "EPERM"},
+		"swapoff":           {168, []int64{bad}, "EPERM"},
+		"reboot":            {169, []int64{0, 0, 0, 0}, "EPERM"},
+		"syslog":            {103, []int64{syslogSizeBuf, 0, 0}, "EPERM"},
+		"acct":              {163, []int64{bad}, "EPERM"},
+		"iopl":              {172, []int64{3}, "EPERM"},
+		"ioperm":            {173, []int64{0, 1024, 1}, "EPERM"},
+		"settimeofday":      {164, []int64{bad, bad}, "EPERM"},
+		"clock_settime":     {227, []int64{0, bad}, "EPERM"},
+		"sethostname":       {170, []int64{bad, 4}, "EPERM"},
+		"fsopen":            {430, []int64{bad, 0}, "EPERM"},
+		"open_tree":         {428, []int64{-1, bad, 0}, "EPERM"},
+		"move_mount":        {429, []int64{-1, bad, -1, bad, 0}, "EPERM"},
+		"mount_setattr":     {442, []int64{-1, bad, 0, bad, 32}, "EPERM"},
+		"fanotify_init":     {300, []int64{0, 0}, "EPERM"},
+		"memfd_secret":      {447, []int64{0}, "EPERM"},
+		"quotactl":          {179, []int64{0, bad, 0, bad}, "EPERM"},
+		// personality: only the values Docker allows; anything else is unlisted.
+		"personality-read-implies-exec": {135, []int64{readImplExec}, "ENOSYS"},
+		"personality-no-aslr":           {135, []int64{addrNoRandom}, "ENOSYS"},
+		"personality-query":             {135, []int64{0xffffffff}, "ret=0"},
+		// TIOCSTI pushes input into a terminal; the command is compared as 32 bits.
+		"ioctl-tiocsti":         {16, []int64{0, tiocsti, bad}, "EPERM"},
+		"ioctl-tiocsti-garbage": {16, []int64{0, garbageHigh | tiocsti, bad}, "EPERM"},
+		"ioctl-tioclinux":       {16, []int64{0, 0x541C, bad}, "EPERM"},
+		// Allowed ioctls still work (stdin is not a terminal: ENOTTY from the kernel).
+		"ioctl-tcgets": {16, []int64{0, 0x5401, bad}, "ENOTTY"},
+		// Socket families other than AF_UNIX.
+		"socket-inet":           {41, []int64{2, 1, 0}, "EAFNOSUPPORT"},
+		"socket-inet6":          {41, []int64{10, 1, 0}, "EAFNOSUPPORT"},
+		"socket-netlink":        {41, []int64{16, 3, 0}, "EAFNOSUPPORT"},
+		"socket-packet":         {41, []int64{17, 3, 0}, "EAFNOSUPPORT"},
+		"socket-vsock":          {41, []int64{40, 1, 0}, "EAFNOSUPPORT"},
+		"socket-xdp":            {41, []int64{44, 3, 0}, "EAFNOSUPPORT"},
+		"socket-family-255":     {41, []int64{255, 1, 0}, "EAFNOSUPPORT"},
+		"socket-family-garbage": {41, []int64{garbageHigh | 2, 1, 0}, "EAFNOSUPPORT"},
+		// Unlisted syscalls: ENOSYS, as if the kernel lacked them.
+		"vserver":          {236, nil, "ENOSYS"},
+		"lookup_dcookie":   {212, []int64{0, bad, 0}, "EPERM"},
+		"pkey_alloc":       {330, []int64{0, 0}, "ENOSYS"},
+		"listmount":        {458, []int64{bad, bad, 0, 0}, "ENOSYS"},
+		"nr-1000":          {1000, nil, "ENOSYS"},
+		"process_mrelease": {448, []int64{-1, 0}, "ENOSYS"},
+	}
+	stdin := map[string][]int64{}
+	for name, c := range calls {
+		stdin[name] = append([]int64{c.nr}, c.args...)
+	}
+	b, _ := json.Marshal(stdin)
+	spec := pySpec(syscallProbe, newMarker())
+	spec.Stdin = b
+	var got map[string]string
+	runJSON(t, spec, &got)
+	for name, c := range calls {
+		if got[name] != c.want {
+			t.Errorf("%s (nr %d): got %s, want %s", name, c.nr, got[name], c.want)
+		}
+	}
+}
+
+// TestForeignArchSyscallKills runs a 32-bit int 0x80 getpid and an x32-ABI syscall
+// number from a 64-bit process: the filter only knows the native ABI, so both must kill
+// the process with SIGSYS instead of reaching an unfiltered table.
+func TestForeignArchSyscallKills(t *testing.T) {
+	const code = `
+import ctypes, mmap, os, sys
+def child(fn):
+    pid = os.fork()
+    if pid == 0:
+        fn()
+        os._exit(0)
+    _, st = os.waitpid(pid, 0)
+    return os.WTERMSIG(st) if os.WIFSIGNALED(st) else -os.WEXITSTATUS(st) - 1000
+def int80():
+    buf = mmap.mmap(-1, 4096, prot=mmap.PROT_READ | mmap.PROT_WRITE | mmap.PROT_EXEC)
+    buf.write(bytes([0xb8, 20, 0, 0, 0, 0xcd, 0x80, 0xc3]))  # mov eax,20; int 0x80; ret
+    addr = ctypes.addressof(ctypes.c_char.from_buffer(buf))
+    ctypes.CFUNCTYPE(ctypes.c_int)(addr)()
+def x32():
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall(ctypes.c_long(0x40000000 | 39))
+print(child(int80), child(x32))
+if sys.argv[-1] == "self":
+    x32()
+`
+	res := run(t, pySpec(code, newMarker()))
+	if res.Status != sandbox.StatusOK {
+		t.Fatalf("probe failed: %s", brief(res))
+	}
+	if got := strings.TrimSpace(string(res.Stdout.Bytes())); got != "31 31" {
+		t.Fatalf("int 0x80 and x32 syscalls: child signals %q, want \"31 31\" (SIGSYS)", got)
+	}
+	spec := pySpec(code, newMarker())
+	spec.Argv = append(spec.Argv, "self")
+	res = run(t, spec)
+	if res.Status != sandbox.StatusKilled || res.Signal != "SIGSYS" {
+		t.Fatalf("program killed by the filter: got %s", brief(res))
+	}
+}
+
+func TestIdentity(t *testing.T) {
+	const code = `
+import os, json, sys, time
+st = {}
+for line in open("/proc/self/status"):
+    k, _, v = line.partition(":")
+    st[k] = v.strip()
+print(json.dumps({"uid": os.getuid(), "euid": os.geteuid(), "gid": os.getgid(),
+    "groups": os.getgroups(), "status": st}), flush=True)
+time.sleep(float(sys.argv[2]) if len(sys.argv) > 2 else 0)
+`
+	marker := newMarker()
+	spec := pySpec(code, marker)
+	spec.Argv = append(spec.Argv, "0.6")
+	done := make(chan sandbox.Result, 1)
+	go func() {
+		res, _ := testSandbox(t).Run(t.Context(), spec)
+		done <- res
+	}()
+	// From the host, while it sleeps: the program runs as the unprivileged host id.
+	pid := waitHostProc(t, marker, 3*time.Second)
+	hostStatus, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hostUID := statusField(string(hostStatus), "Uid")
+	res := <-done
+	var got struct {
+		UID, EUID, GID int
+		Groups         []int
+		Status         map[string]string
+	}
+	decodeLast(t, res, &got)
+	if got.UID != 1000 || got.EUID != 1000 || got.GID != 1000 {
+		t.Errorf("inside ids: uid %d euid %d gid %d, want 1000", got.UID, got.EUID, got.GID)
+	}
+	for _, g := range got.Groups {
+		if g != 1000 && g != 65534 {
+			t.Errorf("supplementary group %d", g)
+		}
+	}
+	if isRoot() && len(got.Groups) != 0 {
+		t.Errorf("root server: groups %v, want none", got.Groups)
+	}
+	for k, want := range map[string]string{
+		"CapInh": "0000000000000000", "CapPrm": "0000000000000000", "CapEff": "0000000000000000",
+		"CapBnd": "0000000000000000", "CapAmb": "0000000000000000", "NoNewPrivs": "1", "Seccomp": "2",
+	} {
+		if got.Status[k] != want {
+			t.Errorf("/proc/self/status %s = %q, want %q", k, got.Status[k], want)
+		}
+	}
+	s := testSandbox(t)
+	wantHost := strconv.Itoa(s.hostUID)
+	for _, f := range strings.Fields(hostUID) {
+		if f != wantHost {
+			t.Errorf("host sees the program as uid %q, want %s on every field", hostUID, wantHost)
+			break
+		}
+	}
+	if isRoot() && s.hostUID != 65534 {
+		t.Errorf("root server maps sandboxes to host uid %d, want nobody", s.hostUID)
+	}
+}
+
+func statusField(status, key string) string {
+	for _, line := range strings.Split(status, "\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok && k == key {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
+}
+
+// TestSetuidGainsNothing runs setuid-root binaries: the mounts are nosuid, no_new_privs
+// is set and host root is not even mapped, so they run as uid 1000 and fail.
+func TestSetuidGainsNothing(t *testing.T) {
+	for _, p := range []string{"/usr/bin/su", "/usr/bin/passwd"} {
+		fi, err := os.Stat(p)
+		if err != nil || fi.Mode()&os.ModeSetuid == 0 {
+			t.Fatalf("%s is not a setuid binary on this host: the test cannot prove anything", p)
+		}
+	}
+	const code = `
+import os, subprocess, json
+out = {}
+r = subprocess.run(["/usr/bin/su", "-c", "echo PWNED; id -u", "root"], input=b"\n", capture_output=True)
+out["su"] = [r.returncode, r.stdout.decode(), r.stderr.decode()]
+r = subprocess.run(["/usr/bin/passwd", "-S", "root"], capture_output=True)
+out["passwd"] = [r.returncode, r.stdout.decode(), r.stderr.decode()]
+# Python's own view after exec of a setuid binary: euid stays 1000.
+r = subprocess.run(["/usr/bin/newgrp", "root"], input=b"id -u\n", capture_output=True)
+out["newgrp"] = [r.returncode, r.stdout.decode(), r.stderr.decode()]
+print(json.dumps(out))
+`
+	var got map[string][3]any
+	res := runJSON(t, pySpec(code, newMarker()), &got)
+	if strings.Contains(string(res.Stdout.Bytes()), "PWNED") {
+		t.Fatalf("su ran a command: %s", brief(res))
+	}
+	for name, r := range got {
+		if rc, _ := r[0].(float64); rc == 0 {
+			t.Errorf("%s succeeded: %v", name, r)
+		}
+		if out, _ := r[1].(string); strings.TrimSpace(out) == "0" {
+			t.Errorf("%s ran as root: %v", name, r)
+		}
+	}
+	t.Logf("setuid attempts: %v", got)
+}
+
+func TestEnvDoesNotLeak(t *testing.T) {
+	secret := "airlock-env-secret-" + randHex(12)
+	t.Setenv("AIRLOCK_TEST_SECRET", secret)
+	t.Setenv("AWS_SECRET_ACCESS_KEY", secret)
+	const code = `
+import os, json
+out = {"env": dict(os.environ)}
+for p in ["/proc/1/environ", "/proc/self/environ"]:
+    try:
+        out[p] = open(p, "rb").read().decode("latin-1")
+    except OSError as e:
+        out[p] = "error %d" % e.errno
+print(json.dumps(out))
+`
+	spec := pySpec(code, newMarker())
+	spec.Env = append(spec.Env, "LANGUAGE_VAR=1")
+	var got struct {
+		Env map[string]string `json:"env"`
+	}
+	res := runJSON(t, spec, &got)
+	if strings.Contains(string(res.Stdout.Bytes()), secret) {
+		t.Fatalf("the server's environment reached the sandbox:\n%s", brief(res))
+	}
+	var keys []string
+	for k := range got.Env {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	want := "AIRLOCK_MARK HOME LANG LANGUAGE_VAR LOGNAME PATH TMPDIR USER"
+	if strings.Join(keys, " ") != want {
+		t.Errorf("program environment %v, want exactly %s", keys, want)
+	}
+	if !strings.Contains(string(res.Stdout.Bytes()), `"/proc/1/environ": "error 13"`) {
+		t.Errorf("init's environ readable: %s", brief(res))
+	}
+}
+
+func TestFDsDoNotLeak(t *testing.T) {
+	secretFile := filepath.Join(t.TempDir(), "fd-secret")
+	if err := os.WriteFile(secretFile, []byte("fd-secret"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// Without O_CLOEXEC on purpose: a careless server leaks such descriptors.
+	fd, err := syscall.Open(secretFile, syscall.O_RDONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Close(fd)
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	syscall.Syscall(syscall.SYS_FCNTL, w.Fd(), syscall.F_SETFD, 0)
+	const code = `
+import os, json
+listed = sorted(int(x) for x in os.listdir("/proc/self/fd"))
+open_fds = []
+for fd in range(3, 65536):
+    try:
+        os.fstat(fd)
+        open_fds.append([fd, os.readlink("/proc/self/fd/%d" % fd)])
+    except OSError:
+        pass
+print(json.dumps({"listed": listed, "open": open_fds}))
+`
+	var got struct {
+		Listed []int   `json:"listed"`
+		Open   [][]any `json:"open"`
+	}
+	runJSON(t, pySpec(code, newMarker()), &got)
+	if len(got.Open) != 0 {
+		t.Fatalf("the program inherited descriptors beyond 0-2: %v (server leaked fd %d, pipe %d)", got.Open, fd, w.Fd())
+	}
+	// listdir's own descriptor shows up while it lists.
+	if len(got.Listed) != 4 || got.Listed[0] != 0 || got.Listed[1] != 1 || got.Listed[2] != 2 {
+		t.Fatalf("/proc/self/fd lists %v, want 0 1 2 and the listing's own fd", got.Listed)
+	}
+}

@@ -1,0 +1,168 @@
+package linux
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/airlock-mcp/airlock/sandbox"
+)
+
+const (
+	python = "/usr/bin/python3"
+	shell  = "/bin/sh"
+)
+
+var (
+	sbOnce sync.Once
+	sbInst *Sandbox
+	sbErr  error
+)
+
+// testSandbox is one backend for the whole test process, as in the server.
+func testSandbox(t *testing.T) *Sandbox {
+	t.Helper()
+	sbOnce.Do(func() { sbInst, sbErr = New(sandbox.Options{}) })
+	requireSandbox(t, sbErr)
+	return sbInst
+}
+
+// requireSandbox skips when the kernel truly lacks isolation (sandbox.ErrUnavailable),
+// loudly, and fails instead when AIRLOCK_REQUIRE_SANDBOX=1 or for any other error.
+func requireSandbox(t *testing.T, err error) {
+	t.Helper()
+	if err == nil {
+		return
+	}
+	if errors.Is(err, sandbox.ErrUnavailable) && os.Getenv("AIRLOCK_REQUIRE_SANDBOX") != "1" {
+		t.Skipf("SKIPPING: THIS KERNEL CANNOT BUILD THE SANDBOX, SO NOTHING HERE IS TESTED: %v (set AIRLOCK_REQUIRE_SANDBOX=1 to make this a failure)", err)
+	}
+	t.Fatalf("sandbox unavailable: %v", err)
+}
+
+func randHex(n int) string {
+	b := make([]byte, n)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// newMarker is a unique string put on a program's command line, so the host can find
+// any process of that run in its own /proc.
+func newMarker() string { return "airlock-mark-" + randHex(8) }
+
+// pySpec runs code with the real interpreter (isolated, no site) and marker as argv[1].
+func pySpec(code, marker string) sandbox.Spec {
+	return sandbox.Spec{
+		Argv: []string{python, "-I", "-S", "-c", code, marker},
+		Env:  []string{"AIRLOCK_MARK=" + marker},
+	}
+}
+
+func shSpec(script, marker string) sandbox.Spec {
+	return sandbox.Spec{Argv: []string{shell, "-c", script, marker}}
+}
+
+// run runs spec and fails the test if the sandbox itself failed.
+func run(t *testing.T, spec sandbox.Spec) sandbox.Result {
+	t.Helper()
+	return runCtx(t, context.Background(), spec)
+}
+
+func runCtx(t *testing.T, ctx context.Context, spec sandbox.Spec) sandbox.Result {
+	t.Helper()
+	s := testSandbox(t)
+	res, err := s.Run(ctx, spec)
+	if err != nil {
+		t.Fatalf("Run: %v (result %+v)", err, brief(res))
+	}
+	return res
+}
+
+// runJSON runs a python program that prints one JSON object as its last stdout line
+// and decodes it into out. The program must end ok.
+func runJSON(t *testing.T, spec sandbox.Spec, out any) sandbox.Result {
+	t.Helper()
+	res := run(t, spec)
+	if res.Status != sandbox.StatusOK {
+		t.Fatalf("program ended %s: %s", res.Status, brief(res))
+	}
+	lines := strings.Split(strings.TrimSpace(string(res.Stdout.Bytes())), "\n")
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), out); err != nil {
+		t.Fatalf("decode program output: %v\n%s", err, brief(res))
+	}
+	return res
+}
+
+// brief is a Result for failure messages, with the output as text and cut short.
+func brief(r sandbox.Result) string {
+	cut := func(b []byte) string {
+		if len(b) > 2000 {
+			b = append(b[:1000:1000], append([]byte(" … "), b[len(b)-1000:]...)...)
+		}
+		return string(b)
+	}
+	return "status=" + string(r.Status) + " exit=" + strconv.Itoa(r.ExitCode) + " signal=" + r.Signal +
+		" wall=" + r.Wall.String() + " cpu=" + r.CPU.String() + " detail=" + r.Detail +
+		"\nstdout: " + cut(r.Stdout.Bytes()) + "\nstderr: " + cut(r.Stderr.Bytes())
+}
+
+// hostProcsWith lists the host pids (other than ours) whose command line or
+// environment holds marker.
+func hostProcsWith(marker string) []int {
+	var pids []int
+	ents, _ := os.ReadDir("/proc")
+	m := []byte(marker)
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		cmd, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		env, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
+		if bytes.Contains(cmd, m) || bytes.Contains(env, m) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// assertNoSurvivors fails if any host process still carries marker. The kernel has
+// finished the pid namespace once Run returns (the init is reaped only after every
+// process in it), so the check is immediate, with no grace period.
+func assertNoSurvivors(t *testing.T, marker string) {
+	t.Helper()
+	if pids := hostProcsWith(marker); len(pids) > 0 {
+		var desc []string
+		for _, p := range pids {
+			st, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(p), "stat"))
+			desc = append(desc, strings.TrimSpace(string(st)))
+		}
+		t.Fatalf("sandbox processes survived Run: %v\n%s", pids, strings.Join(desc, "\n"))
+	}
+}
+
+// waitHostProc waits until a process carrying marker shows up on the host.
+func waitHostProc(t *testing.T, marker string, within time.Duration) int {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for time.Now().Before(deadline) {
+		if pids := hostProcsWith(marker); len(pids) > 0 {
+			return pids[0]
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("no host process with marker %s appeared within %s", marker, within)
+	return 0
+}
+
+func isRoot() bool { return os.Geteuid() == 0 }

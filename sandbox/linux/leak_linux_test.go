@@ -1,0 +1,358 @@
+package linux
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/airlock-mcp/airlock/sandbox"
+)
+
+// detach starts a grandchild that leaves the program's session, ignores SIGTERM and
+// SIGHUP, and sleeps; with "keep-stdout" it also keeps the stdout pipe open.
+const detach = `
+import os, signal, sys, time
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+        if "keep-stdout" not in sys.argv:
+            os.close(1); os.close(2)
+        time.sleep(1000)
+    os._exit(0)
+time.sleep(0.2)
+print("main done", flush=True)
+if "hang" in sys.argv:
+    time.sleep(1000)
+`
+
+func TestDetachedGrandchildDies(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		args   []string
+		wall   time.Duration
+		status sandbox.Status
+		within time.Duration // how long Run may take in all
+	}{
+		{"main-exits", nil, 10 * time.Second, sandbox.StatusOK, time.Second},
+		{"main-exits-grandchild-holds-stdout", []string{"keep-stdout"}, 10 * time.Second, sandbox.StatusOK, time.Second},
+		{"timeout", []string{"hang"}, time.Second, sandbox.StatusTimeout, 2 * time.Second},
+		{"timeout-grandchild-holds-stdout", []string{"hang", "keep-stdout"}, time.Second, sandbox.StatusTimeout, 2 * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			marker := newMarker()
+			spec := pySpec(detach, marker)
+			spec.Argv = append(spec.Argv, tc.args...)
+			spec.Limits = sandbox.Limits{Wall: tc.wall}
+			start := time.Now()
+			res := run(t, spec)
+			took := time.Since(start)
+			if res.Status != tc.status || !strings.Contains(string(res.Stdout.Bytes()), "main done") {
+				t.Fatalf("status %s, want %s: %s", res.Status, tc.status, brief(res))
+			}
+			if took > tc.within {
+				t.Errorf("Run took %s, want under %s", took, tc.within)
+			}
+			assertNoSurvivors(t, marker)
+		})
+	}
+}
+
+// TestSignalsToInit: the program signals its init with everything; the init must
+// survive and still report the program's exit.
+func TestSignalsToInit(t *testing.T) {
+	const code = `
+import os, signal
+sent = []
+for s in range(1, 65):
+    if s in (signal.SIGKILL, signal.SIGSTOP):
+        pass
+    try:
+        os.kill(1, s)
+        sent.append(s)
+    except OSError:
+        pass
+os.kill(1, signal.SIGKILL)
+os.kill(1, signal.SIGSTOP)
+print("sent", len(sent), flush=True)
+`
+	res := run(t, pySpec(code, newMarker()))
+	if res.Status != sandbox.StatusOK || !strings.HasPrefix(string(res.Stdout.Bytes()), "sent ") {
+		t.Fatalf("init did not survive signals from the program: %s", brief(res))
+	}
+}
+
+func TestStateDoesNotBleed(t *testing.T) {
+	const write = `
+import ctypes, os
+for p in ["/workspace/bleed", "/tmp/bleed", "/dev/shm/bleed"]:
+    open(p, "w").write("run one")
+libc = ctypes.CDLL(None, use_errno=True)
+shmid = libc.shmget(0x41524c4b, 4096, 0o1666)
+print("shmid", shmid)
+`
+	const read = `
+import ctypes, json, os
+libc = ctypes.CDLL(None, use_errno=True)
+out = {"shm": libc.shmget(0x41524c4b, 0, 0o666)}
+for d in ["/workspace", "/tmp", "/dev/shm"]:
+    out[d] = sorted(os.listdir(d))
+print(json.dumps(out))
+`
+	res := run(t, pySpec(write, newMarker()))
+	if res.Status != sandbox.StatusOK || strings.Contains(string(res.Stdout.Bytes()), "shmid -1") {
+		t.Fatalf("first run: %s", brief(res))
+	}
+	var got map[string]any
+	runJSON(t, pySpec(read, newMarker()), &got)
+	for _, d := range []string{"/workspace", "/tmp", "/dev/shm"} {
+		if l, _ := got[d].([]any); len(l) != 0 {
+			t.Errorf("second run sees %s: %v", d, l)
+		}
+	}
+	if got["shm"] != float64(-1) {
+		t.Errorf("second run sees the first run's SysV shared memory: %v", got["shm"])
+	}
+}
+
+// TestNoLeftovers runs 200 sandboxes (fast ones of every kind, 4 at a time) and then
+// checks the host: no cgroup, mount, temp dir, process or descriptor is left behind.
+func TestNoLeftovers(t *testing.T) {
+	s := testSandbox(t)
+	fdsBefore := countFDs(t)
+	mountsBefore := mountPoints(t)
+	tmpBefore := tmpEntries()
+	marker := newMarker()
+	specs := []sandbox.Spec{
+		{Argv: []string{"/bin/true", marker}},
+		shSpec("sleep 1000 & exec /bin/false", marker),
+		shSpec("(setsid sleep 1000 &); echo out; echo err >&2", marker),
+		pySpec("import os\nos.fork() or os.setsid()\nprint(1)", marker),
+		{Argv: []string{"/bin/sleep", "10", marker}, Limits: sandbox.Limits{Wall: 30 * time.Millisecond}},
+		{Argv: []string{"/nonexistent", marker}},
+	}
+	const runs = 200
+	var wg sync.WaitGroup
+	work := make(chan sandbox.Spec)
+	errs := make(chan string, runs)
+	for w := 0; w < 4; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for spec := range work {
+				res, err := s.Run(t.Context(), spec)
+				bad := res.Status == sandbox.StatusSandboxError && spec.Argv[0] != "/nonexistent"
+				if (err != nil && spec.Argv[0] != "/nonexistent") || bad {
+					errs <- spec.Argv[0] + ": " + brief(res)
+				}
+			}
+		}()
+	}
+	start := time.Now()
+	for i := 0; i < runs; i++ {
+		work <- specs[i%len(specs)]
+	}
+	close(work)
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Errorf("run failed: %s", e)
+	}
+	t.Logf("%d runs in %s (%.0f runs/s)", runs, time.Since(start), runs/time.Since(start).Seconds())
+
+	assertNoSurvivors(t, marker)
+	// Cgroups are removed in the background after the run; give that a moment.
+	var left []string
+	for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if left = ourCgroups(s); len(left) == 0 {
+			break
+		}
+	}
+	if len(left) > 0 {
+		t.Errorf("cgroups left behind: %v", left)
+	}
+	if after := mountPoints(t); !equalStrings(after, mountsBefore) {
+		t.Errorf("host mounts changed: before %d, after %d", len(mountsBefore), len(after))
+	}
+	for e := range tmpEntries() {
+		if !tmpBefore[e] && strings.Contains(strings.ToLower(e), "airlock") {
+			t.Errorf("temp entry left behind: /tmp/%s", e)
+		}
+	}
+	var fdsAfter int
+	for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		runtime.GC()
+		if fdsAfter = countFDs(t); fdsAfter <= fdsBefore {
+			break
+		}
+	}
+	if fdsAfter > fdsBefore {
+		t.Errorf("descriptors leaked: %d before, %d after: %v", fdsBefore, fdsAfter, fdTargets())
+	}
+}
+
+func countFDs(t *testing.T) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(ents)
+}
+
+func fdTargets() []string {
+	ents, _ := os.ReadDir("/proc/self/fd")
+	var out []string
+	for _, e := range ents {
+		l, _ := os.Readlink(filepath.Join("/proc/self/fd", e.Name()))
+		out = append(out, e.Name()+"->"+l)
+	}
+	return out
+}
+
+func mountPoints(t *testing.T) []string {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		if f := strings.Fields(line); len(f) > 4 {
+			out = append(out, f[4])
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+func tmpEntries() map[string]bool {
+	ents, _ := os.ReadDir(os.TempDir())
+	m := map[string]bool{}
+	for _, e := range ents {
+		m[e.Name()] = true
+	}
+	return m
+}
+
+// ourCgroups lists the sandbox cgroups of this process still present.
+func ourCgroups(s *Sandbox) []string {
+	var bases []string
+	switch s.cg.version {
+	case 1:
+		for _, b := range s.cg.v1 {
+			bases = append(bases, b)
+		}
+	case 2:
+		bases = append(bases, s.cg.v2)
+	}
+	prefix := strconv.Itoa(os.Getpid()) + "-"
+	var out []string
+	for _, b := range bases {
+		ents, _ := os.ReadDir(b)
+		for _, e := range ents {
+			if e.IsDir() && strings.HasPrefix(e.Name(), prefix) {
+				out = append(out, filepath.Join(b, e.Name()))
+			}
+		}
+	}
+	return out
+}
+
+func equalStrings(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// TestUnprivileged runs this whole suite again as nobody, with no capabilities and no
+// cgroups (v1 needs root), where memory and process limits fall back to rlimits.
+func TestUnprivileged(t *testing.T) {
+	if os.Getenv("AIRLOCK_UNPRIV_CHILD") == "1" {
+		t.Skip("this is the unprivileged run itself")
+	}
+	if !isRoot() {
+		t.Skip("already unprivileged: this run is the unprivileged suite")
+	}
+	setpriv, err := exec.LookPath("setpriv")
+	if err != nil {
+		t.Fatalf("setpriv (util-linux) is needed to drop to nobody: %v", err)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A directory nobody can reach: the go test build dir is root's and mode 0700.
+	dir, err := os.MkdirTemp("", "unpriv-suite-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "linux.test")
+	data, err := os.ReadFile(self)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"--reuid=nobody", "--regid=nogroup", "--clear-groups", "--inh-caps=-all",
+		"--bounding-set=-all", bin, "-test.count=1", "-test.timeout=120s"}
+	if testing.Verbose() {
+		args = append(args, "-test.v")
+	}
+	if f := flagValue("test.run"); f != "" && f != "TestUnprivileged" {
+		args = append(args, "-test.run="+f)
+	}
+	cmd := exec.Command(setpriv, args...)
+	cmd.Dir = dir
+	cmd.Env = []string{"AIRLOCK_UNPRIV_CHILD=1", "HOME=" + dir, "TMPDIR=/tmp", "PATH=/usr/bin:/bin",
+		"AIRLOCK_REQUIRE_SANDBOX=" + os.Getenv("AIRLOCK_REQUIRE_SANDBOX")}
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	start := time.Now()
+	err = cmd.Run()
+	t.Logf("unprivileged suite as nobody took %s", time.Since(start))
+	if err != nil || !bytes.Contains(out.Bytes(), []byte("\nPASS")) {
+		t.Fatalf("the suite fails as an unprivileged user (%v):\n%s", err, out.Bytes())
+	}
+	if bytes.Contains(out.Bytes(), []byte("--- SKIP")) && !bytes.Contains(out.Bytes(), []byte("this is the unprivileged run itself")) {
+		t.Errorf("tests skipped as nobody:\n%s", out.Bytes())
+	}
+	if testing.Verbose() {
+		t.Logf("unprivileged suite:\n%s", out.Bytes())
+	}
+}
+
+func flagValue(name string) string {
+	for i, a := range os.Args {
+		for _, p := range []string{"-" + name + "=", "--" + name + "="} {
+			if strings.HasPrefix(a, p) {
+				return strings.TrimPrefix(a, p)
+			}
+		}
+		if (a == "-"+name || a == "--"+name) && i+1 < len(os.Args) {
+			return os.Args[i+1]
+		}
+	}
+	return ""
+}

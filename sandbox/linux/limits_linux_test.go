@@ -1,0 +1,352 @@
+package linux
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/airlock-mcp/airlock/sandbox"
+)
+
+func TestForkBomb(t *testing.T) {
+	t.Parallel()
+	const pyBomb = `
+import os, sys, time
+n = 0
+while True:
+    try:
+        pid = os.fork()
+    except OSError as e:
+        print("fork failed errno", e.errno, "after", n, flush=True)
+        break
+    if pid == 0:
+        time.sleep(1000)
+        os._exit(0)
+    n += 1
+`
+	const pySpin = `
+import os
+while True:
+    try:
+        os.fork()
+    except OSError:
+        pass
+`
+	for _, tc := range []struct {
+		name   string
+		spec   sandbox.Spec
+		status sandbox.Status
+		check  func(t *testing.T, res sandbox.Result)
+	}{
+		{"python-fork-until-refused", pySpec(pyBomb, newMarker()), sandbox.StatusOK, func(t *testing.T, res sandbox.Result) {
+			var errno, n int
+			out := string(res.Stdout.Bytes())
+			if _, err := fmtSscanf(out, "fork failed errno %d after %d", &errno, &n); err != nil {
+				t.Fatalf("no fork failure reported: %s", brief(res))
+			}
+			if errno != 11 { // EAGAIN: the process limit
+				t.Errorf("fork failed with errno %d, want EAGAIN", errno)
+			}
+			// pids.max / RLIMIT_NPROC are Pids plus headroom for the init's threads.
+			if n > 32+initThreads {
+				t.Errorf("%d processes forked, limit 32 + %d", n, initThreads)
+			}
+			t.Logf("forked %d processes before EAGAIN", n)
+		}},
+		{"python-spinning-bomb", pySpec(pySpin, newMarker()), sandbox.StatusTimeout, nil},
+		{"shell-bomb", shSpec("bomb() { bomb | bomb & }; bomb; sleep 30", newMarker()), sandbox.StatusTimeout, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			spec := tc.spec
+			spec.Limits = sandbox.Limits{Pids: 32, Wall: 1500 * time.Millisecond}
+			marker := spec.Argv[len(spec.Argv)-1]
+			start := time.Now()
+			res := run(t, spec)
+			took := time.Since(start)
+			if res.Status != tc.status {
+				t.Fatalf("status %s, want %s: %s", res.Status, tc.status, brief(res))
+			}
+			if took > spec.Limits.Wall+1500*time.Millisecond {
+				t.Errorf("Run took %s with a %s wall limit", took, spec.Limits.Wall)
+			}
+			assertNoSurvivors(t, marker)
+			if tc.check != nil {
+				tc.check(t, res)
+			}
+		})
+	}
+}
+
+func fmtSscanf(s, format string, args ...any) (int, error) {
+	for _, line := range strings.Split(s, "\n") {
+		if n, err := fmt.Sscanf(line, format, args...); err == nil {
+			return n, nil
+		}
+	}
+	return fmt.Sscanf(s, format, args...)
+}
+
+func TestMemoryBomb(t *testing.T) {
+	t.Parallel()
+	const code = `
+chunks = []
+while True:
+    chunks.append(bytearray(8 << 20))
+`
+	spec := pySpec(code, newMarker())
+	spec.Limits = sandbox.Limits{Memory: 96 << 20, Wall: 10 * time.Second}
+	res := run(t, spec)
+	if res.Status != sandbox.StatusMemoryLimit {
+		t.Fatalf("status %s, want memory_limit: %s", res.Status, brief(res))
+	}
+	if res.PeakMemory > 2*spec.Limits.Memory {
+		t.Errorf("peak memory %d, limit %d", res.PeakMemory, spec.Limits.Memory)
+	}
+	t.Logf("memory bomb: %s, peak %d MiB, %s", res.Detail, res.PeakMemory>>20, res.Wall)
+}
+
+func TestCPULimit(t *testing.T) {
+	t.Parallel()
+	spec := pySpec("while True: pass", newMarker())
+	spec.Limits = sandbox.Limits{CPU: time.Second, Wall: 20 * time.Second}
+	start := time.Now()
+	res := run(t, spec)
+	took := time.Since(start)
+	if res.Status != sandbox.StatusTimeout {
+		t.Fatalf("status %s, want timeout: %s", res.Status, brief(res))
+	}
+	if res.CPU < 900*time.Millisecond {
+		t.Errorf("stopped after %s of CPU, limit 1s", res.CPU)
+	}
+	if took > 10*time.Second {
+		t.Errorf("Run took %s for a 1 s CPU limit", took)
+	}
+	t.Logf("cpu spin: %s (signal %s), cpu %s, Run %s", res.Detail, res.Signal, res.CPU, took)
+}
+
+func TestWallTimeout(t *testing.T) {
+	t.Parallel()
+	marker := newMarker()
+	spec := pySpec("import time\ntime.sleep(100)", marker)
+	spec.Limits = sandbox.Limits{Wall: time.Second}
+	start := time.Now()
+	res := run(t, spec)
+	took := time.Since(start)
+	if res.Status != sandbox.StatusTimeout {
+		t.Fatalf("status %s, want timeout: %s", res.Status, brief(res))
+	}
+	if took > spec.Limits.Wall+time.Second {
+		t.Errorf("Run returned after %s, wall limit %s", took, spec.Limits.Wall)
+	}
+	assertNoSurvivors(t, marker)
+	t.Logf("wall timeout: Run returned after %s", took)
+}
+
+// TestDiskFill fills each writable mount: the program sees ENOSPC and keeps running.
+func TestDiskFill(t *testing.T) {
+	const code = `
+import json, os
+out = {}
+for d in ["/workspace", "/tmp", "/dev/shm"]:
+    n = 0
+    try:
+        with open(d + "/fill", "wb") as f:
+            while True:
+                f.write(b"x" * (1 << 20))
+                f.flush()
+                n += 1 << 20
+    except OSError as e:
+        out[d] = [e.errno, n]
+    os.unlink(d + "/fill")
+print(json.dumps(out))
+`
+	spec := pySpec(code, newMarker())
+	spec.Limits = sandbox.Limits{Workspace: 8 << 20, FileSize: 1 << 30}
+	var got map[string][2]int64
+	runJSON(t, spec, &got)
+	for d, cap := range map[string]int64{"/workspace": 8 << 20, "/tmp": tmpSize, "/dev/shm": shmSize} {
+		r, ok := got[d]
+		if !ok {
+			t.Errorf("%s: no result", d)
+			continue
+		}
+		if r[0] != 28 { // ENOSPC
+			t.Errorf("%s: errno %d, want ENOSPC", d, r[0])
+		}
+		if r[1] > cap {
+			t.Errorf("%s: wrote %d bytes, cap %d", d, r[1], cap)
+		}
+	}
+	t.Logf("filled: %v", got)
+}
+
+func TestFileSizeLimit(t *testing.T) {
+	const code = `
+import os, signal, sys
+if sys.argv[-1] == "ignore":
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+fd = os.open("big", os.O_WRONLY | os.O_CREAT)
+n = 0
+try:
+    while True:
+        n += os.write(fd, b"x" * 65536)
+except OSError as e:
+    print("errno", e.errno, "after", n)
+`
+	spec := pySpec(code, newMarker())
+	spec.Limits = sandbox.Limits{FileSize: 1 << 20}
+	spec.Argv = append(spec.Argv, "ignore")
+	res := run(t, spec)
+	if want := "errno 27 after 1048576"; res.Status != sandbox.StatusOK || strings.TrimSpace(string(res.Stdout.Bytes())) != want {
+		t.Errorf("with SIGXFSZ ignored: want %q (EFBIG at the limit): %s", want, brief(res))
+	}
+	// CPython ignores SIGXFSZ itself; head keeps the default action.
+	spec = shSpec("exec /usr/bin/head -c 2000000 /dev/zero > big", newMarker())
+	spec.Limits = sandbox.Limits{FileSize: 1 << 20}
+	res = run(t, spec)
+	if res.Status != sandbox.StatusKilled || res.Signal != "SIGXFSZ" {
+		t.Errorf("default SIGXFSZ: %s", brief(res))
+	}
+}
+
+func TestOutputFlood(t *testing.T) {
+	const limit = 1 << 20
+	for _, tc := range []struct {
+		name   string
+		spec   sandbox.Spec
+		stream func(sandbox.Result) sandbox.Stream
+	}{
+		{"yes-stdout", sandbox.Spec{Argv: []string{"/usr/bin/yes", "flood"}}, func(r sandbox.Result) sandbox.Stream { return r.Stdout }},
+		{"python-stderr", pySpec("import os\nos.write(2, b'BEGIN')\nwhile True: os.write(2, b'e' * 65536)", newMarker()),
+			func(r sandbox.Result) sandbox.Stream { return r.Stderr }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			spec := tc.spec
+			spec.Limits = sandbox.Limits{Output: limit, Wall: 20 * time.Second}
+			runtime.GC()
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			start := time.Now()
+			res := run(t, spec)
+			took := time.Since(start)
+			runtime.ReadMemStats(&after)
+			s := tc.stream(res)
+			if res.Status != sandbox.StatusOutputLimit {
+				t.Fatalf("status %s, want output_limit: %s", res.Status, brief(res))
+			}
+			if kept := len(s.Head) + len(s.Tail); kept > limit {
+				t.Errorf("kept %d bytes, cap %d", kept, limit)
+			}
+			if s.Total < limit*floodFactor || !s.Truncated() {
+				t.Errorf("total %d, truncated %v: the flood was not counted", s.Total, s.Truncated())
+			}
+			if tc.name == "yes-stdout" && !bytes.HasPrefix(s.Head, []byte("flood\nflood\n")) {
+				t.Errorf("head does not start with the first output: %q", s.Head[:min(len(s.Head), 32)])
+			}
+			if tc.name == "python-stderr" && !bytes.HasPrefix(s.Head, []byte("BEGIN")) {
+				t.Errorf("head does not start with the first output: %q", s.Head[:min(len(s.Head), 32)])
+			}
+			// Heap growth is what the run still holds: the two captures at most.
+			growth := int64(after.HeapAlloc) - int64(before.HeapAlloc)
+			if growth > 2*2*limit+8<<20 {
+				t.Errorf("server heap grew by %d bytes for a %d-byte cap", growth, limit)
+			}
+			t.Logf("%s: total %d MiB in %s, kept %d, heap growth %d KiB", tc.name, s.Total>>20, took, len(s.Head)+len(s.Tail), growth>>10)
+		})
+	}
+}
+
+func TestStdinAndArgs(t *testing.T) {
+	stdin := bytes.Repeat([]byte("stdin-line\n"), 200_000) // past any pipe buffer
+	sum := sha256.Sum256(stdin)
+	const code = `
+import hashlib, json, sys
+data = sys.stdin.buffer.read()
+print(json.dumps({"len": len(data), "sha": hashlib.sha256(data).hexdigest(), "argv": sys.argv[1:]}))
+`
+	args := []string{"two words", "", "ünïcödé", "$(id)", "'quoted'", "--flag=x"}
+	spec := pySpec(code, newMarker())
+	spec.Argv = append(spec.Argv, args...)
+	spec.Stdin = stdin
+	var got struct {
+		Len  int      `json:"len"`
+		Sha  string   `json:"sha"`
+		Argv []string `json:"argv"`
+	}
+	runJSON(t, spec, &got)
+	if got.Len != len(stdin) || got.Sha != hex.EncodeToString(sum[:]) {
+		t.Errorf("stdin: got %d bytes %s, want %d", got.Len, got.Sha, len(stdin))
+	}
+	want, _ := json.Marshal(append([]string{spec.Argv[5]}, args...))
+	if b, _ := json.Marshal(got.Argv); !bytes.Equal(b, want) {
+		t.Errorf("argv %s, want %s", b, want)
+	}
+}
+
+func TestExitCodesAndSignals(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		code   string
+		status sandbox.Status
+		exit   int
+		signal string
+	}{
+		{"ok", "pass", sandbox.StatusOK, 0, ""},
+		{"exit-3", "import sys; sys.exit(3)", sandbox.StatusError, 3, ""},
+		{"exception", "raise ValueError('x')", sandbox.StatusError, 1, ""},
+		{"segfault", "import ctypes; ctypes.string_at(0)", sandbox.StatusKilled, -1, "SIGSEGV"},
+		{"sigterm-self", "import os, signal; os.kill(os.getpid(), signal.SIGTERM)", sandbox.StatusKilled, -1, "SIGTERM"},
+		{"abort", "import os; os.abort()", sandbox.StatusKilled, -1, "SIGABRT"},
+		{"sigkill-self", "import os, signal; os.kill(os.getpid(), signal.SIGKILL)", sandbox.StatusKilled, -1, "SIGKILL"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res := run(t, pySpec(tc.code, newMarker()))
+			if res.Status != tc.status || res.ExitCode != tc.exit || res.Signal != tc.signal {
+				t.Errorf("got %s/%d/%q, want %s/%d/%q: %s", res.Status, res.ExitCode, res.Signal,
+					tc.status, tc.exit, tc.signal, brief(res))
+			}
+		})
+	}
+}
+
+func TestCancel(t *testing.T) {
+	t.Parallel()
+	marker := newMarker()
+	code := `
+import os, time
+if os.fork() == 0:
+    os.setsid()
+    time.sleep(1000)
+time.sleep(1000)
+`
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var cancelled time.Time
+	go func() {
+		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); {
+			if len(hostProcsWith(marker)) >= 2 {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		cancelled = time.Now()
+		cancel()
+	}()
+	res := runCtx(t, ctx, pySpec(code, marker))
+	late := time.Since(cancelled)
+	if res.Status != sandbox.StatusCancelled {
+		t.Fatalf("status %s, want cancelled: %s", res.Status, brief(res))
+	}
+	if late > 500*time.Millisecond {
+		t.Errorf("Run returned %s after the cancellation", late)
+	}
+	assertNoSurvivors(t, marker)
+	t.Logf("cancel: Run returned %s after cancel", late)
+}

@@ -1,0 +1,283 @@
+package linux
+
+import (
+	"io/fs"
+	"math/rand/v2"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/airlock-mcp/airlock/sandbox"
+)
+
+// fakeFS is a host filesystem as data: path → kind ("dir", "file" or "->target").
+type fakeFS map[string]string
+
+type fakeInfo struct {
+	name string
+	mode fs.FileMode
+}
+
+func (f fakeInfo) Name() string       { return f.name }
+func (f fakeInfo) Size() int64        { return 0 }
+func (f fakeInfo) Mode() fs.FileMode  { return f.mode }
+func (f fakeInfo) ModTime() time.Time { return time.Time{} }
+func (f fakeInfo) IsDir() bool        { return f.mode.IsDir() }
+func (f fakeInfo) Sys() any           { return nil }
+
+func (h fakeFS) Lstat(name string) (os.FileInfo, error) {
+	k, ok := h[name]
+	switch {
+	case !ok:
+		return nil, &fs.PathError{Op: "lstat", Path: name, Err: fs.ErrNotExist}
+	case k == "dir":
+		return fakeInfo{name, fs.ModeDir | 0o755}, nil
+	case strings.HasPrefix(k, "->"):
+		return fakeInfo{name, fs.ModeSymlink | 0o777}, nil
+	default:
+		return fakeInfo{name, 0o644}, nil
+	}
+}
+
+func (h fakeFS) Readlink(name string) (string, error) {
+	if k := h[name]; strings.HasPrefix(k, "->") {
+		return strings.TrimPrefix(k, "->"), nil
+	}
+	return "", &fs.PathError{Op: "readlink", Path: name, Err: fs.ErrInvalid}
+}
+
+// mergedUsr is a Debian 12 style host with secrets in the usual places.
+var mergedUsr = fakeFS{
+	"/usr": "dir", "/bin": "->usr/bin", "/sbin": "->usr/sbin", "/lib": "->usr/lib",
+	"/lib64": "->usr/lib64", "/opt": "dir", "/opt/python": "dir", "/opt/tool.bin": "file",
+	"/etc/ld.so.cache": "file", "/etc/nsswitch.conf": "file", "/etc/services": "file",
+	"/etc/shadow": "file", "/etc/gshadow": "file", "/etc/passwd": "file", "/etc/sudoers": "file",
+	"/etc/ssh": "dir", "/etc/ssl": "dir", "/etc/alternatives": "dir", "/etc/localtime": "->/usr/share/zoneinfo/UTC",
+	"/etc/resolv.conf": "file", "/root": "dir", "/home": "dir", "/var": "dir",
+}
+
+func TestRootPlan(t *testing.T) {
+	cfg := &initConfig{
+		Limits:  sandbox.Limits{Workspace: 5 << 20},
+		Network: sandbox.NetworkNone,
+		Mounts:  []string{"/opt/python", "/usr/lib/python3", "/opt/missing", "opt/relative", "/", "/opt/tool.bin", "/opt/python/../python"},
+	}
+	plan := rootPlan(cfg, mergedUsr)
+	byTarget := map[string]mountOp{}
+	for _, op := range plan {
+		if _, dup := byTarget[op.Target]; dup && op.Kind != opDir {
+			t.Errorf("target %s planned twice", op.Target)
+		}
+		byTarget[op.Target] = op
+	}
+	// Merged /usr: the top-level links are recreated as the same links, /usr is bound.
+	for link, to := range map[string]string{"/bin": "usr/bin", "/sbin": "usr/sbin", "/lib": "usr/lib", "/lib64": "usr/lib64"} {
+		if op := byTarget[link]; op.Kind != opSymlink || op.Link != to {
+			t.Errorf("%s: %+v, want symlink to %s", link, op, to)
+		}
+	}
+	if op := byTarget["/usr"]; op.Kind != opBindRO || op.Source != "/usr" {
+		t.Errorf("/usr: %+v, want a read-only bind", op)
+	}
+	// Mounts: a directory outside the system dirs is bound, once; covered, missing,
+	// relative, root and non-directory entries are not.
+	if op := byTarget["/opt/python"]; op.Kind != opBindRO || op.Source != "/opt/python" {
+		t.Errorf("/opt/python: %+v, want a read-only bind", op)
+	}
+	for _, p := range []string{"/usr/lib/python3", "/opt/missing", "opt/relative", "/opt/tool.bin", "/opt"} {
+		if op, ok := byTarget[p]; ok {
+			t.Errorf("%s planned: %+v", p, op)
+		}
+	}
+	// /etc: only the allowlisted files, the sandbox's own passwd, never a secret.
+	allowedEtc := map[string]bool{"/etc/passwd": true, "/etc/group": true, "/etc/hosts": true,
+		"/etc/hostname": true, "/etc/resolv.conf": true, "/etc/localtime": true, "/etc": true}
+	for _, f := range etcCopies {
+		allowedEtc["/etc/"+f] = true
+	}
+	for _, d := range etcBinds {
+		allowedEtc["/etc/"+d] = true
+	}
+	for _, op := range plan {
+		if strings.HasPrefix(op.Target, "/etc") && !allowedEtc[op.Target] {
+			t.Errorf("unexpected /etc entry %+v", op)
+		}
+		for _, secret := range []string{"/etc/shadow", "/etc/gshadow", "/etc/sudoers", "/etc/ssh", "/root", "/home", "/var", "/etc/passwd"} {
+			if op.Source == secret || strings.HasPrefix(op.Source, secret+"/") {
+				t.Errorf("host %s reaches the sandbox: %+v", secret, op)
+			}
+		}
+		if op.Kind == opBindRO && op.Source != op.Target {
+			t.Errorf("bind moves a host path: %+v", op)
+		}
+	}
+	if op := byTarget["/etc/passwd"]; op.Kind != opCopy || op.Source != "" || !strings.Contains(string(op.Content), "sandbox:x:1000:1000") {
+		t.Errorf("/etc/passwd: %+v, want the sandbox's own", op)
+	}
+	// No network: an empty resolv.conf, not the host's.
+	if op := byTarget["/etc/resolv.conf"]; op.Source != "" || len(op.Content) != 0 {
+		t.Errorf("/etc/resolv.conf without network: %+v", op)
+	}
+	// Writable mounts are size-capped tmpfs without setuid or devices.
+	for _, p := range []string{"/tmp", "/workspace", "/dev/shm"} {
+		op := byTarget[p]
+		if op.Kind != opTmpfs || op.Flags&unix.MS_NOSUID == 0 || op.Flags&unix.MS_NODEV == 0 || !strings.Contains(op.Data, "size=") {
+			t.Errorf("%s: %+v, want a nosuid,nodev tmpfs with a size", p, op)
+		}
+	}
+	if op := byTarget["/workspace"]; !strings.Contains(op.Data, "size=5242880,") {
+		t.Errorf("workspace size not from the limit: %q", op.Data)
+	}
+	if op := byTarget["/proc"]; op.Kind != opProc {
+		t.Errorf("/proc: %+v, want a fresh proc", op)
+	}
+
+	host := rootPlan(&initConfig{Network: sandbox.NetworkHost}, mergedUsr)
+	for _, op := range host {
+		if op.Target == "/etc/resolv.conf" && op.Source != "/etc/resolv.conf" {
+			t.Errorf("host network: resolv.conf %+v, want the host's", op)
+		}
+	}
+}
+
+func TestRootPlanSplitUsr(t *testing.T) {
+	split := fakeFS{"/usr": "dir", "/bin": "dir", "/sbin": "dir", "/lib": "dir", "/lib64": "dir"}
+	plan := rootPlan(&initConfig{Mounts: []string{"/lib/x86_64-linux-gnu"}}, split)
+	var binds []string
+	for _, op := range plan {
+		if op.Kind == opBindRO {
+			binds = append(binds, op.Target)
+		}
+		if op.Kind == opSymlink && (op.Target == "/bin" || op.Target == "/lib") {
+			t.Errorf("real directory planned as a link: %+v", op)
+		}
+	}
+	if got := strings.Join(binds, " "); got != "/usr /bin /sbin /lib /lib64" {
+		t.Errorf("binds %q", got)
+	}
+}
+
+func TestRlimitPlan(t *testing.T) {
+	get := func(plan []rlimit, name string) (uint64, bool) {
+		for _, r := range plan {
+			if r.Name == name {
+				return r.Value, true
+			}
+		}
+		return 0, false
+	}
+	l := sandbox.Limits{CPU: 1500 * time.Millisecond, Memory: 256 << 20, Pids: 10, FileSize: 1 << 20, OpenFiles: 64}
+	plan := rlimits(l, false)
+	for name, want := range map[string]uint64{"cpu": 2, "fsize": 1 << 20, "nofile": 64, "nproc": 10 + initThreads,
+		"core": 0, "msgqueue": 0} {
+		if got, ok := get(plan, name); !ok || got != want {
+			t.Errorf("%s = %d (present %v), want %d", name, got, ok, want)
+		}
+	}
+	if _, ok := get(plan, "as"); ok {
+		t.Error("RLIMIT_AS applied although a memory cgroup enforces the limit")
+	}
+	if got, _ := get(rlimits(l, true), "as"); got != 256<<20 {
+		t.Errorf("as = %d, want the memory limit", got)
+	}
+	l.AddressSpace = 4 << 30
+	if got, _ := get(rlimits(l, true), "as"); got != 4<<30 {
+		t.Errorf("as = %d, want AddressSpace", got)
+	}
+	// A zero limit never means unlimited: after the backend's defaults, nothing is.
+	zero := withDefaults(sandbox.Spec{}).Limits
+	for _, r := range rlimits(zero, true) {
+		if r.Value == unix.RLIM_INFINITY {
+			t.Errorf("%s is unlimited for a zero Limits", r.Name)
+		}
+	}
+	if got, _ := get(rlimits(sandbox.Limits{CPU: time.Millisecond}, false), "cpu"); got != 1 {
+		t.Errorf("cpu for 1 ms = %d, want 1 (never 0, which would kill at once)", got)
+	}
+}
+
+func TestFilterPlan(t *testing.T) {
+	if got := (filterPlan{}).socketFamilies(); len(got) != 1 || got[0] != unix.AF_UNIX {
+		t.Errorf("no network: families %v, want only AF_UNIX", got)
+	}
+	host := (filterPlan{network: true}).socketFamilies()
+	for _, fam := range []uint64{unix.AF_PACKET, unix.AF_VSOCK, unix.AF_BLUETOOTH} {
+		for _, h := range host {
+			if h == fam {
+				t.Errorf("host network allows family %d", fam)
+			}
+		}
+	}
+	allowed := map[string]bool{}
+	for _, n := range allowedSyscalls {
+		allowed[n] = true
+	}
+	for _, n := range deniedSyscalls {
+		if allowed[n] {
+			t.Errorf("%s is both allowed and denied", n)
+		}
+	}
+	// Argument-filtered or default-denied: never unconditionally allowed.
+	for _, n := range []string{"clone", "clone3", "socket", "socketpair", "ioctl", "ptrace", "personality",
+		"mount", "unshare", "setns", "bpf", "io_uring_setup", "userfaultfd", "keyctl", "perf_event_open",
+		"kexec_load", "init_module", "process_vm_readv", "open_by_handle_at", "reboot", "syslog"} {
+		if allowed[n] {
+			t.Errorf("%s is unconditionally allowed", n)
+		}
+	}
+	for _, p := range []filterPlan{{}, {network: true}} {
+		f, err := compileFilter(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(f.prog) == 0 || len(f.prog)%8 != 0 || f.rules < len(allowedSyscalls) {
+			t.Errorf("plan %+v: %d bytes, %d rules", p, len(f.prog), f.rules)
+		}
+	}
+}
+
+// TestIoctlMasks checks the allowed ioctl matches as data: every 32-bit command but the
+// denied ones matches exactly one, a denied one none, whatever the upper 32 bits hold.
+func TestIoctlMasks(t *testing.T) {
+	masks := complementMasks(deniedIoctls)
+	matches := func(x uint64) int {
+		n := 0
+		for _, m := range masks {
+			if m.mask>>32 != 0 {
+				t.Fatalf("mask %#x looks at the upper half, which the kernel ignores", m.mask)
+			}
+			if x&m.mask == m.value {
+				n++
+			}
+		}
+		return n
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	for _, d := range deniedIoctls {
+		for i := 0; i < 100; i++ {
+			x := r.Uint64()&^0xffffffff | uint64(d)
+			if n := matches(x); n != 0 {
+				t.Fatalf("denied ioctl %#x allowed by %d matches", x, n)
+			}
+		}
+	}
+	samples := []uint64{0, 0x5401, 0x5413, 0x541B, 0x541D, 0xffffffff, 0x80045430, uint64(unix.TIOCSTI) | 1<<32}
+	for i := 0; i < 100000; i++ {
+		samples = append(samples, r.Uint64())
+	}
+	for _, x := range samples {
+		want := 1
+		for _, d := range deniedIoctls {
+			if uint32(x) == d {
+				want = 0
+			}
+		}
+		if n := matches(x); n != want {
+			t.Fatalf("ioctl %#x matched %d times, want %d", x, n, want)
+		}
+	}
+	t.Logf("%d masked matches allow every ioctl but %d", len(masks), len(deniedIoctls))
+}
