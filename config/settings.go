@@ -24,7 +24,7 @@ var Settings = []Setting{
 		func(c *Config, v string) error { c.Languages.Enabled = splitList(v); return nil }},
 	{"network", "AIRLOCK_NETWORK", "network", `sandbox network: "none" or "host"`,
 		func(c *Config, v string) error { c.Network = v; return nil }},
-	{"limits.default.wall", "AIRLOCK_TIMEOUT", "timeout", "default wall-clock timeout per run",
+	{"limits.default.wall", "AIRLOCK_TIMEOUT", "default-timeout", "default wall-clock timeout per run",
 		func(c *Config, v string) error { return c.Limits.Default.Wall.UnmarshalText([]byte(v)) }},
 	{"limits.max.wall", "AIRLOCK_MAX_TIMEOUT", "max-timeout", "largest timeout a call may ask for",
 		func(c *Config, v string) error { return c.Limits.Max.Wall.UnmarshalText([]byte(v)) }},

@@ -151,7 +151,7 @@ func runCode(ctx context.Context, d Deps, req mcp.CallToolRequest, defLang strin
 	if err != nil {
 		return refusal(ctx, err), nil
 	}
-	res := resultOf(out)
+	res := ResultOf(out)
 	text := renderRun(res, out.Limits)
 	if res.Status != string(sandbox.StatusOK) {
 		r := mcp.NewToolResultStructured(res, text)
@@ -197,7 +197,8 @@ func refusal(ctx context.Context, err error) *mcp.CallToolResult {
 	return mcp.NewToolResultError("sandbox error, nothing reliable ran: " + err.Error())
 }
 
-func resultOf(o runner.Outcome) RunCodeResult {
+// ResultOf maps a finished run to the structured result (also printed by `airlock run`).
+func ResultOf(o runner.Outcome) RunCodeResult {
 	r := o.Result
 	res := RunCodeResult{
 		ID: o.ID, Status: string(r.Status), ExitCode: r.ExitCode, Signal: r.Signal,

@@ -1,0 +1,94 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/airlock-mcp/airlock/config"
+	"github.com/airlock-mcp/airlock/policy"
+	"github.com/airlock-mcp/airlock/probe"
+	"github.com/airlock-mcp/airlock/runner"
+	"github.com/airlock-mcp/airlock/sandbox"
+	"github.com/airlock-mcp/airlock/sandbox/host"
+	"github.com/airlock-mcp/airlock/tools"
+)
+
+// newSandbox is host.New; tests replace it.
+var newSandbox = host.New
+
+// build assembles the tools' dependencies. With strict set it fails closed: a sandbox
+// that cannot start or a required layer that is missing refuses, so code never runs with
+// less isolation than the backend requires. Which layers are required is the backend's
+// call (sandbox.Options.AllowDegraded relaxes the optional ones there); the runner only
+// marks results degraded. Without strict (probe, config) build reports instead.
+func build(ctx context.Context, cfg config.Config, strict bool) (tools.Deps, error) {
+	sb, sbErr := newSandbox(cfg.SandboxOptions())
+	if sbErr != nil {
+		sb = broken{sbErr}
+	}
+	degraded := false
+	if sbErr == nil {
+		rep, err := sb.Probe(ctx)
+		switch {
+		case err != nil:
+			sbErr = fmt.Errorf("%w: probe: %w", sandbox.ErrUnavailable, err)
+			sb = broken{sbErr}
+		case len(rep.Missing()) > 0:
+			sbErr = fmt.Errorf("%w: required isolation layers are missing: %s", sandbox.ErrUnavailable, layerList(rep.Missing()))
+		case cfg.Sandbox.AllowDegraded:
+			// The backend already relaxed what allow_degraded makes optional; say so on
+			// every result when something optional is really off.
+			var off []sandbox.Layer
+			for _, l := range rep.Layers {
+				if !l.Active {
+					off = append(off, l)
+				}
+			}
+			if len(off) > 0 {
+				degraded = true
+				slog.Warn("serving in degraded isolation mode", "component", "cli", "inactive", layerList(off))
+			}
+		}
+	}
+	if sbErr != nil && strict {
+		return tools.Deps{}, sbErr
+	}
+	reg, err := policy.DetectWith(policy.Config{Enabled: cfg.Languages.Enabled, Interpreters: cfg.Languages.Interpreters})
+	if err != nil {
+		return tools.Deps{}, fmt.Errorf("languages: %w", err)
+	}
+	if strict && len(reg.Enabled()) == 0 {
+		return tools.Deps{}, fmt.Errorf("languages: none of %s is installed on this host", strings.Join(cfg.Languages.Enabled, ", "))
+	}
+	r := &runner.Runner{
+		Sandbox: sb, Languages: reg, Bounds: cfg.PolicyBounds(), Imports: cfg.PolicyImports(),
+		Network: sandbox.Network(cfg.Network), MaxCodeBytes: int(cfg.MaxCodeBytes), MaxStdinBytes: int(cfg.MaxStdinBytes),
+		Limiter:  runner.NewLimiter(cfg.Concurrency.MaxParallel, cfg.Concurrency.QueueSize, time.Duration(cfg.Concurrency.QueueTimeout)),
+		Degraded: degraded,
+		Log:      slog.Default().With("component", "runner"),
+	}
+	return tools.Deps{Runner: r, Prober: probe.Layers{Sandbox: sb}, Config: cfg, Version: version()}, sbErr
+}
+
+func layerList(ls []sandbox.Layer) string {
+	parts := make([]string, len(ls))
+	for i, l := range ls {
+		parts[i] = l.Name
+		if l.Fix != "" {
+			parts[i] += " (fix: " + l.Fix + ")"
+		}
+	}
+	return strings.Join(parts, "; ")
+}
+
+// broken stands in for a sandbox that could not start, so that probe and config can
+// still report; it never runs anything.
+type broken struct{ err error }
+
+func (b broken) Run(context.Context, sandbox.Spec) (sandbox.Result, error) {
+	return sandbox.Result{}, b.err
+}
+func (b broken) Probe(context.Context) (sandbox.Report, error) { return sandbox.Report{}, b.err }

@@ -1,0 +1,297 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"time"
+
+	"github.com/airlock-mcp/airlock/config"
+	"github.com/airlock-mcp/airlock/probe"
+	"github.com/airlock-mcp/airlock/runner"
+	"github.com/airlock-mcp/airlock/sandbox"
+	"github.com/airlock-mcp/airlock/serve"
+	"github.com/airlock-mcp/airlock/tools"
+)
+
+func serveCmd(ctx context.Context, args []string, stdio IO) int {
+	c := newFlags("serve", stdio)
+	httpAddr := c.fs.String("http", "", "serve Streamable HTTP on this address (e.g. 127.0.0.1:8765) instead of stdio")
+	sseAddr := c.fs.String("sse", "", "serve the legacy SSE transport on this address instead of stdio")
+	if code, ok := c.parse(args); !ok {
+		return code
+	}
+	if c.fs.NArg() > 0 {
+		fmt.Fprintf(stdio.Stderr, "airlock serve: unexpected argument %q\n", c.fs.Arg(0))
+		return exitUsage
+	}
+	if *httpAddr != "" && *sseAddr != "" {
+		fmt.Fprintln(stdio.Stderr, "airlock serve: choose one of --http and --sse")
+		return exitUsage
+	}
+	cfg, ok := c.load(stdio)
+	if !ok {
+		return exitUsage
+	}
+	addr := *httpAddr + *sseAddr
+	if addr != "" {
+		if err := serve.CheckBind(addr, cfg.HTTP.AuthToken); err != nil {
+			fmt.Fprintf(stdio.Stderr, "airlock: %v\n", err)
+			return exitUsage
+		}
+	}
+	closeLog, err := setupLog(cfg, stdio)
+	if err != nil {
+		fmt.Fprintf(stdio.Stderr, "airlock: %v\n", err)
+		return exitUsage
+	}
+	defer closeLog()
+	log := slog.Default().With("component", "serve")
+	deps, err := build(ctx, cfg, true)
+	if err != nil {
+		log.Error("refusing to serve: no usable sandbox", "error", err)
+		fmt.Fprintf(stdio.Stderr, "airlock: refusing to serve: %v\n", err)
+		return exitRefused
+	}
+	srv := serve.New(deps)
+	if addr == "" {
+		log.Info("serving MCP on stdio", "version", deps.Version, "languages", deps.Runner.Languages.Enabled())
+		err := serve.Stdio(ctx, srv, stdio.Stdin, stdio.Stdout, serve.StdioOptions{
+			MaxLine:     int(cfg.HTTP.MaxBodyBytes),
+			MaxInFlight: cfg.Concurrency.MaxParallel + cfg.Concurrency.QueueSize + 32,
+			Log:         slog.Default(),
+		})
+		if err != nil {
+			log.Error("stdio", "error", err)
+			return exitFailed
+		}
+		log.Info("stdio closed, exiting")
+		return exitOK
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		fmt.Fprintf(stdio.Stderr, "airlock: listen: %v\n", err)
+		return exitFailed
+	}
+	base := "http://" + ln.Addr().String()
+	h := serve.Handler(srv, base, serve.HTTPOptions{AuthToken: cfg.HTTP.AuthToken, AllowedOrigins: cfg.HTTP.AllowedOrigins,
+		MaxBodyBytes: int64(cfg.HTTP.MaxBodyBytes), SSE: *sseAddr != "", Log: slog.Default()})
+	endpoint := base + "/mcp"
+	if *sseAddr != "" {
+		endpoint = base + "/sse"
+	}
+	log.Info("serving MCP over HTTP", "endpoint", endpoint, "auth", cfg.HTTP.AuthToken != "")
+	if err := serve.ServeHTTP(ctx, ln, h, slog.Default()); err != nil {
+		log.Error("http", "error", err)
+		return exitFailed
+	}
+	log.Info("http server stopped")
+	return exitOK
+}
+
+func runCmd(ctx context.Context, args []string, stdio IO) int {
+	c := newFlags("run", stdio)
+	lang := c.fs.String("language", "", "language of the program (default: python, or the first enabled)")
+	var timeout config.Duration
+	c.fs.TextVar(&timeout, "timeout", config.Duration(0), "wall-clock timeout: seconds or a duration like 1m30s (default: the configured default)")
+	if code, ok := c.parse(args); !ok {
+		return code
+	}
+	if c.fs.NArg() > 1 {
+		fmt.Fprintln(stdio.Stderr, "airlock run: give one FILE, or - for stdin")
+		return exitUsage
+	}
+	cfg, ok := c.load(stdio)
+	if !ok {
+		return exitUsage
+	}
+	closeLog, err := setupLog(cfg, stdio)
+	if err != nil {
+		fmt.Fprintf(stdio.Stderr, "airlock: %v\n", err)
+		return exitUsage
+	}
+	defer closeLog()
+	code, err := readProgram(c.fs.Arg(0), stdio.Stdin, int64(cfg.MaxCodeBytes))
+	if err != nil {
+		fmt.Fprintf(stdio.Stderr, "airlock run: %v\n", err)
+		return exitUsage
+	}
+	deps, err := build(ctx, cfg, true)
+	if err != nil {
+		fmt.Fprintf(stdio.Stderr, "airlock: refusing to run: %v\n", err)
+		return exitRefused
+	}
+	if *lang == "" {
+		*lang = "python"
+		if en := deps.Runner.Languages.Enabled(); len(en) > 0 && !contains(en, "python") {
+			*lang = en[0]
+		}
+	}
+	out, err := deps.Runner.Run(ctx, runner.Call{Language: *lang, Code: code, Timeout: time.Duration(timeout)})
+	enc := json.NewEncoder(stdio.Stdout)
+	enc.SetIndent("", "  ")
+	if err != nil {
+		_ = enc.Encode(map[string]string{"status": "refused", "error": err.Error()})
+		if errors.Is(err, sandbox.ErrUnavailable) {
+			return exitRefused
+		}
+		return exitFailed
+	}
+	res := tools.ResultOf(out)
+	if err := enc.Encode(res); err != nil {
+		return exitFailed
+	}
+	if out.Result.Status != sandbox.StatusOK {
+		return exitFailed
+	}
+	return exitOK
+}
+
+// readProgram reads FILE, or stdin for "-" or no name, refusing more than max bytes.
+func readProgram(name string, stdin io.Reader, max int64) ([]byte, error) {
+	r := stdin
+	if name != "" && name != "-" {
+		f, err := os.Open(name)
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		r = f
+	}
+	b, err := io.ReadAll(io.LimitReader(r, max+1))
+	if err != nil {
+		return nil, fmt.Errorf("read program: %w", err)
+	}
+	if int64(len(b)) > max {
+		return nil, fmt.Errorf("program is larger than max_code_bytes (%d)", max)
+	}
+	return b, nil
+}
+
+func probeCmd(ctx context.Context, args []string, stdio IO) int {
+	c := newFlags("probe", stdio)
+	asJSON := c.fs.Bool("json", false, "print the report as JSON")
+	if code, ok := c.parse(args); !ok {
+		return code
+	}
+	cfg, ok := c.load(stdio)
+	if !ok {
+		return exitUsage
+	}
+	closeLog, err := setupLog(cfg, stdio)
+	if err != nil {
+		fmt.Fprintf(stdio.Stderr, "airlock: %v\n", err)
+		return exitUsage
+	}
+	defer closeLog()
+	deps, buildErr := build(ctx, cfg, false)
+	if deps.Prober == nil {
+		fmt.Fprintf(stdio.Stderr, "airlock probe: %v\n", buildErr)
+		return exitFailed
+	}
+	pctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	rep, err := deps.Prober.Run(pctx, probe.Filter{})
+	if err != nil {
+		// The sandbox could not even start: that is the unsafe verdict, with the reason.
+		rep = probe.NewReport(sandbox.Report{}, nil)
+		rep.Verdict = probe.Unsafe
+		rep.Fixes = append(rep.Fixes, err.Error())
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdio.Stdout)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(rep)
+	} else {
+		text := tools.RenderReport(rep)
+		if isTerminal(stdio.Stdout) {
+			text = colour(text)
+		}
+		fmt.Fprint(stdio.Stdout, text)
+	}
+	if rep.Verdict != probe.Isolated {
+		return exitFailed
+	}
+	return exitOK
+}
+
+func configCmd(ctx context.Context, args []string, stdio IO) int {
+	c := newFlags("config", stdio)
+	asJSON := c.fs.Bool("json", false, "print the configuration as JSON")
+	if code, ok := c.parse(args); !ok {
+		return code
+	}
+	cfg, ok := c.load(stdio)
+	if !ok {
+		return exitUsage
+	}
+	closeLog, err := setupLog(cfg, stdio)
+	if err != nil {
+		fmt.Fprintf(stdio.Stderr, "airlock: %v\n", err)
+		return exitUsage
+	}
+	defer closeLog()
+	deps, buildErr := build(ctx, cfg, false)
+	if deps.Runner == nil {
+		fmt.Fprintf(stdio.Stderr, "airlock config: %v\n", buildErr)
+		return exitFailed
+	}
+	v := tools.EffectiveConfig(ctx, deps)
+	if *asJSON {
+		enc := json.NewEncoder(stdio.Stdout)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(v)
+	} else {
+		fmt.Fprint(stdio.Stdout, tools.RenderConfig(v))
+	}
+	return exitOK
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0 && os.Getenv("NO_COLOR") == ""
+}
+
+// colour highlights the words that matter in a probe table.
+func colour(s string) string {
+	for word, code := range map[string]string{"MISSING": "31", "failed": "31", "unsafe": "31",
+		"degraded": "33", "error": "33", "isolated": "32", "passed": "32"} {
+		s = replaceWord(s, word, "\x1b["+code+"m"+word+"\x1b[0m")
+	}
+	return s
+}
+
+func replaceWord(s, word, with string) string {
+	out := []byte{}
+	for i := 0; i < len(s); {
+		if len(s)-i >= len(word) && s[i:i+len(word)] == word && (i == 0 || !isLetter(s[i-1])) &&
+			(i+len(word) == len(s) || !isLetter(s[i+len(word)])) {
+			out = append(out, with...)
+			i += len(word)
+			continue
+		}
+		out = append(out, s[i])
+		i++
+	}
+	return string(out)
+}
+
+func isLetter(b byte) bool { return b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z' || b == '_' }
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
