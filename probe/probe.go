@@ -55,6 +55,10 @@ type Report struct {
 	Totals   Totals          `json:"totals"`
 	Verdict  Verdict         `json:"verdict"`
 	Fixes    []string        `json:"fixes"`
+	// Notes say how the probe runs differed from a run_code call (probe language, import
+	// guard, lowered limits).
+	Notes      []string `json:"notes,omitempty"`
+	DurationMs int64    `json:"duration_ms"`
 }
 
 // Filter selects probes by name or category; empty fields select everything.
