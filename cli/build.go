@@ -70,7 +70,7 @@ func build(ctx context.Context, cfg config.Config, strict bool) (tools.Deps, err
 		Degraded: degraded,
 		Log:      slog.Default().With("component", "runner"),
 	}
-	return tools.Deps{Runner: r, Prober: probe.Layers{Sandbox: sb}, Config: cfg, Version: version()}, sbErr
+	return tools.Deps{Runner: r, Prober: probe.NewSuite(r), Config: cfg, Version: version()}, sbErr
 }
 
 func layerList(ls []sandbox.Layer) string {

@@ -1,0 +1,86 @@
+package tools
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/airlock-mcp/airlock/config"
+	"github.com/airlock-mcp/airlock/policy"
+	"github.com/airlock-mcp/airlock/probe"
+	"github.com/airlock-mcp/airlock/runner"
+	"github.com/airlock-mcp/airlock/sandbox"
+	"github.com/airlock-mcp/airlock/sandbox/host"
+)
+
+// TestMain lets the test binary act as the sandbox's own init when re-executed.
+func TestMain(m *testing.M) {
+	if sandbox.Init() {
+		return
+	}
+	os.Exit(m.Run())
+}
+
+func realDeps(t *testing.T) Deps {
+	t.Helper()
+	cfg := config.Default()
+	sb, err := host.New(cfg.SandboxOptions())
+	if err == nil {
+		_, err = sb.Probe(context.Background())
+	}
+	if err != nil {
+		if errors.Is(err, sandbox.ErrUnavailable) && os.Getenv("AIRLOCK_REQUIRE_SANDBOX") != "1" {
+			t.Skipf("SKIPPING real-sandbox test: %v", err)
+		}
+		t.Fatalf("sandbox: %v", err)
+	}
+	reg, err := policy.Detect([]string{"python"})
+	if err != nil || len(reg.Enabled()) == 0 {
+		t.Skipf("SKIPPING real-sandbox test: no python interpreter (%v)", err)
+	}
+	r := &runner.Runner{Sandbox: sb, Languages: reg, Bounds: cfg.PolicyBounds(), Network: sandbox.NetworkNone,
+		MaxCodeBytes: 1 << 20, MaxStdinBytes: 1 << 20, Limiter: runner.NewLimiter(2, 8, 30*time.Second),
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	return Deps{Runner: r, Prober: probe.Layers{Sandbox: sb}, Config: cfg, Version: "test"}
+}
+
+func TestRealRunCode(t *testing.T) {
+	c := startClient(t, realDeps(t))
+	tests := []struct {
+		name, code, stdin string
+		timeout           float64
+		status            string
+		stdout, stderr    string
+	}{
+		{name: "ok with stdin", code: "import sys\nprint(sys.stdin.read().upper())", stdin: "abc", status: "ok", stdout: "ABC"},
+		{name: "exception", code: "raise ValueError('boom')", status: "error", stderr: "ValueError: boom"},
+		{name: "timeout", code: "while True: pass", timeout: 1, status: "timeout"},
+		{name: "no network", code: "import socket\nsocket.create_connection(('1.1.1.1', 53), timeout=2)", status: "error", stderr: "Error"},
+		{name: "escape sequences stripped", code: "print('\\x1b[31mred\\x1b[0m')", status: "ok", stdout: "red"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			args := map[string]any{"code": tt.code, "stdin": tt.stdin}
+			if tt.timeout > 0 {
+				args["timeout_seconds"] = tt.timeout
+			}
+			t0 := time.Now()
+			r := call(t, c, "run_code", args)
+			out := structured(t, r)
+			if out.Status != tt.status || r.IsError != (tt.status != "ok") {
+				t.Fatalf("status %s isError %t, want %s: %s", out.Status, r.IsError, tt.status, text(r))
+			}
+			if !strings.Contains(out.Stdout, tt.stdout) || !strings.Contains(out.Stderr, tt.stderr) || strings.Contains(out.Stdout, "\x1b") {
+				t.Errorf("stdout %q stderr %q", out.Stdout, out.Stderr)
+			}
+			if tt.status == "timeout" && time.Since(t0) > 5*time.Second {
+				t.Errorf("a 1 s timeout took %v", time.Since(t0))
+			}
+		})
+	}
+}
