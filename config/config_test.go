@@ -1,6 +1,7 @@
 package config
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -168,5 +169,18 @@ func TestSizeUnits(t *testing.T) {
 	var s Size
 	if err := s.UnmarshalText([]byte("9999999999GiB")); err == nil {
 		t.Error("overflowing size accepted")
+	}
+}
+
+func TestClientExamplesAreValidJSON(t *testing.T) {
+	for _, name := range []string{"claude_config.json", "vscode_mcp.json", "cursor_mcp.json"} {
+		b, err := os.ReadFile(filepath.Join("..", "examples", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var v map[string]any
+		if err := json.Unmarshal(b, &v); err != nil {
+			t.Errorf("%s: %v (clients silently ignore a broken file)", name, err)
+		}
 	}
 }

@@ -152,3 +152,29 @@ func TestHTTPDisconnectCancelsRun(t *testing.T) {
 		c.Close()
 	}
 }
+
+func TestSSETransport(t *testing.T) {
+	ts := httpServer(t, fakeDeps(runnertest.Echo, 1), HTTPOptions{SSE: true, MaxBodyBytes: 1 << 20})
+	c, err := client.NewSSEMCPClient(ts.URL + "/sse")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Initialize(ctx, mcp.InitializeRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	req := mcp.CallToolRequest{}
+	req.Params.Name = "run_code"
+	req.Params.Arguments = map[string]any{"code": "over sse"}
+	r, err := c.CallTool(ctx, req)
+	if err != nil || r.IsError {
+		t.Fatalf("run_code over SSE: %v %+v", err, r)
+	}
+	if post(t, ts.URL+"/message", initBody, map[string]string{"Origin": "http://evil.example.com"}) != 403 {
+		t.Error("SSE message endpoint accepted an evil Origin")
+	}
+}

@@ -63,7 +63,7 @@ func Stdio(ctx context.Context, s *server.MCPServer, in io.Reader, out io.Writer
 	defer s.UnregisterSession(context.Background(), sess.id)
 	callCtx = s.WithContext(callCtx, sess)
 
-	w := &writer{out: bufio.NewWriter(out), sess: sess, cancelled: map[string]bool{}, log: log}
+	w := &writer{out: bufio.NewWriter(out), sess: sess, inflight: map[string]bool{}, cancelled: map[string]bool{}, log: log}
 	tickDone := make(chan struct{})
 	go w.tick(tickDone)
 	defer close(tickDone)
@@ -121,6 +121,7 @@ func Stdio(ctx context.Context, s *server.MCPServer, in io.Reader, out io.Writer
 					fmt.Sprintf("server busy: %d requests in flight; retry later", opt.MaxInFlight)))
 				continue
 			}
+			w.begin(id)
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
@@ -200,13 +201,24 @@ type writer struct {
 	mu        sync.Mutex
 	out       *bufio.Writer
 	sess      *session
+	inflight  map[string]bool
 	cancelled map[string]bool
 	log       *slog.Logger
 }
 
+func (w *writer) begin(id json.RawMessage) {
+	w.mu.Lock()
+	w.inflight[string(bytes.TrimSpace(id))] = true
+	w.mu.Unlock()
+}
+
+// markCancelled remembers a cancellation only for a request still running, so ids of
+// finished or unknown requests cannot pile up.
 func (w *writer) markCancelled(id string) {
 	w.mu.Lock()
-	w.cancelled[id] = true
+	if w.inflight[id] {
+		w.cancelled[id] = true
+	}
 	w.mu.Unlock()
 }
 
@@ -219,9 +231,12 @@ func (w *writer) emit(id json.RawMessage, msg any) {
 	if msg == nil {
 		return
 	}
-	if key := string(bytes.TrimSpace(id)); key != "" && w.cancelled[key] {
-		delete(w.cancelled, key)
-		return
+	if key := string(bytes.TrimSpace(id)); key != "" {
+		delete(w.inflight, key)
+		if w.cancelled[key] {
+			delete(w.cancelled, key)
+			return
+		}
 	}
 	w.writeLocked(msg)
 	w.flushLocked()
