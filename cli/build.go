@@ -70,6 +70,13 @@ func build(ctx context.Context, cfg config.Config, strict bool) (tools.Deps, err
 		Degraded: degraded,
 		Log:      slog.Default().With("component", "runner"),
 	}
+	if strict && cfg.Audit.Path != "" {
+		a, err := runner.OpenAudit(cfg.Audit.Path, int64(cfg.Audit.MaxBytes))
+		if err != nil {
+			return tools.Deps{}, err
+		}
+		r.Audit = a
+	}
 	return tools.Deps{Runner: r, Prober: probe.NewSuite(r), Config: cfg, Version: version()}, sbErr
 }
 

@@ -62,6 +62,8 @@ type Runner struct {
 	Limiter       *Limiter
 	Degraded      bool
 	Log           *slog.Logger
+	// Audit, when set, gets one record per call, refused calls included.
+	Audit *Audit
 }
 
 const maxArgs = 64
@@ -77,6 +79,21 @@ func (r *Runner) Run(ctx context.Context, call Call) (Outcome, error) {
 		"code_sha256", hex.EncodeToString(sum[:]), "code_bytes", len(call.Code))
 
 	out, err := r.run(ctx, call, out)
+	if r.Audit != nil {
+		rec := AuditRecord{Time: start.UTC(), ID: out.ID, Language: call.Language, CodeSHA256: hex.EncodeToString(sum[:]),
+			CodeBytes: len(call.Code), Status: string(out.Result.Status), ExitCode: out.Result.ExitCode,
+			WallMs: out.Result.Wall.Milliseconds(), DurationMs: time.Since(start).Milliseconds()}
+		rec.Limits.WallMs, rec.Limits.MemoryBytes = out.Limits.Wall.Milliseconds(), out.Limits.Memory
+		if out.Violation != nil {
+			rec.Violation = out.Violation.Module
+		}
+		if err != nil {
+			rec.Status, rec.Error = "refused", err.Error()
+		}
+		if aerr := r.Audit.Write(rec); aerr != nil {
+			log.Error("audit", "error", aerr)
+		}
+	}
 	attrs := []any{"duration", time.Since(start).Round(time.Millisecond)}
 	if out.Limits != (sandbox.Limits{}) {
 		attrs = append(attrs, "wall_limit", out.Limits.Wall, "memory_limit", out.Limits.Memory)

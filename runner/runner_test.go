@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -144,5 +145,33 @@ func TestSandboxErrorIsWrapped(t *testing.T) {
 	_, err := r.Run(context.Background(), Call{Language: "python", Code: []byte("1")})
 	if !errors.Is(err, sandbox.ErrUnavailable) || IsRefusal(err) {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestAuditLogAndRotation(t *testing.T) {
+	path := t.TempDir() + "/audit.jsonl"
+	a, err := OpenAudit(path, 1200)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	var logs bytes.Buffer
+	r, _ := newRunner(runnertest.Echo, &logs)
+	r.Audit = a
+	for i := 0; i < 4; i++ {
+		_, _ = r.Run(context.Background(), Call{Language: "python", Code: []byte("print('top-secret')")})
+	}
+	_, _ = r.Run(context.Background(), Call{Language: "cobol", Code: []byte("x")})
+	cur, _ := os.ReadFile(path)
+	old, _ := os.ReadFile(path + ".1")
+	all := string(old) + string(cur)
+	if n := strings.Count(all, "\n"); n != 5 {
+		t.Fatalf("want 5 records, got %d:\n%s", n, all)
+	}
+	if len(old) == 0 || len(cur) > 1200 {
+		t.Errorf("no rotation at 1200 bytes: current %d bytes, rotated %d", len(cur), len(old))
+	}
+	if strings.Contains(all, "top-secret") || !strings.Contains(all, `"status":"refused"`) || !strings.Contains(all, `"status":"ok"`) {
+		t.Errorf("records:\n%s", all)
 	}
 }
