@@ -197,6 +197,13 @@ func TestUnsandboxedFailsEveryProbe(t *testing.T) {
 	exempt := mustFail(t)
 	for _, r := range rep.Probes {
 		t.Logf("%-24s %-14s %5d ms  %s", r.Name, r.Status, r.DurationMs, r.Detail)
+		if r.Name == "kexec-load" && strings.Contains(r.Detail, "ENOSYS") {
+			// A kernel built without kexec answers ENOSYS on the host too: there is no
+			// surface to reach, so nothing can fail. The weakened real sandbox below
+			// covers the probe's mechanics through its siblings.
+			t.Logf("  (not required to fail here: this kernel has no kexec_load)")
+			continue
+		}
 		if why := exempt[r.Name]; why != "" {
 			t.Logf("  (not required to fail here: %s)", why)
 			continue
@@ -218,7 +225,7 @@ func TestUnsandboxedFailsEveryProbe(t *testing.T) {
 
 func TestNoWallTimeout(t *testing.T) {
 	s := NewSuite(newRunner(t, unsandboxed{noWall: true}))
-	for _, r := range run(t, s, Filter{Probes: []string{"cpu-timeout", "detached-survivor"}}).Probes {
+	for _, r := range run(t, s, Filter{Probes: []string{"cpu-timeout"}}).Probes {
 		if r.Status != Failed {
 			t.Errorf("%s: %s without a wall timeout, want failed: %s", r.Name, r.Status, r.Detail)
 		}
@@ -291,7 +298,6 @@ func TestSelect(t *testing.T) {
 }
 
 func contains(s, sub string) bool { return strings.Contains(s, sub) }
-
 
 // dnsAnswers reports whether any of the host's resolvers answers a query, which is what
 // the dns probe needs to be able to fail.

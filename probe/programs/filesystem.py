@@ -72,21 +72,29 @@ def setuid():
         except OSError:
             continue
         if st.st_mode & stat.S_ISUID and st.st_uid != os.geteuid():
+            owner = st.st_uid
             break
     else:
         not_applicable("no setuid binary owned by another user is visible")
         return
     me = os.geteuid()
     child = subprocess.Popen([p], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    # Popen returns after the exec; a zombie keeps its credentials in /proc until reaped.
-    uids = status_fields(child.pid).get("Uid", "").split()
+    # Popen can return before the kernel commits the new credentials; they are final once
+    # the binary runs far enough to sleep on its stdin or exit (a zombie keeps them).
+    end = time.monotonic() + 1
+    while True:
+        st = status_fields(child.pid)
+        uids = st.get("Uid", "").split()
+        if st.get("State", "R")[:1] in "SZ" or time.monotonic() > end:
+            break
+        time.sleep(0.005)
     child.kill()
     child.wait()
     if len(uids) < 2:
         report(False, "could not read the credentials of %s" % p, error=True)
         return
     euid = int(uids[1])
-    report(euid == me, "%s (setuid uid %d) ran with euid %d; caller euid %d" % (p, st.st_uid, euid, me))
+    report(euid == me, "%s (setuid uid %d) ran with euid %d; caller euid %d" % (p, owner, euid, me))
 
 
 main({"read-shadow": read_shadow, "read-host-secret": read_host_secret,
