@@ -148,6 +148,8 @@ func (p Imports) Apply(spec sandbox.Spec) sandbox.Spec {
 	argv = append(argv, spec.Argv[:i]...)
 	argv = append(argv, GuardFile, validNames(p.DenyImport), validNames(p.DenyFrom))
 	spec.Argv = append(argv, spec.Argv[i:]...)
+	// A preloaded interpreter would run the code file directly, around the guard.
+	spec.Preload = nil
 	files := make([]sandbox.File, 0, len(spec.Files)+1)
 	files = append(files, spec.Files...)
 	spec.Files = append(files, sandbox.File{Path: GuardFile, Data: guardScript, Mode: 0o444})

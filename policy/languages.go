@@ -1,6 +1,7 @@
 package policy
 
 import (
+	_ "embed"
 	"fmt"
 	"slices"
 	"strconv"
@@ -194,12 +195,41 @@ func (l Language) Spec(code []byte, args []string, limits sandbox.Limits) sandbo
 	return sandbox.Spec{
 		Language: l.Name,
 		Argv:     argv,
+		Preload:  l.preload(),
 		Code:     code,
 		CodeFile: l.File,
 		Env:      env,
 		Mounts:   slices.Clone(l.Mounts),
 		Limits:   limits,
 	}
+}
+
+// The warm pool's bootstraps: they load the interpreter ahead of the call and then run
+// the program exactly as Argv would (see sandbox.Spec.Preload).
+var (
+	//go:embed preload/python.py
+	pythonPreload string
+	//go:embed preload/node.js
+	nodePreload string
+)
+
+// preload is the interpreter with its flags and the bootstrap in place of the code file,
+// or nil for languages whose start is cheap enough to leave to the call.
+func (l Language) preload() []string {
+	n := len(l.Argv)
+	if n < 2 || l.Argv[n-1] != l.File {
+		return nil
+	}
+	var opt, boot string
+	switch l.Name {
+	case "python":
+		opt, boot = "-c", pythonPreload
+	case "javascript":
+		opt, boot = "-e", nodePreload
+	default:
+		return nil
+	}
+	return append(slices.Clone(l.Argv[:n-1]), opt, boot)
 }
 
 // Registry is the set of known languages, detected once at startup. It is read-only after

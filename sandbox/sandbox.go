@@ -90,8 +90,38 @@ type Spec struct {
 	// artifacts; empty disables artifacts.
 	OutDir    string
 	Artifacts ArtifactLimits
+	// Preload is how a warm pool may start the interpreter before the call arrives: an
+	// argv that loads the interpreter, reads the program's argv from fd 3 (Argv from
+	// CodeFile on, each argument NUL-terminated, until EOF) and then runs it as Argv
+	// would. Empty: a pool starts the program itself at the call. The cold path ignores
+	// it. Anything that changes how Argv runs (an import guard) must clear it.
+	Preload []string
 	// Progress, when set, is called periodically while the program runs. It must not block.
 	Progress func(Progress) `json:"-"`
+}
+
+// Warmer is implemented by backends that can prepare single-use sandboxes before the
+// calls that will use them. Each prepared sandbox serves exactly one call and is then
+// destroyed like any other.
+type Warmer interface {
+	// Warm keeps size sandboxes ready for each template (a Spec without code). A Run
+	// whose spec is the template's plus code, files, stdin and args, with limits no
+	// higher than the template's, takes one; any other Run is built cold.
+	Warm(templates []Spec, size int)
+	// PoolStats reports the pool's state and its idle cost.
+	PoolStats() PoolStats
+	// Close kills every prepared sandbox and stops refilling.
+	Close() error
+}
+
+// PoolStats describes a warm pool.
+type PoolStats struct {
+	Size       int   `json:"size"`        // sandboxes kept ready per template
+	Templates  int   `json:"templates"`   // how many templates
+	Ready      int   `json:"ready"`       // prepared and waiting now
+	Hits       int64 `json:"hits"`        // calls served from the pool
+	Misses     int64 `json:"misses"`      // calls built cold while a template matched
+	IdleMemory int64 `json:"idle_memory"` // bytes held by the waiting sandboxes
 }
 
 // Status is how a program ended.

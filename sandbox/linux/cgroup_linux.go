@@ -437,3 +437,42 @@ func readKey(p, key string) int64 {
 	}
 	return 0
 }
+
+// lower sets the memory and pids limits of a prepared sandbox's cgroup to a call's,
+// which are never higher than the ones it was created with.
+func (c *cgroup) lower(l sandbox.Limits) error {
+	pids := strconv.Itoa(max(l.Pids, 1) + initThreads)
+	mem := strconv.FormatInt(l.Memory, 10)
+	var sets [][2]string
+	switch c.version {
+	case 1:
+		// memory.limit_in_bytes must stay ≤ memsw.limit_in_bytes: lower it first.
+		sets = [][2]string{
+			{filepath.Join(c.dirs["memory"], "memory.limit_in_bytes"), mem},
+			{filepath.Join(c.dirs["memory"], "memory.memsw.limit_in_bytes"), mem},
+			{filepath.Join(c.dirs["pids"], "pids.max"), pids},
+		}
+	case 2:
+		sets = [][2]string{
+			{filepath.Join(c.dir, "memory.max"), mem},
+			{filepath.Join(c.dir, "pids.max"), pids},
+		}
+	}
+	for _, s := range sets {
+		if err := os.WriteFile(s[0], []byte(s[1]), 0); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("set %s=%s: %w", s[0], s[1], err)
+		}
+	}
+	return nil
+}
+
+// usage is the memory charged to all of airlock's sandbox cgroups now.
+func (m *cgroups) usage() int64 {
+	switch m.version {
+	case 1:
+		return readInt(filepath.Join(m.v1["memory"], "memory.usage_in_bytes"))
+	case 2:
+		return readInt(filepath.Join(m.v2, "memory.current"))
+	}
+	return 0
+}

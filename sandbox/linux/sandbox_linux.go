@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -36,6 +37,7 @@ type Sandbox struct {
 	filters map[sandbox.Network]*bpf
 	log     *slog.Logger
 	cleanup sync.WaitGroup
+	pool    atomic.Pointer[pool]
 }
 
 // New checks this host once and returns the backend. It fails closed, with an error
@@ -221,6 +223,11 @@ func (s *Sandbox) Run(ctx context.Context, spec sandbox.Spec) (sandbox.Result, e
 	if err := validate(spec); err != nil {
 		res.Detail = err.Error()
 		return res, err
+	}
+	if p := s.pool.Load(); p != nil {
+		if l := p.take(spec); l != nil {
+			return s.runPooled(ctx, l, spec)
+		}
 	}
 	return s.run(ctx, spec, s.config(spec))
 }

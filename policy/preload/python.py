@@ -1,0 +1,74 @@
+# airlock's warm-pool bootstrap for python, run as `python3 <flags> -c <this>`.
+# It loads the interpreter before the call exists, then waits on fd 3 for the program's
+# argv (main.py and its args, each NUL-terminated) and runs main.py as __main__ the way
+# `python3 <flags> main.py args...` would: same sys.argv, a fresh __main__ module,
+# tracebacks that start in main.py, SystemExit codes, threads joined and atexit handlers
+# run before exit. Finalisation is skipped (os._exit): nothing survives the sandbox.
+import os, sys
+
+
+def _airlock_argv():
+    buf = bytearray()
+    while True:
+        chunk = os.read(3, 1 << 16)
+        if not chunk:
+            break
+        buf += chunk
+    os.close(3)
+    return [a.decode("utf-8", "surrogateescape") for a in bytes(buf).split(b"\0")[:-1]]
+
+
+def _airlock_exit_code(code):
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code & 0xFF
+    try:
+        sys.stderr.write(str(code) + "\n")
+    except Exception:
+        pass
+    return 1
+
+
+def _airlock_main():
+    sys.argv = _airlock_argv()
+    # python3 main.py names the script by its absolute path in __file__ and tracebacks.
+    path = os.path.abspath(sys.argv[0])
+    main = type(sys)("__main__")
+    main.__file__ = path
+    main.__builtins__ = __builtins__
+    sys.modules["__main__"] = main
+    try:
+        with open(path, "rb") as f:
+            source = f.read()
+        exec(compile(source, path, "exec"), main.__dict__)
+        status = 0
+    except SystemExit as e:
+        status = _airlock_exit_code(e.code)
+    except BaseException as e:
+        tb = e.__traceback__
+        while tb is not None and tb.tb_frame.f_code.co_filename != path:
+            tb = tb.tb_next
+        # The default hook prints e.__traceback__, not its argument.
+        e.__traceback__ = tb
+        sys.excepthook(type(e), e, tb)
+        status = 1
+    try:
+        threading = sys.modules.get("threading")
+        if threading is not None:
+            threading._shutdown()
+        import atexit
+        atexit._run_exitfuncs()
+    except SystemExit as e:
+        status = _airlock_exit_code(e.code)
+    except BaseException as e:
+        sys.excepthook(type(e), e, e.__traceback__)
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:
+            pass
+    os._exit(status)
+
+
+_airlock_main()

@@ -1,0 +1,256 @@
+package linux
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/airlock-mcp/airlock/sandbox"
+)
+
+// The warm pool keeps sandboxes built ahead of the calls that will use them: each is a
+// complete sandbox (namespaces, root, cgroup, seccomp) whose init waits for its call,
+// with the interpreter already loaded when the template has a Preload. A call takes one,
+// uses it once, and it is destroyed like a cold one; nothing is ever reused.
+
+// pool is the set of templates and their ready sandboxes.
+type pool struct {
+	s      *Sandbox
+	size   int
+	slots  []*slot
+	cancel context.CancelFunc
+	done   sync.WaitGroup
+	hits   atomic.Int64
+	misses atomic.Int64
+}
+
+type slot struct {
+	tmpl    sandbox.Spec
+	ready   chan *launch
+	waiting atomic.Int32 // prepared and not yet taken (in the channel or in hand)
+}
+
+// Warm starts keeping size sandboxes ready for each template. A second call replaces
+// the pool (the old one is drained).
+func (s *Sandbox) Warm(templates []sandbox.Spec, size int) {
+	if old := s.pool.Swap(nil); old != nil {
+		old.close()
+	}
+	if size <= 0 || len(templates) == 0 {
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	p := &pool{s: s, size: size, cancel: cancel}
+	for _, t := range templates {
+		t = withDefaults(t)
+		if err := validate(t); err != nil {
+			s.log.Warn("pool template refused", "language", t.Language, "err", err)
+			continue
+		}
+		// One sandbox waits in hand while size-1 wait in the channel: size in all.
+		sl := &slot{tmpl: t, ready: make(chan *launch, size-1)}
+		p.slots = append(p.slots, sl)
+		p.done.Add(1)
+		go p.fill(ctx, sl)
+	}
+	s.pool.Store(p)
+}
+
+// Close drains the pool: every waiting sandbox is killed and its cgroup removed.
+func (s *Sandbox) Close() error {
+	if p := s.pool.Swap(nil); p != nil {
+		p.close()
+	}
+	s.cleanup.Wait()
+	return nil
+}
+
+// PoolStats reports the pool's state; IdleMemory is what the waiting sandboxes'
+// cgroups hold (zero without cgroups, where it cannot be measured).
+func (s *Sandbox) PoolStats() sandbox.PoolStats {
+	p := s.pool.Load()
+	if p == nil {
+		return sandbox.PoolStats{}
+	}
+	st := sandbox.PoolStats{Size: p.size, Templates: len(p.slots), Hits: p.hits.Load(), Misses: p.misses.Load()}
+	for _, sl := range p.slots {
+		st.Ready += int(sl.waiting.Load())
+	}
+	if s.cg.version > 0 {
+		st.IdleMemory = s.cg.usage()
+	}
+	return st
+}
+
+func (p *pool) close() {
+	p.cancel()
+	p.done.Wait()
+	for _, sl := range p.slots {
+		for {
+			select {
+			case l := <-sl.ready:
+				sl.waiting.Add(-1)
+				l.discard()
+				p.s.release(l)
+				continue
+			default:
+			}
+			break
+		}
+	}
+}
+
+// fill keeps one slot topped up until the pool closes. A failing preparation is retried
+// with backoff; the calls meanwhile run cold.
+func (p *pool) fill(ctx context.Context, sl *slot) {
+	defer p.done.Done()
+	backoff := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		l, err := p.prepare(sl.tmpl)
+		if err != nil {
+			p.s.log.Warn("pool: prepare failed", "language", sl.tmpl.Language, "err", err, "retry_in", backoff)
+			select {
+			case <-ctx.Done():
+			case <-time.After(backoff):
+			}
+			backoff = min(backoff*2, 30*time.Second)
+			continue
+		}
+		backoff = 100 * time.Millisecond
+		sl.waiting.Add(1)
+		select {
+		case sl.ready <- l:
+		case <-ctx.Done():
+			sl.waiting.Add(-1)
+			l.discard()
+			p.s.release(l)
+		}
+	}
+}
+
+var errDied = errors.New("prepared sandbox died before its call")
+
+// prepare builds one sandbox for tmpl and waits until its interpreter is loaded.
+func (p *pool) prepare(tmpl sandbox.Spec) (*launch, error) {
+	spec := tmpl
+	spec.ID = newID()
+	cfg := p.s.config(spec)
+	cfg.Preload = tmpl.Preload
+	l, err := p.s.prepare(spec, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if len(tmpl.Preload) == 0 {
+		return l, nil
+	}
+	timer := time.NewTimer(setupTimeout)
+	defer timer.Stop()
+	select {
+	case <-l.readyCh:
+		return l, nil
+	case st := <-l.waited:
+		l.waited <- st
+		err = errDied
+	case <-timer.C:
+		err = fmt.Errorf("preloaded interpreter not ready within %s", setupTimeout)
+	}
+	l.discard()
+	p.s.release(l)
+	if l.setup != nil {
+		err = l.setup
+	}
+	return nil, err
+}
+
+// take returns a ready sandbox for spec, or nil when none matches or none is ready.
+func (p *pool) take(spec sandbox.Spec) *launch {
+	for _, sl := range p.slots {
+		if !fits(sl.tmpl, spec) {
+			continue
+		}
+		for {
+			select {
+			case l := <-sl.ready:
+				sl.waiting.Add(-1)
+				if l.dead() {
+					l.discard()
+					p.s.release(l)
+					continue
+				}
+				p.hits.Add(1)
+				return l
+			default:
+				p.misses.Add(1)
+				return nil
+			}
+		}
+	}
+	return nil
+}
+
+// fits reports whether a sandbox prepared for tmpl can serve spec: the same program and
+// environment, the same workspace size, and no limit above the template's (limits are
+// only ever lowered at the handover).
+func fits(tmpl, spec sandbox.Spec) bool {
+	n := len(tmpl.Argv)
+	if len(spec.Argv) < n || !slices.Equal(tmpl.Argv, spec.Argv[:n]) ||
+		!slices.Equal(tmpl.Env, spec.Env) || !slices.Equal(tmpl.Mounts, spec.Mounts) ||
+		!slices.Equal(tmpl.Preload, spec.Preload) {
+		return false
+	}
+	if tmpl.Language != spec.Language || tmpl.Network != spec.Network ||
+		tmpl.CodeFile != spec.CodeFile || tmpl.OutDir != spec.OutDir ||
+		tmpl.Artifacts != spec.Artifacts {
+		return false
+	}
+	t, c := tmpl.Limits, spec.Limits
+	return c.Workspace == t.Workspace && c.Memory <= t.Memory && c.Pids <= t.Pids &&
+		c.CPU <= t.CPU && c.FileSize <= t.FileSize && c.OpenFiles <= t.OpenFiles &&
+		effectiveAS(c) <= effectiveAS(t)
+}
+
+func effectiveAS(l sandbox.Limits) int64 {
+	if l.AddressSpace > 0 {
+		return l.AddressSpace
+	}
+	return l.Memory
+}
+
+// dead reports whether the init already exited.
+func (l *launch) dead() bool {
+	select {
+	case st := <-l.waited:
+		l.waited <- st
+		return true
+	default:
+		return false
+	}
+}
+
+// runPooled serves spec from a prepared sandbox: the cgroup limits are lowered to the
+// call's, the call is handed over, and the wall clock starts when the program does.
+func (s *Sandbox) runPooled(ctx context.Context, l *launch, spec sandbox.Spec) (sandbox.Result, error) {
+	defer s.release(l)
+	res := sandbox.Result{ID: spec.ID, Status: sandbox.StatusSandboxError, ExitCode: -1}
+	if l.cg != nil {
+		if err := l.cg.lower(spec.Limits); err != nil {
+			l.discard()
+			res.Detail = err.Error()
+			return res, fmt.Errorf("%w: %v", errCgroup, err)
+		}
+	}
+	if err := l.handover(spec, callOf(spec)); err != nil {
+		l.finish()
+		res.Detail = err.Error()
+		return res, err
+	}
+	r := l.wait(ctx)
+	if l.setup != nil {
+		return r, l.setup
+	}
+	return r, nil
+}

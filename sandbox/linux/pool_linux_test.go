@@ -1,0 +1,164 @@
+package linux
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/airlock-mcp/airlock/policy"
+	"github.com/airlock-mcp/airlock/sandbox"
+)
+
+// poolLanguages detects the real interpreters and their pool templates.
+func poolLanguages(t *testing.T) map[string]policy.Language {
+	t.Helper()
+	reg, err := policy.Detect([]string{"python", "javascript", "bash"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]policy.Language{}
+	for _, name := range []string{"python", "javascript", "bash"} {
+		l, err := reg.Lookup(name)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		out[name] = l
+	}
+	return out
+}
+
+// A pooled run must be indistinguishable from a cold one: same output, same exit, same
+// argv and stdin, same traceback shape.
+func TestPoolMatchesColdRun(t *testing.T) {
+	langs := poolLanguages(t)
+	cold := testSandbox(t)
+	warm := testSandbox(t)
+	limits := sandbox.Limits{Wall: 10 * time.Second, Memory: 256 << 20, Pids: 32, Output: 1 << 20}
+	var templates []sandbox.Spec
+	for _, l := range langs {
+		templates = append(templates, l.Spec(nil, nil, limits))
+	}
+	warm.Warm(templates, 1)
+	t.Cleanup(func() { warm.Close() })
+
+	cases := []struct {
+		lang, name, code string
+		args             []string
+		stdin            string
+	}{
+		{"python", "print", "print('hello')", nil, ""},
+		{"python", "argv", "import sys; print(sys.argv)", []string{"a", "b c", "ü"}, ""},
+		{"python", "stdin", "import sys; print(sys.stdin.read().upper())", nil, "piped in"},
+		{"python", "exit code", "import sys; print('x'); sys.exit(7)", nil, ""},
+		{"python", "exit message", "raise SystemExit('bye')", nil, ""},
+		{"python", "traceback", "def f():\n    1/0\nf()", nil, ""},
+		{"python", "syntax error", "def f(:\n", nil, ""},
+		{"python", "main guard", "if __name__ == '__main__':\n    print(__name__, __file__)", nil, ""},
+		{"python", "atexit and threads", "import atexit, threading, time\natexit.register(lambda: print('atexit'))\nthreading.Thread(target=lambda: (time.sleep(0.1), print('thread'))).start()", nil, ""},
+		{"python", "pickle main class", "import pickle\nclass A: pass\nprint(type(pickle.loads(pickle.dumps(A()))).__name__)", nil, ""},
+		{"javascript", "print", "console.log('hello')", nil, ""},
+		{"javascript", "argv", "console.log(JSON.stringify(process.argv.slice(2)))", []string{"a", "b c"}, ""},
+		{"javascript", "exit code", "console.log('x'); process.exit(5)", nil, ""},
+		{"javascript", "require main", "console.log(require.main === module)", nil, ""},
+		{"javascript", "throw", "throw new Error('boom')", nil, ""},
+		{"bash", "echo", "echo \"$0\" \"$@\"; read x; echo got $x; exit 3", []string{"p q", "r"}, "line\n"},
+	}
+	for _, c := range cases {
+		t.Run(c.lang+"/"+c.name, func(t *testing.T) {
+			spec := langs[c.lang].Spec([]byte(c.code), c.args, limits)
+			spec.Stdin = []byte(c.stdin)
+			want, err := cold.Run(context.Background(), spec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Wait for the slot to be ready, so this run is really pooled.
+			deadline := time.Now().Add(10 * time.Second)
+			for warm.PoolStats().Ready < len(templates) && time.Now().Before(deadline) {
+				time.Sleep(10 * time.Millisecond)
+			}
+			hits := warm.PoolStats().Hits
+			got, err := warm.Run(context.Background(), spec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if warm.PoolStats().Hits != hits+1 {
+				t.Fatalf("the run was not served from the pool: %+v", warm.PoolStats())
+			}
+			if got.Status != want.Status || got.ExitCode != want.ExitCode ||
+				string(got.Stdout.Bytes()) != string(want.Stdout.Bytes()) ||
+				normalise(got.Stderr.Bytes()) != normalise(want.Stderr.Bytes()) {
+				t.Errorf("pooled run differs from cold run\ncold:   %s %d %q %q\npooled: %s %d %q %q",
+					want.Status, want.ExitCode, want.Stdout.Bytes(), want.Stderr.Bytes(),
+					got.Status, got.ExitCode, got.Stdout.Bytes(), got.Stderr.Bytes())
+			}
+		})
+	}
+}
+
+// normalise drops what legitimately differs between runs (node prints its own pid-free
+// but path-laden stack frames for internals).
+func normalise(b []byte) string {
+	var keep []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.Contains(line, "node:internal") || strings.Contains(line, "[eval]") {
+			continue
+		}
+		keep = append(keep, line)
+	}
+	return strings.Join(keep, "\n")
+}
+
+// A pooled sandbox honours a call's lower limits and its own wall clock.
+func TestPoolHonoursCallLimits(t *testing.T) {
+	langs := poolLanguages(t)
+	s := testSandbox(t)
+	limits := sandbox.Limits{Wall: 30 * time.Second, CPU: 30 * time.Second, Memory: 256 << 20, Pids: 32, Output: 1 << 20}
+	tmpl := langs["python"].Spec(nil, nil, limits)
+	s.Warm([]sandbox.Spec{tmpl}, 1)
+	t.Cleanup(func() { s.Close() })
+	waitReady := func() {
+		deadline := time.Now().Add(10 * time.Second)
+		for s.PoolStats().Ready < 1 && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+
+	waitReady()
+	lower := limits
+	lower.Wall = 500 * time.Millisecond
+	start := time.Now()
+	res, err := s.Run(context.Background(), langs["python"].Spec([]byte("import time; time.sleep(5)"), nil, lower))
+	if err != nil || res.Status != sandbox.StatusTimeout {
+		t.Fatalf("wall: %v %s %s", err, res.Status, res.Detail)
+	}
+	if el := time.Since(start); el > 3*time.Second {
+		t.Fatalf("a lowered wall limit took %v", el)
+	}
+
+	waitReady()
+	lower = limits
+	lower.Memory = 64 << 20
+	res, err = s.Run(context.Background(), langs["python"].Spec([]byte("b = bytearray(200 << 20); print(len(b))"), nil, lower))
+	if err != nil || res.Status != sandbox.StatusMemoryLimit {
+		t.Fatalf("memory: %v %s %s %q", err, res.Status, res.Detail, res.Stderr.Bytes())
+	}
+
+	waitReady()
+	lower = limits
+	lower.FileSize = 1 << 20
+	res, err = s.Run(context.Background(), langs["python"].Spec([]byte("open('f','wb').write(b'x' * (4 << 20))"), nil, lower))
+	if err != nil || res.Status == sandbox.StatusOK {
+		t.Fatalf("file size: a 4 MiB write passed a 1 MiB limit: %v %s", err, res.Status)
+	}
+
+	// A call asking for more than the template gets a cold sandbox, not the pooled one.
+	waitReady()
+	higher := limits
+	higher.Memory = 512 << 20
+	misses := s.PoolStats().Hits
+	res, err = s.Run(context.Background(), langs["python"].Spec([]byte("print(1)"), nil, higher))
+	if err != nil || res.Status != sandbox.StatusOK || s.PoolStats().Hits != misses {
+		t.Fatalf("higher limits: %v %s, stats %+v", err, res.Status, s.PoolStats())
+	}
+}
