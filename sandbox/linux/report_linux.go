@@ -48,7 +48,13 @@ func (s *Sandbox) Probe(ctx context.Context) (sandbox.Report, error) {
 		"install libseccomp (apt-get install libseccomp2) and use a kernel with CONFIG_SECCOMP_FILTER")
 	layer("no-new-privs", true, "set before the filter; setuid binaries and file capabilities are inert", "")
 	layer("capabilities", true, "bounding and ambient sets emptied; the program runs with no capabilities", "")
-	layer("readonly-root", true, "root, /dev and /proc remounted read-only; writable: /workspace, /tmp, /dev/shm (tmpfs, size-capped, nosuid, nodev)", "")
+	ro := "root, /dev and /proc remounted read-only; writable: /workspace, /tmp, /dev/shm (tmpfs, size-capped, nosuid, nodev)"
+	// Landlock would add nothing: the sandbox's root holds only read-only system dirs
+	// and its own tmpfs. Say whether it exists so a reader need not wonder.
+	if abi := landlockABI(); abi > 0 {
+		ro += fmt.Sprintf("; Landlock ABI %d available, not needed", abi)
+	}
+	layer("readonly-root", true, ro, "")
 	layer("rlimits", true, "cpu, fsize, nofile, nproc, core=0, memlock, msgqueue set on the program before its first instruction; as when no memory cgroup", "")
 
 	cg := sandbox.Layer{Name: "cgroups", Required: s.opts.Cgroups == "require"}
@@ -72,13 +78,6 @@ func (s *Sandbox) Probe(ctx context.Context) (sandbox.Report, error) {
 	}
 	rep.Layers = append(rep.Layers, mem)
 
-	ll := sandbox.Layer{Name: "landlock"}
-	if abi := landlockABI(); abi > 0 {
-		ll.Detail = fmt.Sprintf("available (ABI %d) but not used: the sandbox's root holds nothing but read-only system dirs and its own tmpfs", abi)
-	} else {
-		ll.Detail = "not available on this kernel; not used"
-	}
-	rep.Layers = append(rep.Layers, ll)
 	return rep, nil
 }
 
