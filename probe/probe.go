@@ -86,14 +86,17 @@ func Count(results []Result) Totals {
 }
 
 // Judge is the verdict rule: a failed probe or a missing required layer is unsafe
-// whatever else passed, because one open door is enough.
+// whatever else passed, because one open door is enough. An inactive optional layer
+// degrades the verdict only when it names a fix: one without (landlock available but
+// unused by design) is information, and would otherwise keep a healthy host from ever
+// reading "isolated".
 func Judge(layers []sandbox.Layer, results []Result) Verdict {
 	v := Isolated
 	for _, l := range layers {
 		switch {
 		case l.Required && !l.Active:
 			return Unsafe
-		case !l.Active:
+		case !l.Active && l.Fix != "":
 			v = Degraded
 		}
 	}

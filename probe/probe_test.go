@@ -22,6 +22,7 @@ func TestJudge(t *testing.T) {
 	}{
 		{"all good", []sandbox.Layer{req}, []Result{pass, na}, Isolated},
 		{"optional layer off", []sandbox.Layer{req, optOff}, []Result{pass}, Degraded},
+		{"unused layer without a fix is information", []sandbox.Layer{req, {Name: "landlock", Detail: "unused"}}, []Result{pass}, Isolated},
 		{"probe errored", []sandbox.Layer{req}, []Result{pass, errd}, Degraded},
 		{"required layer off", []sandbox.Layer{reqOff}, []Result{pass}, Unsafe},
 		{"escape succeeded beats degraded", []sandbox.Layer{req, optOff}, []Result{errd, fail}, Unsafe},

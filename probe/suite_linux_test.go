@@ -116,7 +116,7 @@ func TestRealSandboxPassesEveryProbe(t *testing.T) {
 	if !slices.ContainsFunc(rep.Notes, func(n string) bool { return contains(n, "import guard") }) {
 		t.Errorf("notes %q do not say the import guard was set aside", rep.Notes)
 	}
-	if rep.DurationMs > 10_000 {
+	if rep.DurationMs > 10_000 && !raceEnabled {
 		t.Errorf("the whole catalogue took %d ms; it must take a few seconds at most", rep.DurationMs)
 	}
 }
@@ -143,7 +143,7 @@ func TestQuick(t *testing.T) {
 	if len(rep.Probes) != len(QuickFilter.Probes) || rep.Totals.Passed != len(rep.Probes) {
 		t.Errorf("quick: %+v", rep.Probes)
 	}
-	if rep.DurationMs > 1500 {
+	if rep.DurationMs > 1500 && !raceEnabled {
 		t.Errorf("quick took %d ms; it runs at every server start", rep.DurationMs)
 	}
 }

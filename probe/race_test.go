@@ -1,0 +1,7 @@
+//go:build race
+
+package probe
+
+// raceEnabled: the race detector slows the test binary, which is also the sandbox init,
+// several times over; timing bounds do not apply.
+const raceEnabled = true
