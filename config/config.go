@@ -9,6 +9,7 @@ import (
 	"math"
 	"net"
 	"os"
+	"path"
 	"runtime"
 	"strconv"
 	"strings"
@@ -28,15 +29,15 @@ type Config struct {
 	Imports     Imports     `toml:"imports" json:"imports"`
 	Concurrency Concurrency `toml:"concurrency" json:"concurrency"`
 	// MaxCodeBytes caps the code argument of one call; MaxStdinBytes its stdin.
-	MaxCodeBytes  Size    `toml:"max_code_bytes" json:"max_code_bytes"`
-	MaxStdinBytes Size    `toml:"max_stdin_bytes" json:"max_stdin_bytes"`
-	Files         Caps    `toml:"files" json:"files"`
-	Artifacts     Caps    `toml:"artifacts" json:"artifacts"`
-	Sandbox       Sandbox `toml:"sandbox" json:"sandbox"`
-	HTTP          HTTP    `toml:"http" json:"http"`
-	Log           Log     `toml:"log" json:"log"`
-	Audit         Audit   `toml:"audit" json:"audit"`
-	Pool          Pool    `toml:"pool" json:"pool"`
+	MaxCodeBytes  Size      `toml:"max_code_bytes" json:"max_code_bytes"`
+	MaxStdinBytes Size      `toml:"max_stdin_bytes" json:"max_stdin_bytes"`
+	Files         Caps      `toml:"files" json:"files"`
+	Artifacts     Artifacts `toml:"artifacts" json:"artifacts"`
+	Sandbox       Sandbox   `toml:"sandbox" json:"sandbox"`
+	HTTP          HTTP      `toml:"http" json:"http"`
+	Log           Log       `toml:"log" json:"log"`
+	Audit         Audit     `toml:"audit" json:"audit"`
+	Pool          Pool      `toml:"pool" json:"pool"`
 }
 
 // Languages says which interpreters may run and, optionally, where they are.
@@ -83,6 +84,13 @@ type Caps struct {
 	MaxFiles     int  `toml:"max_files" json:"max_files"`
 	MaxFileBytes Size `toml:"max_file_bytes" json:"max_file_bytes"`
 	MaxTotal     Size `toml:"max_total" json:"max_total"`
+}
+
+// Artifacts bound the files a program leaves in its output directory and come back.
+type Artifacts struct {
+	Caps
+	// Dir is the workspace-relative output directory; empty turns artifacts off.
+	Dir string `toml:"dir" json:"dir"`
 }
 
 // Sandbox configures the backend once at startup.
@@ -134,7 +142,7 @@ func Default() Config {
 		MaxCodeBytes:  1 << 20,
 		MaxStdinBytes: 1 << 20,
 		Files:         Caps{MaxFiles: 32, MaxFileBytes: 1 << 20, MaxTotal: 8 << 20},
-		Artifacts:     Caps{MaxFiles: 16, MaxFileBytes: 4 << 20, MaxTotal: 16 << 20},
+		Artifacts:     Artifacts{Caps: Caps{MaxFiles: 16, MaxFileBytes: 4 << 20, MaxTotal: 16 << 20}, Dir: "out"},
 		Sandbox:       Sandbox{HostUser: "nobody", Cgroups: "auto"},
 		HTTP:          HTTP{Addr: "127.0.0.1:8765", MaxBodyBytes: 4 << 20},
 		Log:           Log{Level: "info", Format: "text"},
@@ -167,6 +175,33 @@ func (c Config) PolicyBounds() policy.Bounds {
 // PolicyImports converts to policy's form.
 func (c Config) PolicyImports() policy.Imports {
 	return policy.Imports{DenyImport: c.Imports.DenyImport, DenyFrom: c.Imports.DenyFrom}
+}
+
+// FileCaps converts the input file caps to policy's form.
+func (c Config) FileCaps() policy.FileCaps {
+	return policy.FileCaps{MaxFiles: c.Files.MaxFiles, MaxFileBytes: int64(c.Files.MaxFileBytes),
+		MaxTotalBytes: int64(c.Files.MaxTotal)}
+}
+
+// ArtifactLimits converts the artifact caps to the sandbox's form.
+func (c Config) ArtifactLimits() sandbox.ArtifactLimits {
+	return sandbox.ArtifactLimits{MaxFiles: c.Artifacts.MaxFiles, MaxFileBytes: int64(c.Artifacts.MaxFileBytes),
+		MaxTotal: int64(c.Artifacts.MaxTotal)}
+}
+
+// validOutDir accepts a clean, relative, slash-separated directory inside the workspace.
+func validOutDir(d string) error {
+	switch {
+	case d == "":
+		return nil
+	case path.IsAbs(d), strings.ContainsAny(d, "\\\x00"):
+		return fmt.Errorf("must be a relative, slash-separated path inside the workspace, got %q", d)
+	case path.Clean(d) != d || d == "." || d == ".." || strings.HasPrefix(d, "../"):
+		return fmt.Errorf("must be a clean path inside the workspace (no ., .. or trailing /), got %q", d)
+	case strings.HasPrefix(strings.ToLower(d), ".airlock"):
+		return fmt.Errorf("names starting with .airlock are reserved, got %q", d)
+	}
+	return nil
 }
 
 // SandboxOptions converts to the backend's options.
@@ -274,6 +309,9 @@ func (c Config) Validate() error {
 	}
 	if c.Artifacts.MaxFiles < 0 {
 		bad("artifacts.max_files", "must not be negative, got %d", c.Artifacts.MaxFiles)
+	}
+	if err := validOutDir(c.Artifacts.Dir); err != nil {
+		bad("artifacts.dir", "%v", err)
 	}
 	switch c.Sandbox.Cgroups {
 	case "auto", "require", "off":
