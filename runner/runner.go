@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -32,6 +33,9 @@ type Call struct {
 	Code     []byte
 	Stdin    []byte
 	Args     []string
+	// Files are placed in the workspace before the program starts; policy.Files
+	// validates them against Runner.FileCaps.
+	Files []policy.FileInput
 	// Timeout is the requested wall-clock limit; zero means the default. It is clamped
 	// to the operator's maximum.
 	Timeout time.Duration
@@ -59,9 +63,15 @@ type Runner struct {
 	Network       sandbox.Network
 	MaxCodeBytes  int
 	MaxStdinBytes int
-	Limiter       *Limiter
-	Degraded      bool
-	Log           *slog.Logger
+	// FileCaps bound a call's input files (zero fields: policy's defaults).
+	FileCaps policy.FileCaps
+	// OutDir is the workspace-relative directory whose files come back as artifacts,
+	// bounded by Artifacts; empty, or Artifacts.MaxFiles zero, turns artifacts off.
+	OutDir    string
+	Artifacts sandbox.ArtifactLimits
+	Limiter   *Limiter
+	Degraded  bool
+	Log       *slog.Logger
 	// Audit, when set, gets one record per call, refused calls included.
 	Audit *Audit
 }
@@ -104,7 +114,8 @@ func (r *Runner) Run(ctx context.Context, call Call) (Outcome, error) {
 	default:
 		attrs = append(attrs, "status", out.Result.Status, "exit_code", out.Result.ExitCode,
 			"wall", out.Result.Wall, "cpu", out.Result.CPU, "peak_memory", out.Result.PeakMemory,
-			"stdout_bytes", out.Result.Stdout.Total, "stderr_bytes", out.Result.Stderr.Total)
+			"stdout_bytes", out.Result.Stdout.Total, "stderr_bytes", out.Result.Stderr.Total,
+			"files", len(call.Files), "artifacts", len(out.Result.Artifacts))
 		log.Info("run", attrs...)
 	}
 	return out, err
@@ -120,12 +131,20 @@ func (r *Runner) run(ctx context.Context, call Call, out Outcome) (Outcome, erro
 	}
 	out.Language = lang
 	out.Limits = r.Bounds.Clamp(policy.Request{Timeout: call.Timeout})
+	files, err := r.files(call, out.Limits.Workspace)
+	if err != nil {
+		return out, err
+	}
 	spec := lang.Spec(call.Code, call.Args, out.Limits)
 	spec.ID = out.ID
 	spec.Language = lang.Name
 	spec.Stdin = call.Stdin
+	spec.Files = files
 	spec.Network = r.Network
 	spec.Progress = call.Progress
+	if r.OutDir != "" && r.Artifacts.MaxFiles > 0 {
+		spec.OutDir, spec.Artifacts = r.OutDir, r.Artifacts
+	}
 	spec = r.Imports.Apply(spec)
 
 	release, err := r.Limiter.Acquire(ctx)
@@ -174,6 +193,37 @@ func (r *Runner) validate(call Call) error {
 		}
 	}
 	return nil
+}
+
+// workspaceMargin is the part of the workspace input files may not take: the program
+// needs room to write anything at all, and the code file and the import guard live there too.
+func workspaceMargin(workspace int64) int64 {
+	return min(1<<20, workspace/4)
+}
+
+// files validates the input files; together with the code they must leave the program
+// room in the workspace, or the call is refused here instead of failing inside the
+// sandbox with a bare ENOSPC.
+func (r *Runner) files(call Call, workspace int64) ([]sandbox.File, error) {
+	if len(call.Files) == 0 {
+		return nil, nil
+	}
+	files, err := policy.Files(call.Files, r.FileCaps)
+	if err != nil {
+		return nil, err
+	}
+	total := int64(len(call.Code))
+	for i, f := range files {
+		if r.OutDir != "" && (strings.EqualFold(f.Path, r.OutDir) || strings.HasPrefix(strings.ToLower(r.OutDir), strings.ToLower(f.Path)+"/")) {
+			return nil, fmt.Errorf("%w: files[%d] %q: %s/ is the output directory; put inputs elsewhere", policy.ErrInvalidRequest, i, f.Path, r.OutDir)
+		}
+		total += int64(len(f.Data))
+	}
+	if room := workspace - workspaceMargin(workspace); workspace > 0 && total > room {
+		return nil, fmt.Errorf("%w: input files and code total %d bytes, the workspace holds %d and %d must stay free for the program; send less",
+			policy.ErrInvalidRequest, total, workspace, workspace-room)
+	}
+	return files, nil
 }
 
 func (r *Runner) logger() *slog.Logger {
