@@ -71,19 +71,19 @@ func TestRunRefusesBadFiles(t *testing.T) {
 		want   []string
 		outDir string
 	}{
-		{"dotdot", []policy.FileInput{{Path: "../etc/passwd", Content: "x"}}, []string{`files[0] "../etc/passwd"`, ".."}},
-		{"absolute", []policy.FileInput{{Path: "/etc/passwd", Content: "x"}}, []string{"absolute"}},
-		{"nul", []policy.FileInput{{Path: "a\x00b", Content: "x"}}, []string{"NUL"}},
-		{"long", []policy.FileInput{{Path: strings.Repeat("a/", 200) + "f", Content: "x"}}, []string{"the limit is"}},
-		{"duplicate", []policy.FileInput{{Path: "a.txt"}, {Path: "./a.txt"}}, []string{`files[1] "a.txt"`, "same path as files[0]"}},
-		{"bad base64", []policy.FileInput{{Path: "b.bin", Content: "!!!", Encoding: "base64"}}, []string{`"b.bin"`, "bad base64"}},
-		{"bad encoding", []policy.FileInput{{Path: "b.bin", Encoding: "hex"}}, []string{"unknown encoding"}},
-		{"file too big", []policy.FileInput{{Path: "big.txt", Content: big}}, []string{`"big.txt"`, "the limit is 512"}},
-		{"too many", []policy.FileInput{{Path: "1"}, {Path: "2"}, {Path: "3"}, {Path: "4"}}, []string{"4 files, the limit is 3"}},
-		{"total", []policy.FileInput{{Path: "a", Content: big[:400]}, {Path: "b", Content: big[:400]}}, []string{`files[1] "b"`, "total more than 700"}},
-		{"output dir", []policy.FileInput{{Path: "out", Content: "x"}}, []string{`"out"`, "output directory"}},
+		{"dotdot", []policy.FileInput{{Path: "../etc/passwd", Content: "x"}}, []string{`files[0] "../etc/passwd"`, ".."}, ""},
+		{"absolute", []policy.FileInput{{Path: "/etc/passwd", Content: "x"}}, []string{"absolute"}, ""},
+		{"nul", []policy.FileInput{{Path: "a\x00b", Content: "x"}}, []string{"NUL"}, ""},
+		{"long", []policy.FileInput{{Path: strings.Repeat("a/", 200) + "f", Content: "x"}}, []string{"the limit is"}, ""},
+		{"duplicate", []policy.FileInput{{Path: "a.txt"}, {Path: "./a.txt"}}, []string{`files[1] "a.txt"`, "same path as files[0]"}, ""},
+		{"bad base64", []policy.FileInput{{Path: "b.bin", Content: "!!!", Encoding: "base64"}}, []string{`"b.bin"`, "bad base64"}, ""},
+		{"bad encoding", []policy.FileInput{{Path: "b.bin", Encoding: "hex"}}, []string{"unknown encoding"}, ""},
+		{"file too big", []policy.FileInput{{Path: "big.txt", Content: big}}, []string{`"big.txt"`, "the limit is 512"}, ""},
+		{"too many", []policy.FileInput{{Path: "1"}, {Path: "2"}, {Path: "3"}, {Path: "4"}}, []string{"4 files, the limit is 3"}, ""},
+		{"total", []policy.FileInput{{Path: "a", Content: big[:400]}, {Path: "b", Content: big[:400]}}, []string{`files[1] "b"`, "total more than 700"}, ""},
+		{"output dir", []policy.FileInput{{Path: "out", Content: "x"}}, []string{`"out"`, "output directory"}, ""},
 		{"output dir parent", []policy.FileInput{{Path: "res", Content: "x"}}, []string{`"res"`, "res/out/ is the output directory"}, "res/out"},
-		{"code file", []policy.FileInput{{Path: "main.py", Content: "x"}}, []string{"reserved for the code"}},
+		{"code file", []policy.FileInput{{Path: "main.py", Content: "x"}}, []string{"reserved for the code"}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
