@@ -91,9 +91,9 @@ type Spec struct {
 	OutDir    string
 	Artifacts ArtifactLimits
 	// Preload is how a warm pool may start the interpreter before the call arrives: an
-	// argv that loads the interpreter, reads the program's argv from fd 3 (Argv from
-	// CodeFile on, each argument NUL-terminated, until EOF) and then runs it as Argv
-	// would. Empty: a pool starts the program itself at the call. The cold path ignores
+	// argv that loads the interpreter, writes one byte to fd 4 and closes it, reads the
+	// program's argv from fd 3 (Argv from CodeFile on, each argument NUL-terminated,
+	// until EOF) and then runs it as Argv would. Empty: a pool starts the program itself at the call. The cold path ignores
 	// it. Anything that changes how Argv runs (an import guard) must clear it.
 	Preload []string
 	// Progress, when set, is called periodically while the program runs. It must not block.

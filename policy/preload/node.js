@@ -3,6 +3,8 @@
 // NUL-terminated) and runs main.js as the main module, as `node main.js args...` would.
 const fs = require('fs');
 const path = require('path');
+fs.writeSync(4, '\n'); // loaded: the pool may hand this sandbox a call
+fs.closeSync(4);
 const buf = fs.readFileSync(3);
 fs.closeSync(3);
 const argv = buf.toString('utf8').split('\0');

@@ -1,5 +1,5 @@
 # airlock's warm-pool bootstrap for python, run as `python3 <flags> -c <this>`.
-# It loads the interpreter before the call exists, then waits on fd 3 for the program's
+# It loads the interpreter before the call exists, says so on fd 4, then waits on fd 3 for the program's
 # argv (main.py and its args, each NUL-terminated) and runs main.py as __main__ the way
 # `python3 <flags> main.py args...` would: same sys.argv, a fresh __main__ module,
 # tracebacks that start in main.py, SystemExit codes, threads joined and atexit handlers
@@ -8,6 +8,8 @@ import os, sys
 
 
 def _airlock_argv():
+    os.write(4, b"\n")  # loaded: the pool may hand this sandbox a call
+    os.close(4)
     buf = bytearray()
     while True:
         chunk = os.read(3, 1 << 16)

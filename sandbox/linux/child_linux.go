@@ -54,8 +54,9 @@ func initMain() {
 		if pre, err = preload(cfg); err != nil {
 			rep.fail(asSetupError(err))
 		}
-		rep.send(message{Kind: "ready"})
 	}
+	// Ready: everything up to the call is done (a warm pool waits for this).
+	rep.send(message{Kind: "ready"})
 	h, err := readLine[handover](cfgPipe)
 	if err != nil {
 		if pre != nil {
@@ -159,24 +160,47 @@ type preloaded struct {
 	gow int // write end of its fd 3
 }
 
-// preload starts cfg.Preload with the config's limits, waiting for the program's argv.
+// preload starts cfg.Preload with the config's limits and waits until it has loaded:
+// it writes a byte to its fd 4, then blocks reading the program's argv from its fd 3.
 // Nothing of the call exists yet: the workspace is empty.
 func preload(cfg *initConfig) (*preloaded, error) {
-	var p [2]int
-	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
+	var argvPipe, loaded [2]int
+	if err := unix.Pipe2(argvPipe[:], unix.O_CLOEXEC); err != nil {
 		return nil, stageError("preload pipe", err)
 	}
-	pid, err := startStopped(cfg.Preload, cfg.Env, []uintptr{0, 1, 2, uintptr(p[0])})
-	unix.Close(p[0])
+	if err := unix.Pipe2(loaded[:], unix.O_CLOEXEC); err != nil {
+		unix.Close(argvPipe[0])
+		unix.Close(argvPipe[1])
+		return nil, stageError("preload pipe", err)
+	}
+	pid, err := startStopped(cfg.Preload, cfg.Env, []uintptr{0, 1, 2, uintptr(argvPipe[0]), uintptr(loaded[1])})
+	unix.Close(argvPipe[0])
+	unix.Close(loaded[1])
+	defer unix.Close(loaded[0])
 	if err != nil {
-		unix.Close(p[1])
+		unix.Close(argvPipe[1])
 		return nil, err
 	}
 	if err := release(pid, cfg.Limits, cfg.RlimitAS); err != nil {
-		unix.Close(p[1])
+		unix.Close(argvPipe[1])
 		return nil, err
 	}
-	return &preloaded{pid: pid, gow: p[1]}, nil
+	var b [1]byte
+	for {
+		n, err := unix.Read(loaded[0], b[:])
+		if err == unix.EINTR {
+			continue
+		}
+		if n == 1 {
+			return &preloaded{pid: pid, gow: argvPipe[1]}, nil
+		}
+		unix.Close(argvPipe[1])
+		unix.Kill(pid, unix.SIGKILL)
+		if err == nil {
+			err = errors.New("the interpreter exited while loading")
+		}
+		return nil, stageError("preload "+cfg.Preload[0], err)
+	}
 }
 
 // start writes the call's files and starts its program: it hands the argv to the

@@ -45,6 +45,8 @@ type launch struct {
 	waited       chan *os.ProcessState
 	readyCh      chan struct{} // closed when the init reports "ready" (a preloaded interpreter)
 	startedCh    chan struct{} // closed when the init reports "started"
+	exitCh       chan struct{} // closed when the init reports the program's exit
+	running      bool          // the init was created (and so must be reaped)
 	reportDone   chan struct{}
 	drained      sync.WaitGroup
 
@@ -73,6 +75,7 @@ func newLaunch(sb *Sandbox, spec sandbox.Spec, cg *cgroup) *launch {
 		waited:    make(chan *os.ProcessState, 1),
 		readyCh:   make(chan struct{}),
 		startedCh: make(chan struct{}),
+		exitCh:    make(chan struct{}),
 		kill:      func() {},
 	}
 }
@@ -160,6 +163,7 @@ func (l *launch) start(cfg *initConfig) (err error) {
 	}
 	var once sync.Once
 	l.kill = func() { once.Do(func() { cmd.Process.Kill() }) }
+	l.running = true
 
 	// Output readers: the capture keeps the cap, the reader keeps counting, and a flood
 	// past floodFactor × cap ends the run.
@@ -239,17 +243,7 @@ func (l *launch) finish() *os.ProcessState {
 	st := <-l.waited
 	l.waited <- st
 	<-l.reportDone
-	drained := make(chan struct{})
-	go func() { l.drained.Wait(); close(drained) }()
-	select {
-	case <-drained:
-	case <-time.After(drainGrace):
-		// Only possible if something outside the sandbox holds a write end; the pid
-		// namespace is gone, so do not wait for it.
-		l.outR.Close()
-		l.errR.Close()
-		<-drained
-	}
+	l.drain()
 	l.closeParentEnds()
 	return st
 }
@@ -262,19 +256,40 @@ func (l *launch) closeParentEnds() {
 	}
 }
 
-// wait supervises a handed-over sandbox to its end and maps the outcome.
+// wait supervises a handed-over sandbox to its end and maps the outcome. It returns as
+// soon as the init has reported the program's exit (every process of the sandbox is
+// dead by then) and the output is drained; the init's own exit and the namespaces'
+// teardown are left to release.
 func (l *launch) wait(ctx context.Context) sandbox.Result {
-	l.supervise(ctx)
-	st := l.finish()
+	var st *os.ProcessState
+	if l.supervise(ctx) {
+		l.drain()
+	} else {
+		st = l.finish()
+	}
 	return l.result(sandbox.Result{ID: l.spec.ID, Status: sandbox.StatusSandboxError, ExitCode: -1}, st)
+}
+
+// drain waits for stdout and stderr to reach EOF, which they do once the program and
+// its descendants are gone.
+func (l *launch) drain() {
+	drained := make(chan struct{})
+	go func() { l.drained.Wait(); close(drained) }()
+	select {
+	case <-drained:
+	case <-time.After(drainGrace):
+		// Only possible if something outside the sandbox holds a write end.
+		l.closeParentEnds()
+		<-drained
+	}
 }
 
 var errCgroup = errors.New("cgroup")
 
 // supervise waits for the program to start and end, enforcing the setup timeout, the
 // wall timeout and cancellation by killing the init, which takes the whole pid
-// namespace with it.
-func (l *launch) supervise(ctx context.Context) {
+// namespace with it. It reports whether the init reported the program's exit.
+func (l *launch) supervise(ctx context.Context) bool {
 	setup := time.NewTimer(setupTimeout)
 	defer setup.Stop()
 	var wall <-chan time.Time
@@ -287,9 +302,17 @@ func (l *launch) supervise(ctx context.Context) {
 	startedCh := l.startedCh
 	for {
 		select {
+		case <-l.exitCh:
+			return true
 		case st := <-l.waited:
 			l.waited <- st
-			return
+			<-l.reportDone
+			select {
+			case <-l.exitCh:
+				return true
+			default:
+				return false
+			}
 		case <-startedCh:
 			startedCh = nil
 			setup.Stop()
@@ -364,6 +387,7 @@ func (l *launch) readReports(r *os.File, done chan<- struct{}) {
 		case "exit":
 			l.exit = m.Exit
 			l.arts = m.Artifacts
+			close(l.exitCh)
 		case "error":
 			l.setup = &SetupError{Stage: m.Stage, Errno: syscall.Errno(m.Errno), Msg: m.Err}
 		}

@@ -144,9 +144,6 @@ func (p *pool) prepare(tmpl sandbox.Spec) (*launch, error) {
 	if err != nil {
 		return nil, err
 	}
-	if len(tmpl.Preload) == 0 {
-		return l, nil
-	}
 	timer := time.NewTimer(setupTimeout)
 	defer timer.Stop()
 	select {
@@ -156,7 +153,7 @@ func (p *pool) prepare(tmpl sandbox.Spec) (*launch, error) {
 		l.waited <- st
 		err = errDied
 	case <-timer.C:
-		err = fmt.Errorf("preloaded interpreter not ready within %s", setupTimeout)
+		err = fmt.Errorf("prepared sandbox not ready within %s", setupTimeout)
 	}
 	l.discard()
 	p.s.release(l)

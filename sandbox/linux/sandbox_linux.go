@@ -273,15 +273,20 @@ func (s *Sandbox) prepare(spec sandbox.Spec, cfg *initConfig) (*launch, error) {
 	return l, nil
 }
 
-// release removes a finished sandbox's cgroup in the background: the kernel frees the
-// dead processes asynchronously, and the caller need not wait for it.
+// release reaps a finished sandbox's init and removes its cgroup in the background: the
+// program and its descendants are already dead, and tearing down the namespaces (an
+// RCU grace period or two) need not delay the result.
 func (s *Sandbox) release(l *launch) {
-	if l.cg == nil {
-		return
-	}
 	s.cleanup.Add(1)
 	go func() {
 		defer s.cleanup.Done()
+		if l.running {
+			l.kill() // the program is dead; the init may still be on its way out
+			l.finish()
+		}
+		if l.cg == nil {
+			return
+		}
 		if err := l.cg.destroy(); err != nil {
 			s.log.Warn("cgroup left behind", "id", l.spec.ID, "err", err)
 		}
