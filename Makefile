@@ -1,0 +1,110 @@
+# airlock — `make help` lists the targets.
+
+.DEFAULT_GOAL := help
+SHELL := bash
+.SHELLFLAGS := -euo pipefail -c
+
+# The official Go tarball lives in /usr/local/go; prefer it over a distribution's older go.
+export PATH := $(if $(wildcard /usr/local/go/bin/go),/usr/local/go/bin:)$(PATH)
+GO ?= go
+
+# Real-sandbox tests skip loudly where the kernel lacks a feature; AIRLOCK_REQUIRE_SANDBOX=1
+# (set by .ci/run) turns each such skip into a failure.
+export AIRLOCK_REQUIRE_SANDBOX
+
+UNAME := $(shell uname -s)
+# libseccomp-golang needs cgo on Linux; darwin builds are pure Go.
+ifeq ($(UNAME),Linux)
+BUILD_ENV := CGO_ENABLED=1
+endif
+
+GO_MIN       := 1.26
+VERSION      ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS      := -X github.com/airlock-mcp/airlock/cli.Version=$(VERSION)
+TOOLS        := $(CURDIR)/.tools/bin
+GOLANGCI_VERSION := v2.15.0
+GOLANGCI     := $(TOOLS)/golangci-lint
+FUZZTIME     ?= 10s
+BENCHTIME    ?= 1s
+TEST_TIMEOUT ?= 30m
+SOAK_CALLS   ?= 2000
+SOAK_PARALLEL ?= 8
+SUDO         := $(if $(filter 0,$(shell id -u)),,sudo)
+
+.PHONY: help build run test test-go test-darwin-compile fmt-check bench soak lint vet fmt \
+        update-golden fuzz-short deps
+
+help: ## list the targets
+	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-20s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+build: ## build bin/airlock (cgo on Linux, for libseccomp)
+	$(BUILD_ENV) $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/airlock .
+
+run: build ## serve MCP over stdio with the embedded defaults
+	./bin/airlock serve
+
+test: vet fmt-check test-go test-darwin-compile fuzz-short ## the whole suite: vet, gofmt, race tests, darwin compile, short fuzz, unprivileged run
+	@if [ -x scripts/test-unprivileged.sh ]; then \
+	  echo "== scripts/test-unprivileged.sh"; scripts/test-unprivileged.sh; \
+	else echo "== no scripts/test-unprivileged.sh: unprivileged run not part of this tree"; fi
+	@echo "make test: all passed"
+
+test-go: ## go test -race over every package
+	$(BUILD_ENV) $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
+
+test-darwin-compile: ## compile the darwin backend's tests (they run only on a Mac)
+	GOOS=darwin CGO_ENABLED=0 $(GO) test -c -o /dev/null ./sandbox/darwin/
+
+fmt-check: ## fail if gofmt would change a file
+	@out=$$(gofmt -l $$(git ls-files -co --exclude-standard '*.go')); \
+	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+
+vet: ## go vet for linux and darwin
+	$(BUILD_ENV) GOOS=linux $(GO) vet ./...
+	GOOS=darwin CGO_ENABLED=0 $(GO) vet ./...
+
+fmt: ## gofmt every Go file in place
+	gofmt -w $$(git ls-files -co --exclude-standard '*.go')
+
+fuzz-short: ## fuzz every Fuzz target for FUZZTIME (10s) each
+	scripts/fuzz-short.sh $(FUZZTIME)
+
+update-golden: ## rewrite the golden snapshots (tool schemas, SBPL profiles)
+	$(GO) test -count=1 ./tools -update
+	$(GO) test -count=1 ./sandbox/darwin -update
+
+bench: build ## airlock vs the bare interpreter, plus the Go micro-benchmarks
+	@if [ -d cmd/airlock-bench ]; then \
+	  $(GO) run ./cmd/airlock-bench -airlock bin/airlock; \
+	else echo "== cmd/airlock-bench is not in this tree yet: skipping the end-to-end benchmark"; fi
+	$(BUILD_ENV) $(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./...
+
+soak: build ## many parallel calls through one server: leaks, hangs, ordering
+	@if [ ! -d cmd/airlock-soak ]; then echo "cmd/airlock-soak is not in this tree yet"; exit 1; fi
+	$(GO) run ./cmd/airlock-soak -airlock bin/airlock -calls $(SOAK_CALLS) -parallel $(SOAK_PARALLEL)
+
+lint: ## golangci-lint (pinned) for linux and darwin
+	@if ! "$(GOLANGCI)" version 2>/dev/null | grep -q "version $(GOLANGCI_VERSION:v%=%) "; then \
+	  echo "installing golangci-lint $(GOLANGCI_VERSION) into $(TOOLS)"; \
+	  GOBIN="$(TOOLS)" $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_VERSION); \
+	fi
+	$(BUILD_ENV) GOOS=linux "$(GOLANGCI)" run ./...
+	GOOS=darwin CGO_ENABLED=0 "$(GOLANGCI)" run ./...
+
+deps: ## install what a fresh Debian/Ubuntu needs (gcc, libseccomp-dev, pkg-config, python3) and check Go
+	@missing=""; \
+	for p in gcc libc6-dev pkg-config libseccomp-dev python3 git; do \
+	  dpkg-query -W -f='$${Status}' "$$p" 2>/dev/null | grep -q 'ok installed' || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing:$$missing"; \
+	  $(SUDO) apt-get update -qq; \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y --no-install-recommends $$missing; \
+	else echo "system packages: all present"; fi
+	@v=$$($(GO) env GOVERSION 2>/dev/null | sed "s/^go//" || true); \
+	if [ -z "$$v" ] || [ "$$(printf '%s\n%s\n' "$(GO_MIN)" "$$v" | sort -V | head -n1)" != "$(GO_MIN)" ]; then \
+	  echo "Go $(GO_MIN) or newer is needed (found: $${v:-none}). Debian/Ubuntu's golang-go is older." >&2; \
+	  echo "Install the official release into /usr/local/go (this Makefile finds it there):" >&2; \
+	  echo "  curl -fsSL https://go.dev/dl/go1.26.8.linux-$$(dpkg --print-architecture).tar.gz | $(SUDO) tar -C /usr/local -xz" >&2; \
+	  exit 1; \
+	fi; echo "go $$v: ok"
