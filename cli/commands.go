@@ -58,6 +58,13 @@ func serveCmd(ctx context.Context, args []string, stdio IO) int {
 		fmt.Fprintf(stdio.Stderr, "airlock: refusing to serve: %v\n", err)
 		return exitRefused
 	}
+	if err := startupCheck(ctx, deps, cfg, log); err != nil {
+		fmt.Fprintf(stdio.Stderr, "airlock: refusing to serve: %v\n", err)
+		return exitRefused
+	}
+	if stop := warm(deps, cfg, log); stop != nil {
+		defer stop()
+	}
 	srv := serve.New(deps)
 	if addr == "" {
 		log.Info("serving MCP on stdio", "version", deps.Version, "languages", deps.Runner.Languages.Enabled())

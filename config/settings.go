@@ -32,6 +32,8 @@ var Settings = []Setting{
 		func(c *Config, v string) error { return c.Limits.Default.Memory.UnmarshalText([]byte(v)) }},
 	{"concurrency.max_parallel", "AIRLOCK_MAX_PARALLEL", "max-parallel", "sandboxes running at once",
 		func(c *Config, v string) error { return setInt(&c.Concurrency.MaxParallel, v) }},
+	{"pool.size", "AIRLOCK_POOL_SIZE", "pool-size", "sandboxes prepared ahead per enabled language (0: off)",
+		func(c *Config, v string) error { return setInt(&c.Pool.Size, v) }},
 	{"concurrency.queue_size", "AIRLOCK_QUEUE_SIZE", "queue-size", "calls that may wait for a slot",
 		func(c *Config, v string) error { return setInt(&c.Concurrency.QueueSize, v) }},
 	{"concurrency.queue_timeout", "AIRLOCK_QUEUE_TIMEOUT", "queue-timeout", "how long a call waits for a slot",

@@ -135,16 +135,11 @@ func (r *Runner) run(ctx context.Context, call Call, out Outcome) (Outcome, erro
 	if err != nil {
 		return out, err
 	}
-	spec := lang.Spec(call.Code, call.Args, out.Limits)
+	spec := r.spec(lang, call.Code, call.Args, out.Limits)
 	spec.ID = out.ID
-	spec.Language = lang.Name
 	spec.Stdin = call.Stdin
 	spec.Files = files
-	spec.Network = r.Network
 	spec.Progress = call.Progress
-	if r.OutDir != "" && r.Artifacts.MaxFiles > 0 {
-		spec.OutDir, spec.Artifacts = r.OutDir, r.Artifacts
-	}
 	spec = r.Imports.Apply(spec)
 
 	release, err := r.Limiter.Acquire(ctx)
@@ -248,4 +243,31 @@ func newID() string {
 	var b [8]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on supported platforms
 	return hex.EncodeToString(b[:])
+}
+
+// spec is how every call in lang is run, whatever its code: the one place a Spec is
+// built, so warm-pool templates match the calls they serve.
+func (r *Runner) spec(lang policy.Language, code []byte, args []string, limits sandbox.Limits) sandbox.Spec {
+	spec := lang.Spec(code, args, limits)
+	spec.Language = lang.Name
+	spec.Network = r.Network
+	if r.OutDir != "" && r.Artifacts.MaxFiles > 0 {
+		spec.OutDir, spec.Artifacts = r.OutDir, r.Artifacts
+	}
+	return spec
+}
+
+// Templates are the warm-pool templates: one per enabled language, with the default
+// limits and no code. A call with default (or lower) limits and no import policy in the
+// way is served by a sandbox prepared from one of them.
+func (r *Runner) Templates() []sandbox.Spec {
+	var out []sandbox.Spec
+	for _, name := range r.Languages.Enabled() {
+		lang, err := r.Languages.Lookup(name)
+		if err != nil {
+			continue
+		}
+		out = append(out, r.Imports.Apply(r.spec(lang, nil, nil, r.Bounds.Default)))
+	}
+	return out
 }

@@ -1,0 +1,74 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/airlock-mcp/airlock/config"
+	"github.com/airlock-mcp/airlock/probe"
+	"github.com/airlock-mcp/airlock/sandbox"
+	"github.com/airlock-mcp/airlock/tools"
+)
+
+// startupCheck runs the fast subset of the escape probes against the real sandbox before
+// serving. An escape that succeeds is never tolerated; a probe that cannot run is
+// tolerated only in degraded mode.
+func startupCheck(ctx context.Context, deps tools.Deps, cfg config.Config, log *slog.Logger) error {
+	suite, ok := deps.Prober.(*probe.Suite)
+	if !ok {
+		return nil
+	}
+	start := time.Now()
+	rep, err := suite.Quick(ctx)
+	if err != nil {
+		return fmt.Errorf("startup probes: %w", err)
+	}
+	var failed, errored []string
+	for _, r := range rep.Probes {
+		switch r.Status {
+		case probe.Failed:
+			failed = append(failed, r.Name+" ("+r.Detail+")")
+		case probe.Errored:
+			errored = append(errored, r.Name+" ("+r.Detail+")")
+		}
+	}
+	log.Info("startup probes", "verdict", rep.Verdict, "passed", rep.Totals.Passed,
+		"failed", rep.Totals.Failed, "errors", rep.Totals.Errored, "duration", time.Since(start).Round(time.Millisecond))
+	if len(failed) > 0 {
+		return fmt.Errorf("%w: escape probes succeeded at startup: %s; run `airlock probe` for the fixes",
+			sandbox.ErrUnavailable, strings.Join(failed, "; "))
+	}
+	if len(errored) > 0 {
+		if !cfg.Sandbox.AllowDegraded {
+			return fmt.Errorf("%w: startup probes could not run: %s (set sandbox.allow_degraded = true to serve anyway)",
+				sandbox.ErrUnavailable, strings.Join(errored, "; "))
+		}
+		deps.Runner.Degraded = true
+		log.Warn("serving in degraded mode: startup probes could not run", "probes", strings.Join(errored, "; "))
+	}
+	return nil
+}
+
+// warm starts the backend's warm pool when configured and supported, and returns what
+// drains it at shutdown.
+func warm(deps tools.Deps, cfg config.Config, log *slog.Logger) func() {
+	if cfg.Pool.Size <= 0 {
+		return nil
+	}
+	w, ok := deps.Runner.Sandbox.(sandbox.Warmer)
+	if !ok {
+		log.Info("warm pool not supported by this sandbox backend; every call builds its sandbox")
+		return nil
+	}
+	templates := deps.Runner.Templates()
+	w.Warm(templates, cfg.Pool.Size)
+	log.Info("warm pool started", "size", cfg.Pool.Size, "templates", len(templates))
+	return func() {
+		st := w.PoolStats()
+		w.Close()
+		log.Info("warm pool drained", "hits", st.Hits, "misses", st.Misses)
+	}
+}
