@@ -45,7 +45,8 @@ func realDeps(t *testing.T) Deps {
 	}
 	r := &runner.Runner{Sandbox: sb, Languages: reg, Bounds: cfg.PolicyBounds(), Network: sandbox.NetworkNone,
 		MaxCodeBytes: 1 << 20, MaxStdinBytes: 1 << 20, Limiter: runner.NewLimiter(2, 8, 30*time.Second),
-		Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+		Log:      slog.New(slog.NewTextHandler(io.Discard, nil)),
+		FileCaps: cfg.FileCaps(), OutDir: cfg.Artifacts.Dir, Artifacts: cfg.ArtifactLimits()}
 	return Deps{Runner: r, Prober: probe.Layers{Sandbox: sb}, Config: cfg, Version: "test"}
 }
 

@@ -27,9 +27,17 @@ type RunCodeArgs struct {
 	TimeoutSeconds *float64 `json:"timeout_seconds,omitempty"`
 	Stdin          string   `json:"stdin,omitempty"`
 	Args           []string `json:"args,omitempty"`
+	Files          []File   `json:"files,omitempty"`
 }
 
-var runCodeArgNames = []string{"code", "language", "timeout_seconds", "stdin", "args"}
+// File is one input file of run_code.
+type File struct {
+	Path     string `json:"path" jsonschema_description:"Relative path in the workspace, e.g. data/input.csv."`
+	Content  string `json:"content" jsonschema_description:"The file's content: text, or base64 when encoding is base64."`
+	Encoding string `json:"encoding,omitempty" jsonschema:"enum=utf8,enum=base64,default=utf8"`
+}
+
+var runCodeArgNames = []string{"code", "language", "timeout_seconds", "stdin", "args", "files"}
 
 // Violation is the import the policy refused.
 type Violation struct {
@@ -58,6 +66,7 @@ type RunCodeResult struct {
 	Detail          string     `json:"detail,omitempty"`
 	Degraded        bool       `json:"degraded,omitempty"`
 	Violation       *Violation `json:"violation,omitempty"`
+	Artifacts       []Artifact `json:"artifacts,omitempty"`
 }
 
 // maxTimeoutSeconds rejects values no operator maximum could mean (a day); smaller
@@ -93,6 +102,13 @@ func RunCode(d Deps) server.ServerTool {
 		t.Minimum = json.Number("0")
 		p("stdin").Description = "Text fed to the program's standard input."
 		p("args").Description = "Command-line arguments passed to the program."
+		fc := fileCaps(d)
+		f := p("files")
+		f.Description = fmt.Sprintf("Input files written into the workspace before the program starts (read them by their relative path). "+
+			"At most %d files, %d KiB each, %d KiB in all; paths are relative, without .. or a leading /, and unique.",
+			fc.MaxFiles, fc.MaxFileBytes>>10, fc.MaxTotalBytes>>10)
+		maxFiles := uint64(fc.MaxFiles)
+		f.MaxItems = &maxFiles
 	})
 	tool := mcp.NewToolWithRawSchema("run_code", runCodeDescription(d, enabled), in)
 	tool.Title = "Run code in a sandbox"
@@ -118,9 +134,36 @@ func runCodeDescription(d Deps, enabled []string) string {
 	return fmt.Sprintf(`Run a program in a fresh, single-use, isolated sandbox and return its exit status, stdout and stderr.
 Languages: %s. The sandbox has %s, a private writable workspace (the current directory, at most %d MiB) and a read-only view of the interpreter; nothing persists between calls.
 Limits per run: timeout %gs by default (at most %gs), memory %d MiB, %d processes, %d KiB of output kept per stream (head and tail when longer).
-A non-ok status (error, timeout, memory_limit, ...) is reported with isError and a detail saying why.`,
+A non-ok status (error, timeout, memory_limit, ...) is reported with isError and a detail saying why.
+Input files: pass "files" (path, content, encoding utf8 or base64); they are placed in the workspace and count against its size.
+%s`,
 		strings.Join(enabled, ", "), net, b.Default.Workspace>>20, b.Default.Wall.Seconds(), b.Max.Wall.Seconds(),
-		b.Default.Memory>>20, b.Default.Pids, b.Default.Output>>10)
+		b.Default.Memory>>20, b.Default.Pids, b.Default.Output>>10, outputsDescription(d))
+}
+
+func outputsDescription(d Deps) string {
+	r := d.Runner
+	if r.OutDir == "" || r.Artifacts.MaxFiles <= 0 {
+		return "Output files are not returned on this server."
+	}
+	return fmt.Sprintf(`Output files: files the program writes under %[1]s/ (it exists at start; use the relative path %[1]s/, the current directory is the workspace; on Linux that is /workspace/%[1]s) come back after it exits, even when it fails: at most %[2]d files, %[3]d KiB each, %[4]d KiB in all.
+PNG, JPEG, GIF, WebP and SVG images come back as image content, UTF-8 text as an embedded text resource (control and escape sequences removed), anything else as a base64 blob resource; structuredContent.artifacts lists every file with its size, MIME type and sha256, and why any was not returned (too large, too many, symlink, hard link, not a regular file).`,
+		r.OutDir, r.Artifacts.MaxFiles, r.Artifacts.MaxFileBytes>>10, r.Artifacts.MaxTotal>>10)
+}
+
+// fileCaps are the runner's input file caps with policy's defaults filled in.
+func fileCaps(d Deps) policy.FileCaps {
+	c, def := d.Runner.FileCaps, policy.DefaultFileCaps()
+	if c.MaxFiles <= 0 {
+		c.MaxFiles = def.MaxFiles
+	}
+	if c.MaxFileBytes <= 0 {
+		c.MaxFileBytes = def.MaxFileBytes
+	}
+	if c.MaxTotalBytes <= 0 {
+		c.MaxTotalBytes = def.MaxTotalBytes
+	}
+	return c
 }
 
 func runCode(ctx context.Context, d Deps, req mcp.CallToolRequest, defLang string) (*mcp.CallToolResult, error) {
@@ -140,6 +183,9 @@ func runCode(ctx context.Context, d Deps, req mcp.CallToolRequest, defLang strin
 	}
 	call := runner.Call{Language: args.Language, Code: []byte(args.Code), Stdin: []byte(args.Stdin),
 		Args: args.Args, Timeout: timeout}
+	for _, f := range args.Files {
+		call.Files = append(call.Files, policy.FileInput{Path: f.Path, Content: f.Content, Encoding: f.Encoding})
+	}
 	prog := newProgress(ctx, req)
 	if prog != nil {
 		call.Progress = prog.send
@@ -152,13 +198,15 @@ func runCode(ctx context.Context, d Deps, req mcp.CallToolRequest, defLang strin
 		return refusal(ctx, err), nil
 	}
 	res := ResultOf(out)
-	text := renderRun(res, out.Limits)
-	if res.Status != string(sandbox.StatusOK) {
-		r := mcp.NewToolResultStructured(res, text)
-		r.IsError = true
-		return r, nil
-	}
-	return mcp.NewToolResultStructured(res, text), nil
+	content, list := artifactContent(out.ID, d.Runner.OutDir, out.Result.Artifacts)
+	res.Artifacts = list
+	var text strings.Builder
+	text.WriteString(renderRun(res, out.Limits))
+	renderArtifacts(&text, d.Runner.OutDir, list)
+	r := mcp.NewToolResultStructured(res, text.String())
+	r.Content = append(r.Content, content...)
+	r.IsError = res.Status != string(sandbox.StatusOK)
+	return r, nil
 }
 
 func timeoutOf(secs *float64) (time.Duration, error) {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 
@@ -57,7 +58,7 @@ func bindStrict(req mcp.CallToolRequest, dst any, known []string) error {
 	case errors.As(err, &typeErr) && typeErr.Field == "":
 		return fmt.Errorf("arguments must be a JSON object, got %s", typeErr.Value)
 	case errors.As(err, &typeErr):
-		return fmt.Errorf("argument %q must be %s, got %s", typeErr.Field, jsonKind(typeErr.Type.Kind().String()), typeErr.Value)
+		return fmt.Errorf("argument %q must be %s, got %s", typeErr.Field, jsonKind(typeErr.Type), typeErr.Value)
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
 		field := strings.TrimPrefix(err.Error(), "json: unknown field ")
 		sorted := slices.Clone(known)
@@ -67,16 +68,21 @@ func bindStrict(req mcp.CallToolRequest, dst any, known []string) error {
 	return fmt.Errorf("invalid arguments: %w", err)
 }
 
-func jsonKind(goKind string) string {
-	switch goKind {
-	case "string":
+func jsonKind(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.String:
 		return "a string"
-	case "slice":
+	case reflect.Slice:
+		if t.Elem().Kind() == reflect.Struct {
+			return "an array of objects"
+		}
 		return "an array of strings"
-	case "float64", "int", "int64":
+	case reflect.Float64, reflect.Int, reflect.Int64:
 		return "a number"
-	case "bool":
+	case reflect.Bool:
 		return "a boolean"
+	case reflect.Struct:
+		return "an object"
 	}
 	return "of another type"
 }

@@ -1,0 +1,206 @@
+package tools
+
+import (
+	"bytes"
+	"encoding/base64"
+	"fmt"
+	"image"
+	_ "image/gif" // registers the decoders DecodeConfig checks headers with
+	_ "image/jpeg"
+	_ "image/png"
+	"net/http"
+	"net/url"
+	"path"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/airlock-mcp/airlock/sandbox"
+	"github.com/airlock-mcp/airlock/sanitize"
+)
+
+// Artifact describes one file the program left in the output directory, returned or not.
+type Artifact struct {
+	Path     string `json:"path" jsonschema:"description=Path relative to the output directory."`
+	Size     int64  `json:"size"`
+	MIMEType string `json:"mime_type,omitempty"`
+	SHA256   string `json:"sha256,omitempty" jsonschema:"description=SHA-256 of the file as the program wrote it."`
+	Returned bool   `json:"returned" jsonschema:"description=Whether the file is in the result's content."`
+	Skipped  string `json:"skipped,omitempty" jsonschema:"description=Why the file was not returned."`
+	URI      string `json:"uri,omitempty" jsonschema:"description=URI of the embedded resource or empty for images and skipped files."`
+}
+
+// maxImageSide is the largest width or height returned as image content. A header
+// claiming more is more likely a decompression bomb than a plot, and several model
+// APIs refuse such images and fail the whole turn with them; it comes back as a blob.
+const maxImageSide = 8192
+
+// artifactContent turns the run's artifacts into MCP content and lists every one of
+// them. Images (by their magic bytes, never by name alone) become image content; valid
+// UTF-8 text becomes a text resource, sanitized like stdout because the model reads it;
+// anything else becomes a base64 blob resource, never altered.
+func artifactContent(id, outDir string, arts []sandbox.Artifact) ([]mcp.Content, []Artifact) {
+	var content []mcp.Content
+	list := make([]Artifact, 0, len(arts))
+	for _, a := range arts {
+		info := Artifact{Path: sanitize.String(a.Path), Size: a.Size, SHA256: a.SHA256, Skipped: a.Skipped}
+		if a.Skipped != "" || a.Data == nil && a.Size > 0 {
+			if info.Skipped == "" {
+				info.Skipped = "not returned by the sandbox"
+			}
+			list = append(list, info)
+			continue
+		}
+		kind, mime := classify(a.Path, a.Data)
+		info.MIMEType, info.Returned = mime, true
+		uri := artifactURI(id, outDir, a.Path)
+		switch kind {
+		case kindImage:
+			content = append(content, mcp.NewImageContent(base64.StdEncoding.EncodeToString(a.Data), mime))
+		case kindText:
+			info.URI = uri
+			content = append(content, mcp.NewEmbeddedResource(mcp.TextResourceContents{
+				URI: uri, MIMEType: mime, Text: sanitize.String(string(a.Data))}))
+		default:
+			info.URI = uri
+			content = append(content, mcp.NewEmbeddedResource(mcp.BlobResourceContents{
+				URI: uri, MIMEType: mime, Blob: base64.StdEncoding.EncodeToString(a.Data)}))
+		}
+		list = append(list, info)
+	}
+	return content, list
+}
+
+// artifactURI names an artifact airlock://run/<id>/<outDir>/<path>, each segment
+// escaped: the program chose the name.
+func artifactURI(id, outDir, p string) string {
+	segs := strings.Split(path.Join(outDir, p), "/")
+	for i, s := range segs {
+		segs[i] = url.PathEscape(s)
+	}
+	return "airlock://run/" + url.PathEscape(id) + "/" + strings.Join(segs, "/")
+}
+
+type kind int
+
+const (
+	kindBlob kind = iota
+	kindText
+	kindImage
+)
+
+// classify decides how an artifact is returned, and its MIME type, from its bytes first.
+func classify(name string, data []byte) (kind, string) {
+	if mime := imageMagic(data); mime != "" {
+		if imageFits(mime, data) {
+			return kindImage, mime
+		}
+		return kindBlob, mime
+	}
+	sniffed := http.DetectContentType(data)
+	if !strings.HasPrefix(sniffed, "text/") || !utf8.Valid(data) || bytes.IndexByte(data, 0) >= 0 {
+		return kindBlob, baseType(sniffed)
+	}
+	ext := strings.ToLower(path.Ext(name))
+	if ext == ".svg" && looksLikeSVG(data) {
+		return kindImage, "image/svg+xml"
+	}
+	if mime, ok := textTypes[ext]; ok {
+		return kindText, mime
+	}
+	return kindText, baseType(sniffed)
+}
+
+// textTypes are the MIME types of common text outputs; the host's mime.types is not
+// used, so the answer does not depend on the machine.
+var textTypes = map[string]string{
+	".txt": "text/plain", ".log": "text/plain", ".csv": "text/csv", ".tsv": "text/tab-separated-values",
+	".json": "application/json", ".jsonl": "application/jsonl", ".md": "text/markdown", ".html": "text/html",
+	".htm": "text/html", ".xml": "application/xml", ".yaml": "application/yaml", ".yml": "application/yaml",
+	".toml": "application/toml", ".py": "text/x-python", ".js": "text/javascript", ".sh": "text/x-shellscript",
+	".css": "text/css", ".svg": "text/plain", // an .svg that is not an SVG document
+}
+
+func baseType(mime string) string {
+	t, _, _ := strings.Cut(mime, ";")
+	return strings.TrimSpace(t)
+}
+
+// imageMagic recognises the raster formats models accept by their signatures.
+func imageMagic(b []byte) string {
+	switch {
+	case bytes.HasPrefix(b, []byte("\x89PNG\r\n\x1a\n")):
+		return "image/png"
+	case bytes.HasPrefix(b, []byte("\xff\xd8\xff")):
+		return "image/jpeg"
+	case bytes.HasPrefix(b, []byte("GIF87a")), bytes.HasPrefix(b, []byte("GIF89a")):
+		return "image/gif"
+	case len(b) >= 16 && string(b[:4]) == "RIFF" && string(b[8:12]) == "WEBP" &&
+		(string(b[12:16]) == "VP8 " || string(b[12:16]) == "VP8L" || string(b[12:16]) == "VP8X"):
+		return "image/webp"
+	}
+	return ""
+}
+
+// imageFits parses the header only (never the pixels, which could be a decompression
+// bomb) and checks the dimensions. WebP has no decoder in the standard library; its
+// signature and chunk type were checked by imageMagic.
+func imageFits(mime string, data []byte) bool {
+	if mime == "image/webp" {
+		return true
+	}
+	cfg, _, err := image.DecodeConfig(bytes.NewReader(data))
+	return err == nil && cfg.Width > 0 && cfg.Height > 0 && cfg.Width <= maxImageSide && cfg.Height <= maxImageSide
+}
+
+// looksLikeSVG accepts a document whose first element is <svg, after an optional XML
+// declaration, doctype and comments.
+func looksLikeSVG(b []byte) bool {
+	s := strings.TrimSpace(string(b[:min(len(b), 4096)]))
+	for {
+		switch {
+		case strings.HasPrefix(s, "<?"):
+			_, rest, ok := strings.Cut(s, "?>")
+			if !ok {
+				return false
+			}
+			s = strings.TrimSpace(rest)
+		case strings.HasPrefix(s, "<!--"):
+			_, rest, ok := strings.Cut(s, "-->")
+			if !ok {
+				return false
+			}
+			s = strings.TrimSpace(rest)
+		case strings.HasPrefix(s, "<!"):
+			_, rest, ok := strings.Cut(s, ">")
+			if !ok {
+				return false
+			}
+			s = strings.TrimSpace(rest)
+		default:
+			return strings.HasPrefix(s, "<svg") && len(s) > 4 && strings.ContainsRune(" \t\r\n>/", rune(s[4]))
+		}
+	}
+}
+
+// renderArtifacts is the artifacts part of the text block.
+func renderArtifacts(b *strings.Builder, outDir string, list []Artifact) {
+	if len(list) == 0 {
+		return
+	}
+	returned := 0
+	for _, a := range list {
+		if a.Returned {
+			returned++
+		}
+	}
+	fmt.Fprintf(b, "\n--- %s/ (%d files, %d returned) ---", outDir, len(list), returned)
+	for _, a := range list {
+		if a.Returned {
+			fmt.Fprintf(b, "\n%s (%s, %d bytes)", a.Path, a.MIMEType, a.Size)
+		} else {
+			fmt.Fprintf(b, "\n%s (%d bytes, not returned: %s)", a.Path, a.Size, a.Skipped)
+		}
+	}
+}
