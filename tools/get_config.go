@@ -63,6 +63,8 @@ type ConfigView struct {
 		Degraded bool            `json:"degraded"`
 		Error    string          `json:"error,omitempty"`
 	} `json:"isolation"`
+	// Pool is the warm pool: sandboxes prepared ahead of calls, one call each.
+	Pool    sandbox.PoolStats `json:"pool"`
 	Sandbox struct {
 		HostUser      string `json:"host_user"`
 		Cgroups       string `json:"cgroups"`
@@ -108,6 +110,9 @@ func EffectiveConfig(ctx context.Context, d Deps) ConfigView {
 		if rep.Layers != nil {
 			v.Isolation.Layers = rep.Layers
 		}
+	}
+	if w, ok := r.Sandbox.(sandbox.Warmer); ok {
+		v.Pool = w.PoolStats()
 	}
 	v.Sandbox.HostUser, v.Sandbox.Cgroups, v.Sandbox.AllowDegraded = c.Sandbox.HostUser, c.Sandbox.Cgroups, c.Sandbox.AllowDegraded
 	v.HTTP.Addr = c.HTTP.Addr
