@@ -50,6 +50,8 @@ type Outcome struct {
 	Limits    sandbox.Limits
 	Result    sandbox.Result
 	Violation *policy.Violation
+	// OutDir is the output directory the artifacts came from; empty when off.
+	OutDir string
 	// Degraded is set when the server runs with optional isolation layers missing.
 	Degraded bool
 }
@@ -140,6 +142,7 @@ func (r *Runner) run(ctx context.Context, call Call, out Outcome) (Outcome, erro
 	spec.Stdin = call.Stdin
 	spec.Files = files
 	spec.Progress = call.Progress
+	out.OutDir = spec.OutDir
 	spec = r.Imports.Apply(spec)
 
 	release, err := r.Limiter.Acquire(ctx)

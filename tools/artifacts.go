@@ -41,11 +41,22 @@ const maxImageSide = 8192
 // UTF-8 text becomes a text resource, sanitized like stdout because the model reads it;
 // anything else becomes a base64 blob resource, never altered.
 func artifactContent(id, outDir string, arts []sandbox.Artifact) ([]mcp.Content, []Artifact) {
+	return artifacts(id, outDir, arts, true)
+}
+
+// artifactList lists the artifacts without encoding any content.
+func artifactList(id, outDir string, arts []sandbox.Artifact) []Artifact {
+	_, list := artifacts(id, outDir, arts, false)
+	return list
+}
+
+func artifacts(id, outDir string, arts []sandbox.Artifact, withContent bool) ([]mcp.Content, []Artifact) {
 	var content []mcp.Content
 	list := make([]Artifact, 0, len(arts))
 	for _, a := range arts {
 		info := Artifact{Path: sanitize.String(a.Path), Size: a.Size, SHA256: a.SHA256, Skipped: a.Skipped}
-		if a.Skipped != "" || a.Data == nil && a.Size > 0 {
+		// An empty file comes back without data, like a skipped one, but with a hash.
+		if a.Skipped != "" || a.Data == nil && (a.Size > 0 || a.SHA256 == "") {
 			if info.Skipped == "" {
 				info.Skipped = "not returned by the sandbox"
 			}
@@ -54,20 +65,23 @@ func artifactContent(id, outDir string, arts []sandbox.Artifact) ([]mcp.Content,
 		}
 		kind, mime := classify(a.Path, a.Data)
 		info.MIMEType, info.Returned = mime, true
-		uri := artifactURI(id, outDir, a.Path)
+		if kind != kindImage {
+			info.URI = artifactURI(id, outDir, a.Path)
+		}
+		list = append(list, info)
+		if !withContent {
+			continue
+		}
 		switch kind {
 		case kindImage:
 			content = append(content, mcp.NewImageContent(base64.StdEncoding.EncodeToString(a.Data), mime))
 		case kindText:
-			info.URI = uri
 			content = append(content, mcp.NewEmbeddedResource(mcp.TextResourceContents{
-				URI: uri, MIMEType: mime, Text: sanitize.String(string(a.Data))}))
+				URI: info.URI, MIMEType: mime, Text: sanitize.String(string(a.Data))}))
 		default:
-			info.URI = uri
 			content = append(content, mcp.NewEmbeddedResource(mcp.BlobResourceContents{
-				URI: uri, MIMEType: mime, Blob: base64.StdEncoding.EncodeToString(a.Data)}))
+				URI: info.URI, MIMEType: mime, Blob: base64.StdEncoding.EncodeToString(a.Data)}))
 		}
-		list = append(list, info)
 	}
 	return content, list
 }

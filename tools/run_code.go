@@ -197,12 +197,11 @@ func runCode(ctx context.Context, d Deps, req mcp.CallToolRequest, defLang strin
 	if err != nil {
 		return refusal(ctx, err), nil
 	}
-	res := ResultOf(out)
-	content, list := artifactContent(out.ID, d.Runner.OutDir, out.Result.Artifacts)
-	res.Artifacts = list
+	content, list := artifactContent(out.ID, out.OutDir, out.Result.Artifacts)
+	res := resultOf(out, list)
 	var text strings.Builder
 	text.WriteString(renderRun(res, out.Limits))
-	renderArtifacts(&text, d.Runner.OutDir, list)
+	renderArtifacts(&text, out.OutDir, list)
 	r := mcp.NewToolResultStructured(res, text.String())
 	r.Content = append(r.Content, content...)
 	r.IsError = res.Status != string(sandbox.StatusOK)
@@ -247,6 +246,10 @@ func refusal(ctx context.Context, err error) *mcp.CallToolResult {
 
 // ResultOf maps a finished run to the structured result (also printed by `airlock run`).
 func ResultOf(o runner.Outcome) RunCodeResult {
+	return resultOf(o, artifactList(o.ID, o.OutDir, o.Result.Artifacts))
+}
+
+func resultOf(o runner.Outcome, arts []Artifact) RunCodeResult {
 	r := o.Result
 	res := RunCodeResult{
 		ID: o.ID, Status: string(r.Status), ExitCode: r.ExitCode, Signal: r.Signal,
@@ -261,6 +264,9 @@ func ResultOf(o runner.Outcome) RunCodeResult {
 	}
 	if o.Violation != nil {
 		res.Violation = &Violation{Module: o.Violation.Module, Line: o.Violation.Line}
+	}
+	if len(arts) > 0 {
+		res.Artifacts = arts
 	}
 	return res
 }
