@@ -1,0 +1,61 @@
+// Command airlock-soak drives `airlock serve` over stdio with thousands of run_code
+// calls (ordinary programs, failures, timeouts, fork, memory, output and disk bombs,
+// detached grandchildren), then checks from the host that every call got exactly one
+// answer with the expected status and that no process, cgroup, mount, temp file, fd or
+// memory was left behind. It prints a summary and PASS or FAIL, and exits 1 on FAIL.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+
+	"github.com/airlock-mcp/airlock/internal/soak"
+)
+
+func main() {
+	fs := flag.NewFlagSet("airlock-soak", flag.ContinueOnError)
+	bin := fs.String("airlock", "", "path to the airlock binary to soak (required)")
+	calls := fs.Int("calls", 2000, "measured run_code calls: the first half sequential, the rest -parallel at a time")
+	parallel := fs.Int("parallel", 8, "concurrent calls in the second half (also the server's max_parallel)")
+	memory := fs.String("memory", "128MiB", "the server's per-run memory limit (the expected statuses assume 128MiB)")
+	rss := fs.Int64("max-rss-growth-mib", 32, "fail if the server's RSS grows more than this from the warmed-up baseline")
+	slack := fs.Int("goroutine-slack", 4, "fail if the server ends with more goroutines than a warmed-up twin server plus this; 0 skips the check and ends the server by closing stdin instead of SIGQUIT")
+	dir := fs.String("dir", "", "work directory for server logs, audit logs and the server's TMPDIR (default: a new temp dir, kept)")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: airlock-soak -airlock BINARY [-calls N] [-parallel P] [flags]\n\n"+
+			"Runs as root on Linux (it reads /proc of the server and its sandboxes).\nFlags:\n")
+		fs.PrintDefaults()
+		fmt.Fprintf(fs.Output(), "\nMix of calls and the one status each must return (weights per round of %d):\n%s", soak.Weights(), soak.ExpectTable())
+	}
+	if err := fs.Parse(os.Args[1:]); err != nil {
+		os.Exit(2)
+	}
+	if *bin == "" || *calls < 2 || *parallel < 1 {
+		fs.Usage()
+		os.Exit(2)
+	}
+	abs, err := filepath.Abs(*bin)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "airlock-soak:", err)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	rep, err := soak.Run(ctx, soak.Options{Binary: abs, Calls: *calls, Parallel: *parallel, Memory: *memory,
+		MaxRSSGrowth: *rss << 20, GoroutineSlack: *slack, Dir: *dir, Progress: os.Stderr})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "airlock-soak:", err)
+		fmt.Println("FAIL")
+		os.Exit(1)
+	}
+	rep.Print(os.Stdout)
+	fmt.Printf("work dir: %s\n", rep.Options.Dir)
+	if !rep.Pass() {
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,222 @@
+package soak
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// initName is the argv[0] of every sandbox's init (sandbox/linux's initName).
+const initName = "airlock-sandbox-init"
+
+// Proc is a process found on the host.
+type Proc struct {
+	PID     int
+	Cmdline string
+}
+
+// Procs lists the processes whose command line contains marker, and the sandbox inits
+// that belong to the server serverPID: those whose cgroup is named after it, or whose
+// parent chain reaches it. Other servers' sandboxes (tests running alongside) are not
+// counted.
+func Procs(marker string, serverPID int) (marked, inits []Proc) {
+	entries, _ := os.ReadDir("/proc")
+	self := os.Getpid()
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == self {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil || len(b) == 0 {
+			continue
+		}
+		cmd := string(bytes.ReplaceAll(bytes.TrimRight(b, "\x00"), []byte{0}, []byte{' '}))
+		switch {
+		case marker != "" && strings.Contains(cmd, marker):
+			marked = append(marked, Proc{pid, cmd})
+		case strings.HasPrefix(cmd, initName) && ownedBy(pid, serverPID):
+			inits = append(inits, Proc{pid, cmd})
+		}
+	}
+	return marked, inits
+}
+
+func ownedBy(pid, serverPID int) bool {
+	cg, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+	if strings.Contains(string(cg), fmt.Sprintf("/%s/%d-", cgroupDir, serverPID)) {
+		return true
+	}
+	for i := 0; i < 64 && pid > 1; i++ {
+		if pid == serverPID {
+			return true
+		}
+		pid = ppid(pid)
+	}
+	return false
+}
+
+func ppid(pid int) int {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// The command name in field 2 may hold spaces and parentheses; fields restart after
+	// the last ')'.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 2 {
+		return 0
+	}
+	n, _ := strconv.Atoi(f[1])
+	return n
+}
+
+// cgroupDir is the directory airlock creates its cgroups in (sandbox/linux's cgroupDir).
+const cgroupDir = "airlock"
+
+// CgroupBases are the directories the server pid creates sandbox cgroups in:
+// <mount>/<its own cgroup>/airlock for each hierarchy it belongs to.
+func CgroupBases(pid int) []string {
+	mi, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return nil
+	}
+	mounts := map[string]string{}
+	for _, line := range strings.Split(string(mi), "\n") {
+		pre, post, ok := strings.Cut(line, " - ")
+		f, g := strings.Fields(pre), strings.Fields(post)
+		if !ok || len(f) < 5 || len(g) < 3 {
+			continue
+		}
+		switch g[0] {
+		case "cgroup2":
+			mounts[""] = f[4]
+		case "cgroup":
+			for _, opt := range strings.Split(g[2], ",") {
+				mounts[opt] = f[4]
+			}
+		}
+	}
+	own, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+	if err != nil {
+		return nil
+	}
+	seen := map[string]bool{}
+	var bases []string
+	for _, line := range strings.Split(strings.TrimSpace(string(own)), "\n") {
+		parts := strings.SplitN(line, ":", 3)
+		if len(parts) != 3 {
+			continue
+		}
+		for _, c := range strings.Split(parts[1], ",") {
+			mnt, ok := mounts[c]
+			if !ok {
+				continue
+			}
+			d := filepath.Join(mnt, parts[2], cgroupDir)
+			if st, err := os.Stat(d); err == nil && st.IsDir() && !seen[d] {
+				seen[d] = true
+				bases = append(bases, d)
+			}
+		}
+	}
+	return bases
+}
+
+// Cgroups lists the cgroup directories named after serverPID under bases.
+func Cgroups(bases []string, serverPID int) []string {
+	var out []string
+	prefix := strconv.Itoa(serverPID) + "-"
+	for _, b := range bases {
+		entries, _ := os.ReadDir(b)
+		for _, e := range entries {
+			if e.IsDir() && strings.HasPrefix(e.Name(), prefix) {
+				out = append(out, filepath.Join(b, e.Name()))
+			}
+		}
+	}
+	return out
+}
+
+// Mounts returns the host's mount table as a set of "mountpoint fstype source" entries
+// (mount ids change on every mount, so they are left out).
+func Mounts() map[string]int {
+	out := map[string]int{}
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return out
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		pre, post, ok := strings.Cut(line, " - ")
+		f, g := strings.Fields(pre), strings.Fields(post)
+		if !ok || len(f) < 5 || len(g) < 2 {
+			continue
+		}
+		out[f[4]+" "+g[0]+" "+g[1]]++
+	}
+	return out
+}
+
+// MountDiff lists the entries of after that were not in before.
+func MountDiff(before, after map[string]int) []string {
+	var out []string
+	for k, n := range after {
+		if n > before[k] {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// Stats is what the host sees of a process.
+type Stats struct {
+	FDs     int
+	Threads int
+	RSS     int64 // bytes
+}
+
+// StatsOf reads pid's open fd count, thread count and resident set size.
+func StatsOf(pid int) (Stats, error) {
+	var s Stats
+	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	if err != nil {
+		return s, fmt.Errorf("read fds: %w", err)
+	}
+	s.FDs = len(fds)
+	st, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return s, fmt.Errorf("read status: %w", err)
+	}
+	for _, line := range strings.Split(string(st), "\n") {
+		k, v, _ := strings.Cut(line, ":")
+		f := strings.Fields(v)
+		if len(f) == 0 {
+			continue
+		}
+		n, _ := strconv.ParseInt(f[0], 10, 64)
+		switch k {
+		case "Threads":
+			s.Threads = int(n)
+		case "VmRSS":
+			s.RSS = n << 10
+		}
+	}
+	return s, nil
+}
+
+// Entries lists the names in dir (for temp-dir leftovers).
+func Entries(dir string) []string {
+	entries, _ := os.ReadDir(dir)
+	out := make([]string, 0, len(entries))
+	for _, e := range entries {
+		out = append(out, e.Name())
+	}
+	return out
+}

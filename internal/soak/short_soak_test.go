@@ -1,0 +1,69 @@
+package soak
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+)
+
+// buildAirlock builds the server binary, and skips loudly (or fails under
+// AIRLOCK_REQUIRE_SANDBOX=1) where this host cannot run sandboxes.
+func buildAirlock(t *testing.T) string {
+	t.Helper()
+	if runtime.GOOS != "linux" || os.Geteuid() != 0 {
+		skipOrFail(t, "the soak reads /proc of the server's sandboxes: needs root on Linux")
+	}
+	bin := filepath.Join(t.TempDir(), "airlock")
+	out, err := exec.Command("go", "build", "-o", bin, "github.com/airlock-mcp/airlock").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	cmd := exec.Command(bin, "run", "-")
+	cmd.Stdin = strings.NewReader("print(1)")
+	cmd.Env = ServerEnv(t.TempDir())
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		skipOrFail(t, "no usable sandbox: "+err.Error()+": "+stderr.String())
+	}
+	return bin
+}
+
+func skipOrFail(t *testing.T, why string) {
+	t.Helper()
+	if os.Getenv("AIRLOCK_REQUIRE_SANDBOX") == "1" {
+		t.Fatalf("AIRLOCK_REQUIRE_SANDBOX=1: %s", why)
+	}
+	t.Skipf("SKIPPING: %s", why)
+}
+
+// TestShortSoak is the soak in miniature: 300 calls of every kind, half of them 8 at a
+// time, against the real binary, with every host-side check of the full soak.
+func TestShortSoak(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short")
+	}
+	bin := buildAirlock(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	rep, err := Run(ctx, Options{Binary: bin, Calls: 300, Parallel: 8, GoroutineSlack: 4, Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	rep.Print(&b)
+	t.Log("\n" + b.String())
+	if !rep.Pass() {
+		t.Fatalf("soak failed: %v", rep.Problems)
+	}
+	// The checks must have had something to check.
+	if rep.Sent < 300 || rep.AuditLines < 300 || rep.Before.FDs == 0 || rep.GoroutinesTwin == 0 || len(rep.CgroupBases) == 0 {
+		t.Fatalf("soak measured nothing: %+v", rep)
+	}
+}

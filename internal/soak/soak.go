@@ -1,0 +1,467 @@
+// Package soak drives a real `airlock serve` over stdio with thousands of hostile and
+// ordinary run_code calls, then checks from the host that nothing was left behind. The
+// airlock-soak command and the short soak test both use it.
+package soak
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+)
+
+// Options configure a soak run.
+type Options struct {
+	Binary string
+	// Calls is the number of measured calls: the first half one at a time, the second
+	// half Parallel at a time.
+	Calls    int
+	Parallel int
+	// Memory is the server's per-run memory limit (see Kinds).
+	Memory string
+	// MaxRSSGrowth bounds how much the server's resident memory may grow from the
+	// warmed-up baseline to the end.
+	MaxRSSGrowth int64
+	// GoroutineSlack is how many more goroutines than a freshly warmed-up twin server the
+	// soaked server may end with; 0 skips the goroutine check (it costs a second server).
+	GoroutineSlack int
+	// Dir holds the server's log, audit log and TMPDIR; empty makes a temporary one.
+	Dir string
+	// Progress, when set, gets a line every few hundred calls.
+	Progress io.Writer
+}
+
+// KindStats are the figures for one kind of call.
+type KindStats struct {
+	Calls    int
+	Wrong    int
+	Statuses map[string]int
+	TotalMs  int64
+	MaxMs    int64
+}
+
+// Report is the outcome of a soak run.
+type Report struct {
+	Options        Options
+	ServerPID      int
+	Marker         string
+	Kinds          map[string]*KindStats
+	Warmup         int
+	Sequential     time.Duration
+	ParallelTime   time.Duration
+	Sent           int
+	Answered       int
+	Duplicates     int
+	NonJSON        int
+	AuditLines     int
+	AuditMissing   int
+	IdleProcs      int
+	IdleInits      int
+	IdleCgroups    int
+	ExitProcs      int
+	ExitInits      int
+	ExitCgroups    int
+	CgroupBases    []string
+	MountsAdded    []string
+	TempLeft       []string
+	Before, After  Stats
+	GoroutinesTwin int
+	GoroutinesEnd  int
+	ExitCode       int
+	Problems       []string
+}
+
+// Pass reports whether every check held.
+func (r *Report) Pass() bool { return len(r.Problems) == 0 }
+
+func (r *Report) fail(format string, a ...any) {
+	if len(r.Problems) < 50 {
+		r.Problems = append(r.Problems, fmt.Sprintf(format, a...))
+	}
+}
+
+// Run performs the soak. An error means the soak itself could not run; a failed check is
+// in Report.Problems.
+func Run(ctx context.Context, o Options) (*Report, error) {
+	if o.Parallel <= 0 {
+		o.Parallel = 8
+	}
+	if o.Memory == "" {
+		o.Memory = "128MiB"
+	}
+	if o.MaxRSSGrowth <= 0 {
+		o.MaxRSSGrowth = 32 << 20
+	}
+	if o.Dir == "" {
+		d, err := os.MkdirTemp("", "airlock-soak-")
+		if err != nil {
+			return nil, fmt.Errorf("work dir: %w", err)
+		}
+		o.Dir = d
+	}
+	if err := os.MkdirAll(filepath.Join(o.Dir, "tmp"), 0o755); err != nil {
+		return nil, fmt.Errorf("tmp dir: %w", err)
+	}
+	r := &Report{Options: o, Kinds: map[string]*KindStats{}, Marker: fmt.Sprintf("airlock-soak-%d-%d", os.Getpid(), time.Now().UnixNano())}
+	for _, k := range Kinds {
+		r.Kinds[k.Name] = &KindStats{Statuses: map[string]int{}}
+	}
+	env := func(audit string) []string {
+		return ServerEnv(o.Dir, "AIRLOCK_MEMORY="+o.Memory,
+			fmt.Sprintf("AIRLOCK_MAX_PARALLEL=%d", o.Parallel), "AIRLOCK_QUEUE_SIZE=64", "AIRLOCK_QUEUE_TIMEOUT=120s",
+			"AIRLOCK_AUDIT="+filepath.Join(o.Dir, audit), "GOTRACEBACK=all")
+	}
+	mounts0 := Mounts()
+
+	if o.GoroutineSlack > 0 {
+		twin, err := StartServer(ctx, o.Binary, env("twin-audit.jsonl"), filepath.Join(o.Dir, "twin.log"))
+		if err != nil {
+			return nil, fmt.Errorf("twin server: %w", err)
+		}
+		for i := 0; i < Weights(); i++ {
+			_, _ = call(ctx, twin, kindOf(i), r.Marker+"-twin-"+fmt.Sprint(i))
+		}
+		settle(twin.PID(), r.Marker, Stats{FDs: 1 << 30})
+		n, err := twin.Goroutines(10 * time.Second)
+		if err != nil {
+			return nil, fmt.Errorf("twin goroutines: %w", err)
+		}
+		r.GoroutinesTwin = n
+	}
+
+	srv, err := StartServer(ctx, o.Binary, env("audit.jsonl"), filepath.Join(o.Dir, "server.log"))
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		select {
+		case <-srv.Exited():
+		default:
+			srv.Kill()
+		}
+	}()
+	r.ServerPID = srv.PID()
+	handshake, _, _, _ := srv.Wire.Counts()
+	r.CgroupBases = CgroupBases(r.ServerPID)
+
+	// Warm up: the first calls open files and start threads the server keeps for good.
+	var ids sync.Map
+	n := 0
+	next := func() int { n++; return n - 1 }
+	for i := 0; i < Weights(); i++ {
+		r.one(ctx, srv, next(), &ids)
+	}
+	r.Warmup = Weights()
+	if r.Before, err = settle(r.ServerPID, r.Marker, Stats{FDs: 1 << 30}); err != nil {
+		return nil, err
+	}
+
+	seq := o.Calls / 2
+	t0 := time.Now()
+	for i := 0; i < seq; i++ {
+		r.one(ctx, srv, next(), &ids)
+		r.progress(i+1, o.Calls)
+	}
+	r.Sequential = time.Since(t0)
+
+	work := make(chan int)
+	var wg sync.WaitGroup
+	var done atomic.Int64
+	for w := 0; w < o.Parallel; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range work {
+				r.one(ctx, srv, i, &ids)
+				r.progress(seq+int(done.Add(1)), o.Calls)
+			}
+		}()
+	}
+	t0 = time.Now()
+	for i := seq; i < o.Calls; i++ {
+		work <- next()
+	}
+	close(work)
+	wg.Wait()
+	r.ParallelTime = time.Since(t0)
+	r.Sent = handshake + n
+
+	// Idle: every sandbox of the soak must be gone while the server still runs.
+	r.After, err = settle(r.ServerPID, r.Marker, r.Before)
+	if err != nil {
+		return nil, err
+	}
+	marked, inits := Procs(r.Marker, r.ServerPID)
+	r.IdleProcs, r.IdleInits = len(marked), len(inits)
+	r.IdleCgroups = len(Cgroups(r.CgroupBases, r.ServerPID))
+	r.Answered, r.Duplicates, r.NonJSON, _ = srv.Wire.Counts()
+
+	if o.GoroutineSlack > 0 {
+		r.GoroutinesEnd, err = srv.Goroutines(10 * time.Second)
+		if err != nil {
+			r.fail("goroutine dump: %v", err)
+		}
+		r.ExitCode = 0
+	} else {
+		code, took, err := srv.CloseStdin(10 * time.Second)
+		r.ExitCode = code
+		if err != nil || code != 0 {
+			r.fail("server exit on stdin EOF: code %d after %s: %v", code, took.Round(time.Millisecond), err)
+		}
+	}
+	time.Sleep(200 * time.Millisecond)
+	marked, inits = Procs(r.Marker, r.ServerPID)
+	r.ExitProcs, r.ExitInits = len(marked), len(inits)
+	r.ExitCgroups = len(Cgroups(r.CgroupBases, r.ServerPID))
+	for _, m := range MountDiff(mounts0, Mounts()) {
+		if strings.Contains(m, "airlock") || strings.Contains(m, o.Dir) {
+			r.MountsAdded = append(r.MountsAdded, m)
+		}
+	}
+	r.TempLeft = Entries(filepath.Join(o.Dir, "tmp"))
+	r.checkAudit(filepath.Join(o.Dir, "audit.jsonl"), &ids)
+	r.check()
+	return r, nil
+}
+
+// settle waits up to 5 s for the marked processes and the server's cgroups to go and its
+// fd count to fall to want's, then returns the server's stats.
+func settle(pid int, marker string, want Stats) (Stats, error) {
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		st, err := StatsOf(pid)
+		if err != nil {
+			return st, err
+		}
+		marked, inits := Procs(marker, pid)
+		cgs := Cgroups(CgroupBases(pid), pid)
+		if (len(marked) == 0 && len(inits) == 0 && len(cgs) == 0 && st.FDs <= want.FDs) || time.Now().After(deadline) {
+			return st, nil
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func (r *Report) progress(i, total int) {
+	if r.Options.Progress != nil && (i%250 == 0 || i == total) {
+		fmt.Fprintf(r.Options.Progress, "soak: %d/%d calls\n", i, total)
+	}
+}
+
+var kindMu sync.Mutex
+
+// one sends call i and checks its answer against its kind.
+func (r *Report) one(ctx context.Context, srv *Server, i int, ids *sync.Map) {
+	k := kindOf(i)
+	marker := fmt.Sprintf("%s-%d", r.Marker, i)
+	t0 := time.Now()
+	res, err := call(ctx, srv, k, marker)
+	ms := time.Since(t0).Milliseconds()
+	kindMu.Lock()
+	defer kindMu.Unlock()
+	ks := r.Kinds[k.Name]
+	ks.Calls++
+	ks.TotalMs += ms
+	ks.MaxMs = max(ks.MaxMs, ms)
+	if err != nil {
+		ks.Wrong++
+		ks.Statuses["no_answer"]++
+		r.fail("call %d (%s): no answer: %v", i, k.Name, err)
+		return
+	}
+	ks.Statuses[res.Status]++
+	if res.ID != "" {
+		ids.Store(res.ID, res.Status)
+	}
+	if why := k.mismatch(res, marker); why != "" {
+		ks.Wrong++
+		r.fail("call %d (%s): %s", i, k.Name, why)
+	}
+}
+
+// Answer is the part of a run_code result the soak checks.
+type Answer struct {
+	ID       string `json:"id"`
+	Status   string `json:"status"`
+	ExitCode int    `json:"exit_code"`
+	Stdout   string `json:"stdout"`
+	Detail   string `json:"detail"`
+	IsError  bool   `json:"-"`
+	Text     string `json:"-"`
+}
+
+func call(ctx context.Context, srv *Server, k Kind, marker string) (Answer, error) {
+	args := map[string]any{"code": k.Code(marker), "language": "python", "args": []string{marker}}
+	if k.Timeout > 0 {
+		args["timeout_seconds"] = k.Timeout
+	}
+	req := mcp.CallToolRequest{}
+	req.Params.Name = "run_code"
+	req.Params.Arguments = args
+	cctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+	defer cancel()
+	res, err := srv.Client.CallTool(cctx, req)
+	if err != nil {
+		return Answer{}, err
+	}
+	return AnswerOf(res), nil
+}
+
+// AnswerOf reads a run_code result; a result without structured content (a refusal) has
+// status "tool_error".
+func AnswerOf(res *mcp.CallToolResult) Answer {
+	var a Answer
+	for _, c := range res.Content {
+		if tc, ok := c.(mcp.TextContent); ok {
+			a.Text += tc.Text
+		}
+	}
+	a.IsError = res.IsError
+	if res.StructuredContent != nil {
+		b, _ := json.Marshal(res.StructuredContent)
+		_ = json.Unmarshal(b, &a)
+	}
+	if a.Status == "" {
+		a.Status = "tool_error"
+	}
+	return a
+}
+
+func (k Kind) mismatch(a Answer, marker string) string {
+	switch {
+	case a.Status != k.Want:
+		return fmt.Sprintf("status %s, want %s (detail %q, text %.200q)", a.Status, k.Want, a.Detail, a.Text)
+	case k.WantExit != nil && a.ExitCode != *k.WantExit:
+		return fmt.Sprintf("exit code %d, want %d", a.ExitCode, *k.WantExit)
+	case k.WantStdout != "" && !strings.Contains(a.Stdout, strings.ReplaceAll(k.WantStdout, "MARKER", marker)):
+		return fmt.Sprintf("stdout %.100q lacks %q", a.Stdout, k.WantStdout)
+	case a.IsError != (a.Status != "ok"):
+		return fmt.Sprintf("isError %v with status %s", a.IsError, a.Status)
+	}
+	return ""
+}
+
+// checkAudit checks that the audit log has exactly one line per answered run, with the
+// status the client saw.
+func (r *Report) checkAudit(path string, ids *sync.Map) {
+	f, err := os.Open(path)
+	if err != nil {
+		r.fail("audit log: %v", err)
+		return
+	}
+	defer f.Close()
+	seen := map[string]string{}
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		var rec struct {
+			ID     string `json:"id"`
+			Status string `json:"status"`
+		}
+		if err := json.Unmarshal(sc.Bytes(), &rec); err != nil {
+			r.fail("audit line %d is not JSON: %v", r.AuditLines+1, err)
+			continue
+		}
+		r.AuditLines++
+		if _, dup := seen[rec.ID]; dup {
+			r.fail("audit id %s appears twice", rec.ID)
+		}
+		seen[rec.ID] = rec.Status
+	}
+	ids.Range(func(k, v any) bool {
+		st, ok := seen[k.(string)]
+		switch {
+		case !ok:
+			r.AuditMissing++
+		case st != v.(string):
+			r.fail("audit says %s for run %s, the client got %s", st, k, v)
+		}
+		return true
+	})
+}
+
+func (r *Report) check() {
+	o := r.Options
+	if r.Answered != r.Sent || r.Duplicates != 0 || r.NonJSON != 0 {
+		r.fail("wire: %d requests, %d answered ids, %d answered twice, %d non-JSON stdout lines", r.Sent, r.Answered, r.Duplicates, r.NonJSON)
+	}
+	if r.AuditMissing != 0 || r.AuditLines != r.Sent-1 {
+		r.fail("audit: %d lines for %d runs, %d runs missing", r.AuditLines, r.Sent-1, r.AuditMissing)
+	}
+	if r.IdleProcs+r.IdleInits+r.IdleCgroups+r.ExitProcs+r.ExitInits+r.ExitCgroups != 0 {
+		r.fail("leftovers: idle %d marked processes, %d inits, %d cgroups; after exit %d, %d, %d",
+			r.IdleProcs, r.IdleInits, r.IdleCgroups, r.ExitProcs, r.ExitInits, r.ExitCgroups)
+	}
+	if len(r.MountsAdded) > 0 {
+		r.fail("mounts left: %v", r.MountsAdded)
+	}
+	if len(r.TempLeft) > 0 {
+		r.fail("temp entries left in the server's TMPDIR: %v", r.TempLeft)
+	}
+	if r.After.FDs > r.Before.FDs {
+		r.fail("server fds: %d after, %d at the warmed-up baseline", r.After.FDs, r.Before.FDs)
+	}
+	if g := r.After.RSS - r.Before.RSS; g > o.MaxRSSGrowth {
+		r.fail("server RSS grew %d MiB, the bound is %d MiB", g>>20, o.MaxRSSGrowth>>20)
+	}
+	// Go parks idle OS threads instead of ending them, so the thread count is bounded by
+	// the peak concurrency, not restored: a leak of one thread per call would still show.
+	if bound := r.Before.Threads + 2*o.Parallel + 8; r.After.Threads > bound {
+		r.fail("server threads: %d after, bound %d", r.After.Threads, bound)
+	}
+	if o.GoroutineSlack > 0 && r.GoroutinesEnd > r.GoroutinesTwin+o.GoroutineSlack {
+		r.fail("goroutines: %d at the end, a warmed-up twin has %d (slack %d)", r.GoroutinesEnd, r.GoroutinesTwin, o.GoroutineSlack)
+	}
+}
+
+// Print writes the summary table and the PASS/FAIL line.
+func (r *Report) Print(w io.Writer) {
+	fmt.Fprintf(w, "airlock soak: %d calls (%d sequential in %s, %d at %d-parallel in %s) + %d warm-up, server pid %d\n",
+		r.Options.Calls, r.Options.Calls/2, r.Sequential.Round(time.Millisecond), r.Options.Calls-r.Options.Calls/2,
+		r.Options.Parallel, r.ParallelTime.Round(time.Millisecond), r.Warmup, r.ServerPID)
+	fmt.Fprintf(w, "%-13s %6s %6s %8s %8s  %s\n", "kind", "calls", "wrong", "avg_ms", "max_ms", "statuses")
+	names := make([]string, 0, len(r.Kinds))
+	for _, k := range Kinds {
+		names = append(names, k.Name)
+	}
+	for _, name := range names {
+		ks := r.Kinds[name]
+		var st []string
+		for s, n := range ks.Statuses {
+			st = append(st, fmt.Sprintf("%s=%d", s, n))
+		}
+		sort.Strings(st)
+		avg := int64(0)
+		if ks.Calls > 0 {
+			avg = ks.TotalMs / int64(ks.Calls)
+		}
+		fmt.Fprintf(w, "%-13s %6d %6d %8d %8d  %s\n", name, ks.Calls, ks.Wrong, avg, ks.MaxMs, strings.Join(st, " "))
+	}
+	fmt.Fprintf(w, "wire: %d requests, %d answered, %d duplicate answers, %d non-JSON lines\n", r.Sent, r.Answered, r.Duplicates, r.NonJSON)
+	fmt.Fprintf(w, "audit: %d lines, %d answered runs missing\n", r.AuditLines, r.AuditMissing)
+	fmt.Fprintf(w, "leftovers idle: %d marked procs, %d sandbox inits, %d cgroups; after exit: %d, %d, %d; mounts %d; temp %d\n",
+		r.IdleProcs, r.IdleInits, r.IdleCgroups, r.ExitProcs, r.ExitInits, r.ExitCgroups, len(r.MountsAdded), len(r.TempLeft))
+	fmt.Fprintf(w, "server fds %d -> %d, threads %d -> %d, RSS %.1f -> %.1f MiB (bound +%d MiB)\n",
+		r.Before.FDs, r.After.FDs, r.Before.Threads, r.After.Threads, float64(r.Before.RSS)/(1<<20), float64(r.After.RSS)/(1<<20), r.Options.MaxRSSGrowth>>20)
+	if r.Options.GoroutineSlack > 0 {
+		fmt.Fprintf(w, "goroutines (SIGQUIT dump): %d at the end, warmed-up twin %d (slack %d)\n", r.GoroutinesEnd, r.GoroutinesTwin, r.Options.GoroutineSlack)
+	}
+	for _, p := range r.Problems {
+		fmt.Fprintln(w, "  problem:", p)
+	}
+	if r.Pass() {
+		fmt.Fprintln(w, "PASS")
+	} else {
+		fmt.Fprintf(w, "FAIL (%d problems)\n", len(r.Problems))
+	}
+}
