@@ -112,9 +112,15 @@ func classify(name string, data []byte) (kind, string) {
 		}
 		return kindBlob, mime
 	}
-	sniffed := http.DetectContentType(data)
-	if !strings.HasPrefix(sniffed, "text/") || !utf8.Valid(data) || bytes.IndexByte(data, 0) >= 0 {
-		return kindBlob, baseType(sniffed)
+	sniffed := baseType(http.DetectContentType(data))
+	// DetectContentType calls text with escape sequences (a coloured log) binary; valid
+	// UTF-8 without NUL bytes is text unless a binary signature matched.
+	plain := strings.HasPrefix(sniffed, "text/") || sniffed == "application/octet-stream"
+	if !plain || !utf8.Valid(data) || bytes.IndexByte(data, 0) >= 0 {
+		return kindBlob, sniffed
+	}
+	if !strings.HasPrefix(sniffed, "text/") {
+		sniffed = "text/plain"
 	}
 	ext := strings.ToLower(path.Ext(name))
 	if ext == ".svg" && looksLikeSVG(data) {
@@ -123,7 +129,7 @@ func classify(name string, data []byte) (kind, string) {
 	if mime, ok := textTypes[ext]; ok {
 		return kindText, mime
 	}
-	return kindText, baseType(sniffed)
+	return kindText, sniffed
 }
 
 // textTypes are the MIME types of common text outputs; the host's mime.types is not
