@@ -2,87 +2,158 @@ package runner
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"os"
+	"path/filepath"
 	"sync"
 	"time"
 )
 
+// ErrAudit means a run's audit line could not be written. The run's result is then
+// withheld: an execution the log does not show must not be reported as a success.
+var ErrAudit = errors.New("audit log")
+
 // Audit appends one JSON line per run to a file, rotating it to PATH.1 when it grows
-// past a size, so a busy server cannot fill the disk.
+// past a size, so a busy server cannot fill the disk. Each line is written with one
+// write(2) on an O_APPEND descriptor and fsync'd before Write returns, so a line is on
+// disk before the caller answers the client, and a crash right after an answer loses
+// nothing.
 type Audit struct {
 	mu   sync.Mutex
 	path string
 	max  int64
-	f    *os.File
+	f    auditFile
 	size int64
+	open func(path string) (auditFile, error)
+	// torn is set after a short write (a full disk), so the next line starts on a line
+	// of its own instead of extending the torn one.
+	torn bool
 }
 
-// AuditRecord is one line of the audit log. It holds the code's hash, never the code or
-// its output.
+// auditFile is the part of *os.File the log uses; tests substitute it.
+type auditFile interface {
+	io.Writer
+	Sync() error
+	Close() error
+	Stat() (os.FileInfo, error)
+}
+
+// AuditRecord is one line of the audit log. It holds the code's hash and size, never the
+// code, its stdin or its output.
 type AuditRecord struct {
 	Time       time.Time `json:"time"`
 	ID         string    `json:"id"`
+	Transport  string    `json:"transport,omitempty"`
+	Client     string    `json:"client,omitempty"`
 	Language   string    `json:"language"`
 	CodeSHA256 string    `json:"code_sha256"`
 	CodeBytes  int       `json:"code_bytes"`
 	Status     string    `json:"status"`
 	ExitCode   int       `json:"exit_code"`
 	WallMs     int64     `json:"wall_ms"`
+	CPUMs      int64     `json:"cpu_ms"`
+	PeakMemory int64     `json:"peak_memory_bytes"`
 	DurationMs int64     `json:"duration_ms"`
 	Limits     struct {
 		WallMs      int64 `json:"wall_ms"`
 		MemoryBytes int64 `json:"memory_bytes"`
+		Pids        int   `json:"pids"`
+		OutputBytes int64 `json:"output_bytes"`
 	} `json:"limits"`
 	Violation string `json:"violation,omitempty"`
 	Error     string `json:"error,omitempty"`
 }
 
-// OpenAudit opens (appending) the audit log at path.
+// DefaultAuditPath is $XDG_STATE_HOME/airlock/audit.jsonl, or
+// ~/.local/state/airlock/audit.jsonl when XDG_STATE_HOME is unset or relative (the XDG
+// spec says to ignore relative values).
+func DefaultAuditPath(getenv func(string) string) (string, error) {
+	if d := getenv("XDG_STATE_HOME"); filepath.IsAbs(d) {
+		return filepath.Join(d, "airlock", "audit.jsonl"), nil
+	}
+	home := getenv("HOME")
+	if !filepath.IsAbs(home) {
+		return "", fmt.Errorf("%w: no default path: neither XDG_STATE_HOME nor HOME is an absolute path; set audit.path", ErrAudit)
+	}
+	return filepath.Join(home, ".local", "state", "airlock", "audit.jsonl"), nil
+}
+
+// OpenAudit opens (appending, creating it and its directory) the audit log at path. An
+// unwritable log is an error here, at startup, not at the first run.
 func OpenAudit(path string, maxBytes int64) (*Audit, error) {
-	a := &Audit{path: path, max: maxBytes}
-	if err := a.open(); err != nil {
+	return openAudit(path, maxBytes, func(p string) (auditFile, error) {
+		return os.OpenFile(p, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	})
+}
+
+func openAudit(path string, maxBytes int64, open func(string) (auditFile, error)) (*Audit, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrAudit, err)
+	}
+	a := &Audit{path: path, max: maxBytes, open: open}
+	if err := a.reopen(); err != nil {
 		return nil, err
 	}
 	return a, nil
 }
 
-func (a *Audit) open() error {
-	f, err := os.OpenFile(a.path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+func (a *Audit) reopen() error {
+	f, err := a.open(a.path)
 	if err != nil {
-		return fmt.Errorf("open audit log: %w", err)
+		return fmt.Errorf("%w: open: %w", ErrAudit, err)
 	}
 	st, err := f.Stat()
 	if err != nil {
 		_ = f.Close()
-		return fmt.Errorf("stat audit log: %w", err)
+		return fmt.Errorf("%w: stat: %w", ErrAudit, err)
 	}
 	a.f, a.size = f, st.Size()
 	return nil
 }
 
-// Write appends rec.
+// Path is the log's file name.
+func (a *Audit) Path() string { return a.path }
+
+// Write appends rec and syncs it to disk. An error wraps ErrAudit.
 func (a *Audit) Write(rec AuditRecord) error {
 	b, err := json.Marshal(rec)
 	if err != nil {
-		return fmt.Errorf("audit record: %w", err)
+		return fmt.Errorf("%w: encode: %w", ErrAudit, err)
 	}
 	b = append(b, '\n')
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.max > 0 && a.size+int64(len(b)) > a.max {
-		_ = a.f.Close()
-		if err := os.Rename(a.path, a.path+".1"); err != nil {
-			return fmt.Errorf("rotate audit log: %w", err)
-		}
-		if err := a.open(); err != nil {
+	if a.f == nil {
+		if err := a.reopen(); err != nil {
 			return err
 		}
 	}
+	if a.max > 0 && a.size > 0 && a.size+int64(len(b)) > a.max {
+		_ = a.f.Close()
+		a.f = nil
+		if err := os.Rename(a.path, a.path+".1"); err != nil {
+			return fmt.Errorf("%w: rotate: %w", ErrAudit, err)
+		}
+		if err := a.reopen(); err != nil {
+			return err
+		}
+	}
+	if a.torn {
+		b = append([]byte{'\n'}, b...)
+	}
 	n, err := a.f.Write(b)
 	a.size += int64(n)
+	if err == nil && n < len(b) {
+		err = io.ErrShortWrite
+	}
+	a.torn = err != nil && n > 0 || a.torn && n == 0
 	if err != nil {
-		return fmt.Errorf("write audit log: %w", err)
+		return fmt.Errorf("%w: write: %w", ErrAudit, err)
+	}
+	if err := a.f.Sync(); err != nil {
+		return fmt.Errorf("%w: sync: %w", ErrAudit, err)
 	}
 	return nil
 }
@@ -91,5 +162,10 @@ func (a *Audit) Write(rec AuditRecord) error {
 func (a *Audit) Close() error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return a.f.Close()
+	if a.f == nil {
+		return nil
+	}
+	err := a.f.Close()
+	a.f = nil
+	return err
 }

@@ -41,6 +41,9 @@ type Call struct {
 	Timeout time.Duration
 	// Progress, when set, receives snapshots while the program runs. It must not block.
 	Progress func(sandbox.Progress)
+	// Transport and Client say where the call came from, for the audit log.
+	Transport string
+	Client    string
 }
 
 // Outcome is how a call ended when the sandbox ran it.
@@ -92,18 +95,12 @@ func (r *Runner) Run(ctx context.Context, call Call) (Outcome, error) {
 
 	out, err := r.run(ctx, call, out)
 	if r.Audit != nil {
-		rec := AuditRecord{Time: start.UTC(), ID: out.ID, Language: call.Language, CodeSHA256: hex.EncodeToString(sum[:]),
-			CodeBytes: len(call.Code), Status: string(out.Result.Status), ExitCode: out.Result.ExitCode,
-			WallMs: out.Result.Wall.Milliseconds(), DurationMs: time.Since(start).Milliseconds()}
-		rec.Limits.WallMs, rec.Limits.MemoryBytes = out.Limits.Wall.Milliseconds(), out.Limits.Memory
-		if out.Violation != nil {
-			rec.Violation = out.Violation.Module
-		}
-		if err != nil {
-			rec.Status, rec.Error = "refused", err.Error()
-		}
-		if aerr := r.Audit.Write(rec); aerr != nil {
-			log.Error("audit", "error", aerr)
+		if aerr := r.Audit.Write(r.record(start, call, hex.EncodeToString(sum[:]), out, err)); aerr != nil {
+			log.Error("audit line not written; withholding the result", "error", aerr)
+			if err == nil {
+				out.Result = sandbox.Result{ID: out.ID, Status: sandbox.StatusSandboxError, ExitCode: -1,
+					Detail: "the run's audit line could not be written (" + aerr.Error() + "), so its result is withheld; tell the operator"}
+			}
 		}
 	}
 	attrs := []any{"duration", time.Since(start).Round(time.Millisecond)}
@@ -121,6 +118,28 @@ func (r *Runner) Run(ctx context.Context, call Call) (Outcome, error) {
 		log.Info("run", attrs...)
 	}
 	return out, err
+}
+
+// record is the audit line of one call. A call that ran nothing is "refused" when the
+// request was at fault or the server busy, "sandbox_error" when the host failed.
+func (r *Runner) record(start time.Time, call Call, sum string, out Outcome, err error) AuditRecord {
+	res := out.Result
+	rec := AuditRecord{Time: start.UTC(), ID: out.ID, Transport: call.Transport, Client: call.Client,
+		Language: call.Language, CodeSHA256: sum, CodeBytes: len(call.Code),
+		Status: string(res.Status), ExitCode: res.ExitCode, WallMs: res.Wall.Milliseconds(), CPUMs: res.CPU.Milliseconds(),
+		PeakMemory: res.PeakMemory, DurationMs: time.Since(start).Milliseconds()}
+	rec.Limits.WallMs, rec.Limits.MemoryBytes = out.Limits.Wall.Milliseconds(), out.Limits.Memory
+	rec.Limits.Pids, rec.Limits.OutputBytes = out.Limits.Pids, out.Limits.Output
+	if out.Violation != nil {
+		rec.Violation = out.Violation.Module
+	}
+	if err != nil {
+		rec.Status, rec.Error = "refused", err.Error()
+		if !IsRefusal(err) && !errors.Is(err, ErrBusy) && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+			rec.Status = string(sandbox.StatusSandboxError)
+		}
+	}
+	return rec
 }
 
 func (r *Runner) run(ctx context.Context, call Call, out Outcome) (Outcome, error) {
