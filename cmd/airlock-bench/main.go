@@ -1,0 +1,366 @@
+// Command airlock-bench measures airlock as its users feel it: run_code over MCP stdio,
+// cold and from the warm pool, interleaved in the same run with the bare interpreters it
+// is compared against, plus parallel throughput and the server's memory. It prints a
+// table and one line per performance goal saying whether it is met.
+//
+//	go run ./cmd/airlock-bench -airlock bin/airlock
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
+	"github.com/mark3labs/mcp-go/mcp"
+)
+
+// language is one benchmarked language: how to run "print 1" bare and through airlock.
+type language struct {
+	name string
+	bare []string
+	code string
+	gap  time.Duration // think time before a pooled call, so the pool has refilled
+}
+
+var languages = []language{
+	{"python", []string{"/usr/bin/python3", "-c", "print(1)"}, "print(1)", 150 * time.Millisecond},
+	{"javascript", []string{"/usr/bin/node", "-e", "console.log(1)"}, "console.log(1)", 300 * time.Millisecond},
+	{"bash", []string{"/usr/bin/bash", "-c", "echo 1"}, "echo 1", 100 * time.Millisecond},
+}
+
+func main() {
+	bin := flag.String("airlock", "bin/airlock", "the airlock binary to benchmark")
+	rounds := flag.Int("n", 40, "latency samples per language and mode")
+	parallel := flag.Int("parallel", 8, "concurrent clients in the throughput test")
+	dur := flag.Duration("duration", 5*time.Second, "length of each throughput measurement")
+	flag.Parse()
+	if err := run(*bin, *rounds, *parallel, *dur); err != nil {
+		fmt.Fprintln(os.Stderr, "airlock-bench:", err)
+		os.Exit(1)
+	}
+}
+
+// server is one `airlock serve` over stdio.
+type server struct {
+	cmd *exec.Cmd
+	c   *client.Client
+}
+
+func startServer(ctx context.Context, bin string, args ...string) (*server, error) {
+	abs, err := filepath.Abs(bin)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(abs, append([]string{"serve", "--log-level", "warn", "--languages", "python,javascript,bash"}, args...)...)
+	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + os.TempDir()}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	c := client.NewClient(transport.NewIO(stdout, stdin, io.NopCloser(strings.NewReader(""))))
+	if err := c.Start(ctx); err != nil {
+		return nil, err
+	}
+	init := mcp.InitializeRequest{}
+	init.Params.ProtocolVersion = mcp.LATEST_LEGACY_PROTOCOL_VERSION
+	init.Params.ClientInfo = mcp.Implementation{Name: "airlock-bench", Version: "1"}
+	if _, err := c.Initialize(ctx, init); err != nil {
+		return nil, fmt.Errorf("initialize: %w", err)
+	}
+	return &server{cmd: cmd, c: c}, nil
+}
+
+func (s *server) close() {
+	s.c.Close()
+	s.cmd.Process.Signal(os.Interrupt)
+	done := make(chan struct{})
+	go func() { s.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		s.cmd.Process.Kill()
+		<-done
+	}
+}
+
+// call runs code and returns the client-side latency.
+func (s *server) call(ctx context.Context, lang, code string) (time.Duration, error) {
+	req := mcp.CallToolRequest{}
+	req.Params.Name = "run_code"
+	req.Params.Arguments = map[string]any{"code": code, "language": lang}
+	t0 := time.Now()
+	res, err := s.c.CallTool(ctx, req)
+	d := time.Since(t0)
+	if err != nil {
+		return d, err
+	}
+	if res.IsError {
+		return d, fmt.Errorf("run_code failed: %v", res.Content)
+	}
+	return d, nil
+}
+
+func (s *server) poolStats(ctx context.Context) (hits, ready, idleMemory int64) {
+	req := mcp.CallToolRequest{}
+	req.Params.Name = "get_config"
+	res, err := s.c.CallTool(ctx, req)
+	if err != nil || res.StructuredContent == nil {
+		return 0, 0, 0
+	}
+	b, _ := json.Marshal(res.StructuredContent)
+	var v struct {
+		Pool struct {
+			Hits       int64 `json:"hits"`
+			Ready      int64 `json:"ready"`
+			IdleMemory int64 `json:"idle_memory"`
+		} `json:"pool"`
+	}
+	json.Unmarshal(b, &v)
+	return v.Pool.Hits, v.Pool.Ready, v.Pool.IdleMemory
+}
+
+func bare(argv []string) (time.Duration, error) {
+	cmd := exec.Command(argv[0], argv[1:]...)
+	// A clean environment, as the sandbox has: an inherited NODE_EXTRA_CA_CERTS alone
+	// adds ~70 ms to every node start and would flatter the sandbox.
+	cmd.Env = []string{}
+	t0 := time.Now()
+	err := cmd.Run()
+	return time.Since(t0), err
+}
+
+type stats struct{ p50, p90, p99 time.Duration }
+
+func summarise(x []time.Duration) stats {
+	sort.Slice(x, func(i, j int) bool { return x[i] < x[j] })
+	at := func(q float64) time.Duration { return x[min(len(x)-1, int(q*float64(len(x))))] }
+	return stats{at(0.5), at(0.9), at(0.99)}
+}
+
+func ms(d time.Duration) string { return strconv.FormatFloat(float64(d.Microseconds())/1000, 'f', 1, 64) }
+
+func ratio(a, b time.Duration) float64 { return float64(a) / float64(b) }
+
+func run(bin string, rounds, parallel int, dur time.Duration) error {
+	ctx := context.Background()
+	cold, err := startServer(ctx, bin, "--pool-size", "0")
+	if err != nil {
+		return fmt.Errorf("cold server: %w", err)
+	}
+	defer cold.close()
+	warm, err := startServer(ctx, bin, "--pool-size", "2")
+	if err != nil {
+		return fmt.Errorf("pooled server: %w", err)
+	}
+	defer warm.close()
+	time.Sleep(time.Second) // let the pool fill
+
+	fmt.Printf("airlock-bench: %d samples per cell, interleaved (bare, cold, pooled) in one run; %d CPUs\n\n", rounds, numCPU())
+	fmt.Printf("%-11s %-7s %8s %8s %8s %9s %9s\n", "language", "mode", "p50 ms", "p90 ms", "p99 ms", "p50/bare", "p90/bare")
+	results := map[string]map[string]stats{}
+	for _, l := range languages {
+		if _, err := os.Stat(l.bare[0]); err != nil {
+			fmt.Printf("%-11s skipped: %s not installed\n", l.name, l.bare[0])
+			continue
+		}
+		var b, c, p []time.Duration
+		hits0, _, _ := warm.poolStats(ctx)
+		for i := 0; i < rounds+2; i++ {
+			db, err := bare(l.bare)
+			if err != nil {
+				return fmt.Errorf("bare %s: %w", l.name, err)
+			}
+			dc, err := cold.call(ctx, l.name, l.code)
+			if err != nil {
+				return fmt.Errorf("cold %s: %w", l.name, err)
+			}
+			time.Sleep(l.gap)
+			dp, err := warm.call(ctx, l.name, l.code)
+			if err != nil {
+				return fmt.Errorf("pooled %s: %w", l.name, err)
+			}
+			if i >= 2 { // the first rounds warm the page cache
+				b, c, p = append(b, db), append(c, dc), append(p, dp)
+			}
+		}
+		hits1, _, _ := warm.poolStats(ctx)
+		sb, sc, sp := summarise(b), summarise(c), summarise(p)
+		results[l.name] = map[string]stats{"bare": sb, "cold": sc, "pooled": sp}
+		fmt.Printf("%-11s %-7s %8s %8s %8s %9s %9s\n", l.name, "bare", ms(sb.p50), ms(sb.p90), ms(sb.p99), "1.00", "1.00")
+		fmt.Printf("%-11s %-7s %8s %8s %8s %9.2f %9.2f\n", "", "cold", ms(sc.p50), ms(sc.p90), ms(sc.p99), ratio(sc.p50, sb.p50), ratio(sc.p90, sb.p90))
+		fmt.Printf("%-11s %-7s %8s %8s %8s %9.2f %9.2f   (%d/%d from the pool)\n", "", "pooled", ms(sp.p50), ms(sp.p90), ms(sp.p99), ratio(sp.p50, sb.p50), ratio(sp.p90, sb.p90), hits1-hits0, rounds+2)
+	}
+
+	// Throughput: parallel clients as fast as they can, bare and through each server.
+	fmt.Printf("\nthroughput, python print(1), %d concurrent clients, %s each:\n", parallel, dur)
+	bareRate := throughput(parallel, dur, func() error { _, err := bare(languages[0].bare); return err })
+	tput, err := startServer(ctx, bin, "--pool-size", "0", "--max-parallel", strconv.Itoa(parallel))
+	if err != nil {
+		return err
+	}
+	rssIdle := rss(tput.cmd.Process.Pid)
+	coldRate := throughput(parallel, dur, func() error { _, err := tput.call(ctx, "python", "print(1)"); return err })
+	rssLoad := hwm(tput.cmd.Process.Pid)
+	// The server must not grow with output size beyond its caps: its peak RSS after a
+	// 64 MiB flood on each stream must be what it is after output just over the cap
+	// (2 MiB each), since both keep the same 1 MiB per stream.
+	flood := "import sys\nfor _ in range(%d): sys.stdout.write('x' * (1 << 20)); sys.stderr.write('y' * (1 << 20))"
+	tput.call(ctx, "python", fmt.Sprintf(flood, 2))
+	rssCap := hwm(tput.cmd.Process.Pid)
+	tput.call(ctx, "python", fmt.Sprintf(flood, 64))
+	rssFlood := hwm(tput.cmd.Process.Pid)
+	tput.close()
+	tputWarm, err := startServer(ctx, bin, "--pool-size", "2", "--max-parallel", strconv.Itoa(parallel))
+	if err != nil {
+		return err
+	}
+	time.Sleep(time.Second)
+	idleCPU := treeCPU(tputWarm.cmd.Process.Pid)
+	time.Sleep(2 * time.Second)
+	idleCPU = treeCPU(tputWarm.cmd.Process.Pid) - idleCPU
+	_, _, idleMem := tputWarm.poolStats(ctx)
+	warmRate := throughput(parallel, dur, func() error { _, err := tputWarm.call(ctx, "python", "print(1)"); return err })
+	tputWarm.close()
+	fmt.Printf("  bare python       %7.1f runs/s\n", bareRate)
+	fmt.Printf("  airlock cold      %7.1f runs/s  (%.0f%% of bare)\n", coldRate, 100*coldRate/bareRate)
+	fmt.Printf("  airlock pool=2    %7.1f runs/s  (%.0f%% of bare)\n", warmRate, 100*warmRate/bareRate)
+	fmt.Printf("\nserver memory: idle RSS %.1f MiB, peak under load %.1f MiB; peak after 2×2 MiB of output %.1f MiB, after a 2×64 MiB flood %.1f MiB (cap 1 MiB per stream)\n",
+		mib(rssIdle), mib(rssLoad), mib(rssCap), mib(rssFlood))
+	fmt.Printf("warm pool idle cost (pool=2, 3 languages): %.1f MiB held by waiting sandboxes, %.1f ms CPU per second of the server tree while idle\n",
+		mib(idleMem), float64(idleCPU.Microseconds())/1000/2)
+
+	fmt.Println("\ngoals:")
+	py := results["python"]
+	goal := func(ok bool, text string, args ...any) {
+		verdict := "NOT MET"
+		if ok {
+			verdict = "met"
+		}
+		fmt.Printf("  %-8s %s\n", verdict+":", fmt.Sprintf(text, args...))
+	}
+	if py != nil {
+		c50, c90 := ratio(py["cold"].p50, py["bare"].p50), ratio(py["cold"].p90, py["bare"].p90)
+		goal(c50 <= 1.25 && c90 <= 1.4, "cold python median %.2f× bare (goal ≤ 1.25×), p90 %.2f× (goal ≤ 1.4×)", c50, c90)
+		p50 := ratio(py["pooled"].p50, py["bare"].p50)
+		goal(p50 <= 0.5, "pooled python median %.2f× bare (goal ≤ 0.5×)", p50)
+	}
+	for _, name := range []string{"javascript", "bash"} {
+		if r := results[name]; r != nil {
+			p50 := ratio(r["pooled"].p50, r["bare"].p50)
+			goal(p50 <= 0.5, "pooled %s median %.2f× bare (goal ≤ 0.5×, as python)", name, p50)
+		}
+	}
+	goal(coldRate >= 0.9*bareRate, "throughput with %d clients %.0f%% of bare python (goal ≥ 90%%)", parallel, 100*coldRate/bareRate)
+	goal(rssFlood-rssCap < 4<<20, "server peak RSS grew %.1f MiB from a capped output to a 32× larger flood (goal: memory bounded by the caps, not the output)", mib(rssFlood-rssCap))
+	return nil
+}
+
+// throughput runs fn from n goroutines for d and returns completions per second.
+func throughput(n int, d time.Duration, fn func() error) float64 {
+	var done, failed atomic.Int64
+	deadline := time.Now().Add(d)
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for time.Now().Before(deadline) {
+				if fn() != nil {
+					failed.Add(1)
+					continue
+				}
+				done.Add(1)
+			}
+		}()
+	}
+	start := time.Now()
+	wg.Wait()
+	if f := failed.Load(); f > 0 {
+		fmt.Fprintf(os.Stderr, "airlock-bench: %d calls failed during the throughput test\n", f)
+	}
+	return float64(done.Load()) / time.Since(start).Seconds()
+}
+
+func statusField(pid int, key string) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, key+":") {
+			f := strings.Fields(line)
+			if len(f) >= 2 {
+				n, _ := strconv.ParseInt(f[1], 10, 64)
+				return n * 1024
+			}
+		}
+	}
+	return 0
+}
+
+func rss(pid int) int64 { return statusField(pid, "VmRSS") }
+func hwm(pid int) int64 { return statusField(pid, "VmHWM") }
+
+func mib(n int64) float64 { return float64(n) / (1 << 20) }
+
+// treeCPU is the CPU time of pid and every live descendant (the pool's sandboxes).
+func treeCPU(root int) time.Duration {
+	parent := map[int]int{}
+	ticks := map[int]int64{}
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		i := strings.LastIndexByte(string(b), ')')
+		f := strings.Fields(string(b[i+1:]))
+		if len(f) < 13 {
+			continue
+		}
+		ppid, _ := strconv.Atoi(f[1])
+		ut, _ := strconv.ParseInt(f[11], 10, 64)
+		st, _ := strconv.ParseInt(f[12], 10, 64)
+		parent[pid], ticks[pid] = ppid, ut+st
+	}
+	var total int64
+	for pid, t := range ticks {
+		for p := pid; p > 1; p = parent[p] {
+			if p == root {
+				total += t
+				break
+			}
+		}
+	}
+	return time.Duration(total) * 10 * time.Millisecond
+}
+
+func numCPU() int {
+	b, _ := os.ReadFile("/proc/cpuinfo")
+	return strings.Count(string(b), "processor\t:")
+}
