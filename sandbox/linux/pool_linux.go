@@ -231,23 +231,13 @@ func (l *launch) dead() bool {
 // runPooled serves spec from a prepared sandbox: the cgroup limits are lowered to the
 // call's, the call is handed over, and the wall clock starts when the program does.
 func (s *Sandbox) runPooled(ctx context.Context, l *launch, spec sandbox.Spec) (sandbox.Result, error) {
-	defer s.release(l)
-	res := sandbox.Result{ID: spec.ID, Status: sandbox.StatusSandboxError, ExitCode: -1}
 	if l.cg != nil {
 		if err := l.cg.lower(spec.Limits); err != nil {
 			l.discard()
-			res.Detail = err.Error()
-			return res, fmt.Errorf("%w: %v", errCgroup, err)
+			s.release(l)
+			err = fmt.Errorf("%w: %v", errCgroup, err)
+			return sandbox.Result{ID: spec.ID, Status: sandbox.StatusSandboxError, ExitCode: -1, Detail: err.Error()}, err
 		}
 	}
-	if err := l.handover(spec, callOf(spec)); err != nil {
-		l.finish()
-		res.Detail = err.Error()
-		return res, err
-	}
-	r := l.wait(ctx)
-	if l.setup != nil {
-		return r, l.setup
-	}
-	return r, nil
+	return s.serve(ctx, l, spec)
 }

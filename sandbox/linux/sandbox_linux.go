@@ -298,17 +298,19 @@ func (s *Sandbox) Wait() { s.cleanup.Wait() }
 
 // run is the cold path: a sandbox built for this call from cfg.
 func (s *Sandbox) run(ctx context.Context, spec sandbox.Spec, cfg *initConfig) (sandbox.Result, error) {
-	res := sandbox.Result{ID: spec.ID, Status: sandbox.StatusSandboxError, ExitCode: -1}
 	l, err := s.prepare(spec, cfg)
 	if err != nil {
-		res.Detail = err.Error()
-		return res, err
+		return sandbox.Result{ID: spec.ID, Status: sandbox.StatusSandboxError, ExitCode: -1, Detail: err.Error()}, err
 	}
+	return s.serve(ctx, l, spec)
+}
+
+// serve hands spec to a started sandbox, waits for its result and releases it. A setup
+// failure inside the init is both the result (sandbox_error) and the error.
+func (s *Sandbox) serve(ctx context.Context, l *launch, spec sandbox.Spec) (sandbox.Result, error) {
 	defer s.release(l)
 	if err := l.handover(spec, callOf(spec)); err != nil {
-		l.finish()
-		res.Detail = err.Error()
-		return res, err
+		return sandbox.Result{ID: spec.ID, Status: sandbox.StatusSandboxError, ExitCode: -1, Detail: err.Error()}, err
 	}
 	r := l.wait(ctx)
 	if l.setup != nil {
