@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
 	"strings"
 	"time"
 
@@ -71,8 +72,16 @@ func build(ctx context.Context, cfg config.Config, strict bool) (tools.Deps, err
 		Degraded: degraded,
 		Log:      slog.Default().With("component", "runner"),
 	}
-	if strict && cfg.Audit.Path != "" {
-		a, err := runner.OpenAudit(cfg.Audit.Path, int64(cfg.Audit.MaxBytes))
+	// The audit log is on unless audit.path is "off": the default lives in the user's
+	// state dir, and a log that cannot be opened refuses to start.
+	if strict && cfg.Audit.Path != "off" {
+		path := cfg.Audit.Path
+		if path == "" {
+			if path, err = runner.DefaultAuditPath(os.Getenv); err != nil {
+				return tools.Deps{}, err
+			}
+		}
+		a, err := runner.OpenAudit(path, int64(cfg.Audit.MaxBytes))
 		if err != nil {
 			return tools.Deps{}, err
 		}
