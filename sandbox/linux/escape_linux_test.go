@@ -133,7 +133,7 @@ print(json.dumps({"root": sorted(os.listdir("/")), "seen": seen}))
 			t.Errorf("server or host file visible: %s", p)
 		}
 	}
-	t.Logf("%d entries outside system dirs: %v", len(got.Seen), got.Seen)
+	t.Logf("%d entries outside system dirs, none from the server", len(got.Seen))
 }
 
 // probeWrite tries to create or modify each path from stdin and prints {path: errno}.
@@ -755,6 +755,7 @@ func statusField(status, key string) string {
 // TestSetuidGainsNothing runs setuid-root binaries: the mounts are nosuid, no_new_privs
 // is set and host root is not even mapped, so they run as uid 1000 and fail.
 func TestSetuidGainsNothing(t *testing.T) {
+	t.Parallel()
 	for _, p := range []string{"/usr/bin/su", "/usr/bin/passwd"} {
 		fi, err := os.Stat(p)
 		if err != nil || fi.Mode()&os.ModeSetuid == 0 {

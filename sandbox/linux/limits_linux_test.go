@@ -122,7 +122,9 @@ func TestCPULimit(t *testing.T) {
 	if res.Status != sandbox.StatusTimeout {
 		t.Fatalf("status %s, want timeout: %s", res.Status, brief(res))
 	}
-	if res.CPU < 900*time.Millisecond {
+	// Without a cgroup the CPU comes from rusage, whose tick sampling under-reports a
+	// little; a run that never spun would report almost nothing.
+	if res.CPU < 700*time.Millisecond {
 		t.Errorf("stopped after %s of CPU, limit 1s", res.CPU)
 	}
 	if took > 10*time.Second {
