@@ -28,10 +28,23 @@ type pool struct {
 	misses atomic.Int64
 }
 
+// slot is one template's sandboxes. need holds a token per sandbox to prepare: a call
+// returns its token only when it has finished, so refilling never competes with the call
+// it replaces for the CPU (agents think between calls; a tight loop of calls finds the
+// other prepared sandboxes first).
 type slot struct {
 	tmpl    sandbox.Spec
 	ready   chan *launch
-	waiting atomic.Int32 // prepared and not yet taken (in the channel or in hand)
+	need    chan struct{}
+	waiting atomic.Int32 // prepared and not yet taken
+}
+
+// refill asks for one more prepared sandbox.
+func (sl *slot) refill() {
+	select {
+	case sl.need <- struct{}{}:
+	default: // cannot happen: tokens are bounded by the channel's size
+	}
 }
 
 // Warm starts keeping size sandboxes ready for each template. A second call replaces
@@ -51,8 +64,10 @@ func (s *Sandbox) Warm(templates []sandbox.Spec, size int) {
 			s.log.Warn("pool template refused", "language", t.Language, "err", err)
 			continue
 		}
-		// One sandbox waits in hand while size-1 wait in the channel: size in all.
-		sl := &slot{tmpl: t, ready: make(chan *launch, size-1)}
+		sl := &slot{tmpl: t, ready: make(chan *launch, size), need: make(chan struct{}, size)}
+		for range size {
+			sl.refill()
+		}
 		p.slots = append(p.slots, sl)
 		p.done.Add(1)
 		go p.fill(ctx, sl)
@@ -104,30 +119,32 @@ func (p *pool) close() {
 	}
 }
 
-// fill keeps one slot topped up until the pool closes. A failing preparation is retried
-// with backoff; the calls meanwhile run cold.
+// fill prepares a sandbox for each token until the pool closes. A failing preparation
+// is retried with backoff; the calls meanwhile run cold.
 func (p *pool) fill(ctx context.Context, sl *slot) {
 	defer p.done.Done()
 	backoff := 100 * time.Millisecond
-	for ctx.Err() == nil {
-		l, err := p.prepare(sl.tmpl)
-		if err != nil {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-sl.need:
+		}
+		for {
+			l, err := p.prepare(sl.tmpl)
+			if err == nil {
+				backoff = 100 * time.Millisecond
+				sl.waiting.Add(1)
+				sl.ready <- l // never blocks: at most size sandboxes exist per slot
+				break
+			}
 			p.s.log.Warn("pool: prepare failed", "language", sl.tmpl.Language, "err", err, "retry_in", backoff)
 			select {
 			case <-ctx.Done():
+				return
 			case <-time.After(backoff):
 			}
 			backoff = min(backoff*2, 30*time.Second)
-			continue
-		}
-		backoff = 100 * time.Millisecond
-		sl.waiting.Add(1)
-		select {
-		case sl.ready <- l:
-		case <-ctx.Done():
-			sl.waiting.Add(-1)
-			l.discard()
-			p.s.release(l)
 		}
 	}
 }
@@ -163,8 +180,9 @@ func (p *pool) prepare(tmpl sandbox.Spec) (*launch, error) {
 	return nil, err
 }
 
-// take returns a ready sandbox for spec, or nil when none matches or none is ready.
-func (p *pool) take(spec sandbox.Spec) *launch {
+// take returns a ready sandbox for spec and its slot, or nil when none matches or none
+// is ready. The caller gives the slot its token back when the call is over.
+func (p *pool) take(spec sandbox.Spec) (*launch, *slot) {
 	for _, sl := range p.slots {
 		if !fits(sl.tmpl, spec) {
 			continue
@@ -176,17 +194,18 @@ func (p *pool) take(spec sandbox.Spec) *launch {
 				if l.dead() {
 					l.discard()
 					p.s.release(l)
+					sl.refill()
 					continue
 				}
 				p.hits.Add(1)
-				return l
+				return l, sl
 			default:
 				p.misses.Add(1)
-				return nil
+				return nil, nil
 			}
 		}
 	}
-	return nil
+	return nil, nil
 }
 
 // fits reports whether a sandbox prepared for tmpl can serve spec: the same program and
@@ -230,7 +249,8 @@ func (l *launch) dead() bool {
 
 // runPooled serves spec from a prepared sandbox: the cgroup limits are lowered to the
 // call's, the call is handed over, and the wall clock starts when the program does.
-func (s *Sandbox) runPooled(ctx context.Context, l *launch, spec sandbox.Spec) (sandbox.Result, error) {
+func (s *Sandbox) runPooled(ctx context.Context, l *launch, sl *slot, spec sandbox.Spec) (sandbox.Result, error) {
+	defer sl.refill()
 	if l.cg != nil {
 		if err := l.cg.lower(spec.Limits); err != nil {
 			l.discard()

@@ -225,8 +225,8 @@ func (s *Sandbox) Run(ctx context.Context, spec sandbox.Spec) (sandbox.Result, e
 		return res, err
 	}
 	if p := s.pool.Load(); p != nil {
-		if l := p.take(spec); l != nil {
-			return s.runPooled(ctx, l, spec)
+		if l, sl := p.take(spec); l != nil {
+			return s.runPooled(ctx, l, sl, spec)
 		}
 	}
 	return s.run(ctx, spec, s.config(spec))

@@ -1,0 +1,90 @@
+package linux
+
+import (
+	"context"
+	"os/exec"
+	"testing"
+	"time"
+
+	"github.com/airlock-mcp/airlock/sandbox"
+)
+
+// The hot pieces of a run, stage by stage. Compare them with BenchmarkBareExec, run in
+// the same invocation: absolute times on a shared 2-core machine mean little.
+
+func BenchmarkBareExecTrue(b *testing.B) {
+	for b.Loop() {
+		if err := exec.Command("/usr/bin/true").Run(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkCompileFilter is the libseccomp compile the server does once per network mode.
+func BenchmarkCompileFilter(b *testing.B) {
+	for b.Loop() {
+		if _, err := compileFilter(filterPlan{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkRootPlan(b *testing.B) {
+	cfg := &initConfig{Limits: withDefaults(sandbox.Spec{}).Limits}
+	for b.Loop() {
+		rootPlan(cfg, realFS{})
+	}
+}
+
+// BenchmarkSetupOnly builds a whole sandbox (namespaces, cgroup, root, seccomp) and
+// tears it down without running a program.
+func BenchmarkSetupOnly(b *testing.B) {
+	s := benchSandbox(b)
+	for b.Loop() {
+		if _, err := s.selfTest(context.Background()); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkColdRunTrue is a whole cold run of /usr/bin/true.
+func BenchmarkColdRunTrue(b *testing.B) {
+	s := benchSandbox(b)
+	for b.Loop() {
+		res, err := s.Run(context.Background(), sandbox.Spec{Argv: []string{"/usr/bin/true"}})
+		if err != nil || res.Status != sandbox.StatusOK {
+			b.Fatal(err, res.Status, res.Detail)
+		}
+	}
+}
+
+// BenchmarkPooledRunTrue is the handover path: a prepared sandbox per iteration, whose
+// preparation is excluded from the timing.
+func BenchmarkPooledRunTrue(b *testing.B) {
+	s := benchSandbox(b)
+	tmpl := withDefaults(sandbox.Spec{Language: "bench", Argv: []string{"/usr/bin/true"}})
+	s.Warm([]sandbox.Spec{tmpl}, 1)
+	b.Cleanup(func() { s.Close() })
+	for b.Loop() {
+		b.StopTimer()
+		deadline := time.Now().Add(10 * time.Second)
+		for s.PoolStats().Ready < 1 && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond)
+		}
+		b.StartTimer()
+		res, err := s.Run(context.Background(), tmpl)
+		if err != nil || res.Status != sandbox.StatusOK {
+			b.Fatal(err, res.Status, res.Detail)
+		}
+	}
+	b.ReportMetric(float64(s.PoolStats().Hits)/float64(b.N), "pool-hits/op")
+}
+
+func benchSandbox(b *testing.B) *Sandbox {
+	b.Helper()
+	s, err := New(sandbox.Options{})
+	if err != nil {
+		b.Skipf("SKIPPING: no sandbox on this host: %v", err)
+	}
+	return s
+}
