@@ -58,9 +58,7 @@ func openDirNoFollow(p string) (int, error) {
 }
 
 func (c *collector) walk(dirfd int, rel string, depth int) {
-	d := os.NewFile(uintptr(dirfd), rel)
 	names, err := readDirNames(dirfd)
-	_ = d
 	if err != nil {
 		return
 	}
