@@ -148,9 +148,10 @@ func Default() Config {
 		Files:         Caps{MaxFiles: 32, MaxFileBytes: 1 << 20, MaxTotal: 8 << 20},
 		Artifacts:     Artifacts{Caps: Caps{MaxFiles: 16, MaxFileBytes: 4 << 20, MaxTotal: 16 << 20}, Dir: "out"},
 		Sandbox:       Sandbox{HostUser: "nobody", Cgroups: "auto"},
-		HTTP:          HTTP{Addr: "127.0.0.1:8765", MaxBodyBytes: 4 << 20},
-		Log:           Log{Level: "info", Format: "text"},
-		Audit:         Audit{MaxBytes: 64 << 20},
+		// Room for the largest legal call: 1 MiB of code plus 8 MiB of files as base64.
+		HTTP:  HTTP{Addr: "127.0.0.1:8765", MaxBodyBytes: 16 << 20},
+		Log:   Log{Level: "info", Format: "text"},
+		Audit: Audit{MaxBytes: 64 << 20},
 	}
 }
 
