@@ -196,6 +196,9 @@ func runCode(ctx context.Context, d Deps, req mcp.CallToolRequest, defLang strin
 		prog.stop() // no notification may follow the result
 	}
 	if err != nil {
+		if r := hostFailure(ctx, out, err); r != nil {
+			return r, nil
+		}
 		return refusal(ctx, err), nil
 	}
 	content, list := artifactContent(out.ID, out.OutDir, out.Result.Artifacts)
