@@ -35,6 +35,9 @@ type Options struct {
 	// GoroutineSlack is how many more goroutines than a freshly warmed-up twin server the
 	// soaked server may end with; 0 skips the goroutine check (it costs a second server).
 	GoroutineSlack int
+	// Pool is the server's warm pool size per language; its idle sandboxes are allowed
+	// to remain while the server runs (at most Pool inits and cgroups).
+	Pool int
 	// Dir holds the server's log, audit log and TMPDIR; empty makes a temporary one.
 	Dir string
 	// Progress, when set, gets a line every few hundred calls.
@@ -65,12 +68,14 @@ type Report struct {
 	NonJSON        int
 	AuditLines     int
 	AuditMissing   int
+	AuditOther     int
 	IdleProcs      int
 	IdleInits      int
 	IdleCgroups    int
 	ExitProcs      int
 	ExitInits      int
 	ExitCgroups    int
+	StaleRemoved   string
 	CgroupBases    []string
 	MountsAdded    []string
 	TempLeft       []string
@@ -119,7 +124,8 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	env := func(audit string) []string {
 		return ServerEnv(o.Dir, "AIRLOCK_MEMORY="+o.Memory,
 			fmt.Sprintf("AIRLOCK_MAX_PARALLEL=%d", o.Parallel), "AIRLOCK_QUEUE_SIZE=64", "AIRLOCK_QUEUE_TIMEOUT=120s",
-			"AIRLOCK_AUDIT="+filepath.Join(o.Dir, audit), "GOTRACEBACK=all")
+			"AIRLOCK_AUDIT="+filepath.Join(o.Dir, audit), "GOTRACEBACK=all",
+			fmt.Sprintf("AIRLOCK_POOL_SIZE=%d", o.Pool))
 	}
 	mounts0 := Mounts()
 
@@ -131,7 +137,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		for i := 0; i < Weights(); i++ {
 			_, _ = call(ctx, twin, kindOf(i), r.Marker+"-twin-"+fmt.Sprint(i))
 		}
-		settle(twin.PID(), r.Marker, Stats{FDs: 1 << 30})
+		settle(twin.PID(), r.Marker, Stats{FDs: 1 << 30}, o.Pool)
 		n, err := twin.Goroutines(10 * time.Second)
 		if err != nil {
 			return nil, fmt.Errorf("twin goroutines: %w", err)
@@ -162,7 +168,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		r.one(ctx, srv, next(), &ids)
 	}
 	r.Warmup = Weights()
-	if r.Before, err = settle(r.ServerPID, r.Marker, Stats{FDs: 1 << 30}); err != nil {
+	if r.Before, err = settle(r.ServerPID, r.Marker, Stats{FDs: 1 << 30}, o.Pool); err != nil {
 		return nil, err
 	}
 
@@ -197,13 +203,13 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	r.Sent = handshake + n
 
 	// Idle: every sandbox of the soak must be gone while the server still runs.
-	r.After, err = settle(r.ServerPID, r.Marker, r.Before)
+	r.After, err = settle(r.ServerPID, r.Marker, r.Before, o.Pool)
 	if err != nil {
 		return nil, err
 	}
 	marked, inits := Procs(r.Marker, r.ServerPID)
 	r.IdleProcs, r.IdleInits = len(marked), len(inits)
-	r.IdleCgroups = len(Cgroups(r.CgroupBases, r.ServerPID))
+	r.IdleCgroups = len(names(Cgroups(r.CgroupBases, r.ServerPID)))
 	r.Answered, r.Duplicates, r.NonJSON, _ = srv.Wire.Counts()
 
 	if o.GoroutineSlack > 0 {
@@ -211,7 +217,20 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		if err != nil {
 			r.fail("goroutine dump: %v", err)
 		}
-		r.ExitCode = 0
+		// SIGQUIT is a crash: the warm pool's cgroups stay on disk. The next server start
+		// must remove them and say so.
+		if next, err := StartServer(ctx, o.Binary, env("next-audit.jsonl"), filepath.Join(o.Dir, "next.log")); err != nil {
+			r.fail("restart after SIGQUIT: %v", err)
+		} else {
+			if code, _, err := next.CloseStdin(10 * time.Second); err != nil || code != 0 {
+				r.fail("restarted server exit on stdin EOF: code %d: %v", code, err)
+			}
+			for _, line := range strings.Split(next.Log(), "\n") {
+				if strings.Contains(line, "removed stale sandbox cgroups") {
+					r.StaleRemoved = line
+				}
+			}
+		}
 	} else {
 		code, took, err := srv.CloseStdin(10 * time.Second)
 		r.ExitCode = code
@@ -222,7 +241,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	time.Sleep(200 * time.Millisecond)
 	marked, inits = Procs(r.Marker, r.ServerPID)
 	r.ExitProcs, r.ExitInits = len(marked), len(inits)
-	r.ExitCgroups = len(Cgroups(r.CgroupBases, r.ServerPID))
+	r.ExitCgroups = len(names(Cgroups(r.CgroupBases, r.ServerPID)))
 	for _, m := range MountDiff(mounts0, Mounts()) {
 		if strings.Contains(m, "airlock") || strings.Contains(m, o.Dir) {
 			r.MountsAdded = append(r.MountsAdded, m)
@@ -234,9 +253,20 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	return r, nil
 }
 
-// settle waits up to 5 s for the marked processes and the server's cgroups to go and its
-// fd count to fall to want's, then returns the server's stats.
-func settle(pid int, marker string, want Stats) (Stats, error) {
+// names is the set of cgroup names in dirs (one per sandbox; cgroup v1 has a dir per
+// controller).
+func names(dirs []string) map[string]bool {
+	out := map[string]bool{}
+	for _, d := range dirs {
+		out[filepath.Base(d)] = true
+	}
+	return out
+}
+
+// settle waits up to 5 s for the marked processes to go, the server's sandboxes to be
+// exactly its full warm pool and its fd count to fall to want's, then returns the
+// server's stats.
+func settle(pid int, marker string, want Stats, pool int) (Stats, error) {
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		st, err := StatsOf(pid)
@@ -244,8 +274,10 @@ func settle(pid int, marker string, want Stats) (Stats, error) {
 			return st, err
 		}
 		marked, inits := Procs(marker, pid)
-		cgs := Cgroups(CgroupBases(pid), pid)
-		if (len(marked) == 0 && len(inits) == 0 && len(cgs) == 0 && st.FDs <= want.FDs) || time.Now().After(deadline) {
+		cgs := names(Cgroups(CgroupBases(pid), pid))
+		// The warm pool must be full again, so that its sandboxes' fds count the same in
+		// the baseline and at the end.
+		if (len(marked) == 0 && len(inits) == pool && len(cgs) == pool && st.FDs <= want.FDs) || time.Now().After(deadline) {
 			return st, nil
 		}
 		time.Sleep(50 * time.Millisecond)
@@ -372,6 +404,10 @@ func (r *Report) checkAudit(path string, ids *sync.Map) {
 			r.fail("audit line %d is not JSON: %v", r.AuditLines+1, err)
 			continue
 		}
+		if _, ours := ids.Load(rec.ID); !ours {
+			r.AuditOther++ // the startup probes run through the runner too
+			continue
+		}
 		r.AuditLines++
 		if _, dup := seen[rec.ID]; dup {
 			r.fail("audit id %s appears twice", rec.ID)
@@ -398,9 +434,12 @@ func (r *Report) check() {
 	if r.AuditMissing != 0 || r.AuditLines != r.Sent-1 {
 		r.fail("audit: %d lines for %d runs, %d runs missing", r.AuditLines, r.Sent-1, r.AuditMissing)
 	}
-	if r.IdleProcs+r.IdleInits+r.IdleCgroups+r.ExitProcs+r.ExitInits+r.ExitCgroups != 0 {
-		r.fail("leftovers: idle %d marked processes, %d inits, %d cgroups; after exit %d, %d, %d",
-			r.IdleProcs, r.IdleInits, r.IdleCgroups, r.ExitProcs, r.ExitInits, r.ExitCgroups)
+	if r.IdleProcs != 0 || r.IdleInits > o.Pool || r.IdleCgroups > o.Pool || r.ExitProcs+r.ExitInits+r.ExitCgroups != 0 {
+		r.fail("leftovers: idle %d marked processes, %d inits, %d cgroups (pool %d); after exit %d, %d, %d",
+			r.IdleProcs, r.IdleInits, r.IdleCgroups, o.Pool, r.ExitProcs, r.ExitInits, r.ExitCgroups)
+	}
+	if o.GoroutineSlack > 0 && o.Pool > 0 && len(r.CgroupBases) > 0 && r.StaleRemoved == "" {
+		r.fail("the server started after the SIGQUIT did not log removing the pool's stale cgroups")
 	}
 	if len(r.MountsAdded) > 0 {
 		r.fail("mounts left: %v", r.MountsAdded)
@@ -448,9 +487,12 @@ func (r *Report) Print(w io.Writer) {
 		fmt.Fprintf(w, "%-13s %6d %6d %8d %8d  %s\n", name, ks.Calls, ks.Wrong, avg, ks.MaxMs, strings.Join(st, " "))
 	}
 	fmt.Fprintf(w, "wire: %d requests, %d answered, %d duplicate answers, %d non-JSON lines\n", r.Sent, r.Answered, r.Duplicates, r.NonJSON)
-	fmt.Fprintf(w, "audit: %d lines, %d answered runs missing\n", r.AuditLines, r.AuditMissing)
-	fmt.Fprintf(w, "leftovers idle: %d marked procs, %d sandbox inits, %d cgroups; after exit: %d, %d, %d; mounts %d; temp %d\n",
-		r.IdleProcs, r.IdleInits, r.IdleCgroups, r.ExitProcs, r.ExitInits, r.ExitCgroups, len(r.MountsAdded), len(r.TempLeft))
+	fmt.Fprintf(w, "audit: %d lines for the soak's runs, %d answered runs missing, %d other lines (startup probes)\n", r.AuditLines, r.AuditMissing, r.AuditOther)
+	fmt.Fprintf(w, "leftovers idle: %d marked procs, %d sandbox inits, %d cgroups (warm pool %d allowed); after exit: %d, %d, %d; mounts %d; temp %d\n",
+		r.IdleProcs, r.IdleInits, r.IdleCgroups, r.Options.Pool, r.ExitProcs, r.ExitInits, r.ExitCgroups, len(r.MountsAdded), len(r.TempLeft))
+	if r.StaleRemoved != "" {
+		fmt.Fprintf(w, "next start after SIGQUIT logged: %s\n", r.StaleRemoved)
+	}
 	fmt.Fprintf(w, "server fds %d -> %d, threads %d -> %d, RSS %.1f -> %.1f MiB (bound +%d MiB)\n",
 		r.Before.FDs, r.After.FDs, r.Before.Threads, r.After.Threads, float64(r.Before.RSS)/(1<<20), float64(r.After.RSS)/(1<<20), r.Options.MaxRSSGrowth>>20)
 	if r.Options.GoroutineSlack > 0 {

@@ -1,0 +1,373 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/airlock-mcp/airlock/internal/soak"
+)
+
+// faultServer starts the built airlock serve with a private environment; the pool is off
+// unless extra turns it on, so that every call builds its sandbox from scratch.
+func faultServer(t *testing.T, extra ...string) (*soak.Server, string) {
+	t.Helper()
+	bin := needSandbox(t)
+	if os.Geteuid() != 0 {
+		t.Skip("SKIPPING: fault tests read other processes' /proc entries and mount tmpfs: need root")
+	}
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "tmp"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	env := soak.ServerEnv(dir, append([]string{"AIRLOCK_POOL_SIZE=0", "AIRLOCK_AUDIT=" + filepath.Join(dir, "audit.jsonl")}, extra...)...)
+	srv, err := soak.StartServer(context.Background(), bin, env, filepath.Join(dir, "server.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		select {
+		case <-srv.Exited():
+		default:
+			srv.Kill()
+		}
+	})
+	return srv, dir
+}
+
+func marker(t *testing.T) string {
+	return fmt.Sprintf("airlock-fault-%d-%s-%d", os.Getpid(), strings.ReplaceAll(t.Name(), "/", "_"), time.Now().UnixNano())
+}
+
+// sleeper is a program that leaves a detached grandchild with the marker in its argv,
+// then sleeps itself: two processes to find from the host.
+const sleeper = "import os, sys, time\n" +
+	"if os.fork() == 0:\n" +
+	"    os.setsid()\n" +
+	"    os.execv(sys.executable, [sys.executable, '-c', 'import time; time.sleep(300)', sys.argv[1]])\n" +
+	"time.sleep(300)\n"
+
+func runCall(code, mark string, timeout float64) mcp.CallToolRequest {
+	args := map[string]any{"code": code, "args": []string{mark}}
+	if timeout > 0 {
+		args["timeout_seconds"] = timeout
+	}
+	return callReq("run_code", args, nil)
+}
+
+// waitProcs waits until the number of processes with mark in their argv satisfies ok.
+func waitProcs(t *testing.T, mark string, within time.Duration, ok func(int) bool) (int, time.Duration) {
+	t.Helper()
+	t0 := time.Now()
+	for {
+		marked, _ := soak.Procs(mark, 0)
+		if ok(len(marked)) || time.Since(t0) > within {
+			return len(marked), time.Since(t0)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// startSleeper sends the sleeper and waits until both its processes are visible.
+func startSleeper(t *testing.T, c *client.Client, mark string) (context.CancelFunc, <-chan *mcp.CallToolResult) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan *mcp.CallToolResult, 1)
+	go func() {
+		r, _ := c.CallTool(ctx, runCall(sleeper, mark, 60))
+		done <- r
+	}()
+	if n, _ := waitProcs(t, mark, 20*time.Second, func(n int) bool { return n >= 2 }); n < 2 {
+		cancel()
+		t.Fatalf("the sleeper's processes never showed up (%d found)", n)
+	}
+	return cancel, done
+}
+
+// kill -9 of the server: every sandbox process dies at once (Pdeathsig on the init, and
+// the pid namespace dies with it), and the next start removes the dead server's cgroups
+// and logs it.
+func TestFaultKill9KillsSandboxesAndNextStartCleansCgroups(t *testing.T) {
+	srv, dir := faultServer(t)
+	mark := marker(t)
+	pid := srv.PID()
+	bases := soak.CgroupBases(pid)
+	_, _ = startSleeper(t, srv.Client, mark)
+	srv.Kill()
+	n, took := waitProcs(t, mark, 2*time.Second, func(n int) bool { return n == 0 })
+	t.Logf("kill -9: marked processes gone in %s", took.Round(time.Millisecond))
+	if n != 0 {
+		t.Fatalf("%d sandbox processes outlived the killed server by %s", n, took)
+	}
+	if _, inits := soak.Procs("", pid); len(inits) != 0 {
+		t.Fatalf("sandbox inits of the dead server: %v", inits)
+	}
+	stale := soak.Cgroups(bases, pid)
+	t.Logf("cgroups left by the dead server: %d", len(stale))
+	next, _ := faultServer(t)
+	defer next.CloseStdin(10 * time.Second)
+	if left := soak.Cgroups(bases, pid); len(left) != 0 {
+		t.Fatalf("the next start left the dead server's cgroups: %v", left)
+	}
+	if len(stale) > 0 {
+		log := next.Log()
+		if !strings.Contains(log, "removed stale sandbox cgroups") || !strings.Contains(log, fmt.Sprintf("/%d-", pid)) {
+			t.Fatalf("the next start removed %d stale cgroups without logging them:\n%s", len(stale), log)
+		}
+	}
+	_ = dir
+}
+
+// SIGTERM: the in-flight call is answered "cancelled", its sandbox dies, its audit line
+// is on disk, and the server exits 0 in bounded time.
+func TestFaultSigtermCancelsAuditsAndExitsZero(t *testing.T) {
+	srv, dir := faultServer(t)
+	mark := marker(t)
+	_, done := startSleeper(t, srv.Client, mark)
+	code, took, err := srv.Signal(syscall.SIGTERM, 10*time.Second)
+	t.Logf("SIGTERM: exit %d after %s", code, took.Round(time.Millisecond))
+	if err != nil || code != 0 || took > 6*time.Second {
+		t.Fatalf("exit %d after %s: %v", code, took, err)
+	}
+	var r *mcp.CallToolResult
+	select {
+	case r = <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the in-flight call got no answer")
+	}
+	if r == nil {
+		t.Fatal("the in-flight call got an error instead of a result")
+	}
+	a := soak.AnswerOf(r)
+	if a.Status != "cancelled" || !a.IsError {
+		t.Fatalf("in-flight call: status %q isError %v: %s", a.Status, a.IsError, a.Text)
+	}
+	if n, _ := waitProcs(t, mark, time.Second, func(n int) bool { return n == 0 }); n != 0 {
+		t.Fatalf("%d sandbox processes survived SIGTERM", n)
+	}
+	audit, _ := os.ReadFile(filepath.Join(dir, "audit.jsonl"))
+	if !strings.Contains(string(audit), `"id":"`+a.ID+`"`) || !strings.Contains(string(audit), `"status":"cancelled"`) {
+		t.Fatalf("no audit line for the cancelled call %s:\n%s", a.ID, audit)
+	}
+}
+
+// Closing stdin (the client went away) kills the running sandbox within a second.
+func TestFaultStdinEOFKillsSandbox(t *testing.T) {
+	srv, _ := faultServer(t)
+	mark := marker(t)
+	_, _ = startSleeper(t, srv.Client, mark)
+	code, took, err := srv.CloseStdin(10 * time.Second)
+	if err != nil || code != 0 {
+		t.Fatalf("exit %d after %s: %v", code, took, err)
+	}
+	n, gone := waitProcs(t, mark, time.Second, func(n int) bool { return n == 0 })
+	t.Logf("stdin EOF: server exited in %s, marked processes gone %s later", took.Round(time.Millisecond), gone.Round(time.Millisecond))
+	if n != 0 {
+		t.Fatalf("%d sandbox processes still running 1 s after stdin closed", n)
+	}
+}
+
+// An HTTP client that drops the connection mid-call cancels that call: its sandbox is
+// gone within a second, and the server keeps serving.
+func TestFaultHTTPDisconnectKillsSandbox(t *testing.T) {
+	bin := needSandbox(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	dir := t.TempDir()
+	cmd := exec.Command(bin, "serve", "--http", addr)
+	cmd.Env = soak.ServerEnv(dir, "AIRLOCK_POOL_SIZE=0", "AIRLOCK_AUDIT=off")
+	stderr, _ := cmd.StderrPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	ready := make(chan struct{})
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			if strings.Contains(sc.Text(), "serving MCP over HTTP") {
+				close(ready)
+			}
+		}
+	}()
+	select {
+	case <-ready:
+	case <-time.After(30 * time.Second):
+		t.Fatal("HTTP server did not start")
+	}
+	c, err := client.NewStreamableHttpClient("http://" + addr + "/mcp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Initialize(ctx, mcp.InitializeRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	mark := marker(t)
+	cancel, done := startSleeper(t, c, mark)
+	cancel() // the client gives up: the request's connection closes
+	<-done
+	n, took := waitProcs(t, mark, time.Second, func(n int) bool { return n == 0 })
+	t.Logf("HTTP disconnect: marked processes gone in %s", took.Round(time.Millisecond))
+	if n != 0 {
+		t.Fatalf("%d sandbox processes still running 1 s after the client disconnected", n)
+	}
+	r, err := c.CallTool(ctx, runCall("print('still serving')", mark+"-after", 10))
+	if err != nil || r.IsError {
+		t.Fatalf("server not serving after the disconnect: %v %v", err, r)
+	}
+}
+
+// Host-side failures after startup are a clean sandbox_error result, and the server
+// keeps serving and recovers when the fault goes away.
+func TestFaultInterpreterVanishes(t *testing.T) {
+	// The server's PATH (soak.ServerEnv), not ours: ours may hold a pyenv shim.
+	var real string
+	for _, d := range []string{"/usr/local/bin", "/usr/bin", "/bin"} {
+		if p, err := filepath.EvalSymlinks(filepath.Join(d, "python3")); err == nil {
+			real = p
+			break
+		}
+	}
+	if real == "" {
+		t.Skip("SKIPPING: no python3 on the server's PATH")
+	}
+	// Under /usr, which the sandbox binds read-only: it shows neither the host's /tmp nor /var.
+	dir, err := os.MkdirTemp("/usr/local", "airlock-fault-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil { // the sandbox runs as an unprivileged user
+		t.Fatal(err)
+	}
+	interp := filepath.Join(dir, "bin", filepath.Base(real))
+	copyFile(t, real, interp)
+	cfg := filepath.Join(dir, "airlock.toml")
+	if err := os.WriteFile(cfg, []byte(fmt.Sprintf("[languages.interpreters]\npython = %q\n", interp)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	srv, _ := faultServer(t, "AIRLOCK_CONFIG="+cfg)
+	call := func(code string) soak.Answer {
+		t.Helper()
+		r, err := srv.Client.CallTool(context.Background(), runCall(code, marker(t), 10))
+		if err != nil {
+			t.Fatalf("no answer: %v", err)
+		}
+		return soak.AnswerOf(r)
+	}
+	if a := call("print(1)"); a.Status != "ok" {
+		t.Fatalf("before the fault: %+v", a)
+	}
+	if err := os.Remove(interp); err != nil {
+		t.Fatal(err)
+	}
+	a := call("print(1)")
+	t.Logf("interpreter gone: status %s, text %.200q", a.Status, a.Text)
+	if a.Status != "sandbox_error" || !a.IsError {
+		t.Errorf("interpreter gone: status %q isError %v, want a sandbox_error result: %s", a.Status, a.IsError, a.Text)
+	}
+	copyFile(t, real, interp)
+	if a := call("print(1)"); a.Status != "ok" {
+		t.Fatalf("after the interpreter is back: %+v", a)
+	}
+}
+
+// A full disk under the audit log fails the call with sandbox_error and withholds its
+// output (nothing unaudited is reported as a success); the server keeps serving and
+// recovers once there is space.
+func TestFaultAuditDiskFull(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("SKIPPING: mounting a tmpfs needs root")
+	}
+	mnt := t.TempDir()
+	if err := syscall.Mount("tmpfs", mnt, "tmpfs", 0, "size=64k"); err != nil {
+		t.Skipf("SKIPPING: cannot mount a tmpfs: %v", err)
+	}
+	defer syscall.Unmount(mnt, syscall.MNT_DETACH)
+	srv, _ := faultServer(t, "AIRLOCK_AUDIT="+filepath.Join(mnt, "audit.jsonl"))
+	mark := marker(t)
+	call := func() soak.Answer {
+		t.Helper()
+		r, err := srv.Client.CallTool(context.Background(), runCall("import sys\nprint('out', sys.argv[1])", mark, 10))
+		if err != nil {
+			t.Fatalf("no answer: %v", err)
+		}
+		return soak.AnswerOf(r)
+	}
+	if a := call(); a.Status != "ok" {
+		t.Fatalf("before the disk fills: %+v", a)
+	}
+	filler := filepath.Join(mnt, "filler")
+	f, err := os.Create(filler)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := f.Write(make([]byte, 4096)); err != nil {
+			break
+		}
+	}
+	f.Close()
+	// tmpfs allocates whole pages: the log's last page still has room. Fill it with
+	// newlines, which leave every record intact.
+	if af, err := os.OpenFile(filepath.Join(mnt, "audit.jsonl"), os.O_WRONLY|os.O_APPEND, 0); err == nil {
+		for i := 0; i < 1<<16; i++ {
+			if _, err := af.Write([]byte{'\n'}); err != nil {
+				break
+			}
+		}
+		af.Close()
+	}
+	a := call()
+	t.Logf("audit disk full: status %s, detail %.160q", a.Status, a.Detail)
+	if a.Status != "sandbox_error" || !a.IsError || strings.Contains(a.Stdout, mark) || !strings.Contains(a.Detail, "audit") {
+		t.Fatalf("disk full: %+v, want sandbox_error naming the audit log and no output", a)
+	}
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	if a := call(); a.Status != "ok" {
+		t.Fatalf("after space is freed: %+v", a)
+	}
+	b, _ := os.ReadFile(filepath.Join(mnt, "audit.jsonl"))
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	var last struct{ Status string }
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &last); err != nil || last.Status != "ok" {
+		t.Fatalf("last audit line after recovery is not a whole record: %v %q", err, lines[len(lines)-1])
+	}
+}
+
+func copyFile(t *testing.T, from, to string) {
+	t.Helper()
+	b, err := os.ReadFile(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Dir(to), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(to, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+}
