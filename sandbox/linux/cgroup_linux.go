@@ -285,6 +285,18 @@ func (c *cgroup) join(pid int) error {
 	return nil
 }
 
+// unthrottle lifts the CPU quota so a tree that is being killed can exit at once.
+func (c *cgroup) unthrottle() {
+	switch c.version {
+	case 1:
+		if d, ok := c.dirs["cpu"]; ok {
+			os.WriteFile(filepath.Join(d, "cpu.cfs_quota_us"), []byte("-1"), 0)
+		}
+	case 2:
+		os.WriteFile(filepath.Join(c.dir, "cpu.max"), []byte("max"), 0)
+	}
+}
+
 type cgroupStats struct {
 	PeakMemory int64
 	OOMKills   int64

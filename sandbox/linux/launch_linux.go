@@ -345,6 +345,11 @@ func (l *launch) stop(status sandbox.Status, detail string) {
 		l.detail = detail
 	}
 	l.mu.Unlock()
+	if l.cg != nil {
+		// Killed tasks of a throttled cgroup wait for CPU quota before they can exit: a
+		// spinning fork bomb took up to 1.3 s to die under the 1-CPU quota.
+		l.cg.unthrottle()
+	}
 	l.kill()
 }
 
