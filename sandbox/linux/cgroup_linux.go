@@ -219,7 +219,7 @@ func (m *cgroups) create(id string, l sandbox.Limits) (*cgroup, error) {
 		for c, base := range m.v1 {
 			d := filepath.Join(base, name)
 			if err := os.Mkdir(d, 0o755); err != nil {
-				cg.destroy()
+				_ = cg.destroy()
 				return nil, fmt.Errorf("create cgroup %s: %w", d, err)
 			}
 			cg.dirs[c] = d
@@ -239,7 +239,7 @@ func (m *cgroups) create(id string, l sandbox.Limits) (*cgroup, error) {
 			}
 			err := os.WriteFile(filepath.Join(d, s.file), []byte(s.val), 0)
 			if err != nil && !(s.file == "memory.memsw.limit_in_bytes" && errors.Is(err, os.ErrNotExist)) {
-				cg.destroy()
+				_ = cg.destroy()
 				return nil, fmt.Errorf("set %s=%s: %w", s.file, s.val, err)
 			}
 		}
@@ -258,13 +258,13 @@ func (m *cgroups) create(id string, l sandbox.Limits) (*cgroup, error) {
 		for _, s := range sets {
 			err := os.WriteFile(filepath.Join(cg.dir, s.file), []byte(s.val), 0)
 			if err != nil && !errors.Is(err, os.ErrNotExist) {
-				cg.destroy()
+				_ = cg.destroy()
 				return nil, fmt.Errorf("set %s=%s: %w", s.file, s.val, err)
 			}
 		}
 		fd, err := unix.Open(cg.dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 		if err != nil {
-			cg.destroy()
+			_ = cg.destroy()
 			return nil, fmt.Errorf("open cgroup %s: %w", cg.dir, err)
 		}
 		cg.fd = fd
@@ -336,7 +336,7 @@ func (c *cgroup) destroy() error {
 		dirs = append(dirs, d)
 	}
 	if c.dir != "" {
-		os.WriteFile(filepath.Join(c.dir, "cgroup.kill"), []byte("1"), 0)
+		_ = os.WriteFile(filepath.Join(c.dir, "cgroup.kill"), []byte("1"), 0)
 		dirs = append(dirs, c.dir)
 	}
 	var last error

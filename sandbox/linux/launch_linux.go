@@ -223,7 +223,7 @@ func (l *launch) handover(spec sandbox.Spec, h *handover) error {
 		// A program that never reads its stdin leaves this blocked until the sandbox
 		// is gone and the write fails.
 		if len(stdin) > 0 {
-			w.Write(stdin)
+			_, _ = w.Write(stdin)
 		}
 		w.Close()
 	}()
@@ -359,7 +359,7 @@ func (l *launch) pump(r *os.File, c *sandbox.Capture) {
 	for {
 		n, err := r.Read(buf)
 		if n > 0 {
-			c.Write(buf[:n])
+			_, _ = c.Write(buf[:n])
 			if ceiling := c.Limit() * floodFactor; ceiling > 0 && c.Total() > ceiling {
 				l.stop(sandbox.StatusOutputLimit, fmt.Sprintf("killed for writing more than %d bytes to one stream", ceiling))
 				// Keep draining so nothing blocks; the capture still only keeps the cap.
