@@ -44,7 +44,7 @@ func binary(t *testing.T) string {
 		binPath = filepath.Join(dir, "airlock")
 		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
 		if err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+			buildErr = fmt.Errorf("go build: %w\n%s", err, out)
 			return
 		}
 		cmd := exec.Command(binPath, "run", "-")
@@ -59,7 +59,7 @@ func binary(t *testing.T) string {
 		case errors.As(err, &exit) && exit.ExitCode() == 3:
 			sandboxWhy = stderr.String()
 		default:
-			buildErr = fmt.Errorf("airlock run: %v\n%s", err, stderr.String())
+			buildErr = fmt.Errorf("airlock run: %w\n%s", err, stderr.String())
 		}
 	})
 	if buildErr != nil {

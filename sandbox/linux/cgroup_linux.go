@@ -290,10 +290,10 @@ func (c *cgroup) unthrottle() {
 	switch c.version {
 	case 1:
 		if d, ok := c.dirs["cpu"]; ok {
-			os.WriteFile(filepath.Join(d, "cpu.cfs_quota_us"), []byte("-1"), 0)
+			_ = os.WriteFile(filepath.Join(d, "cpu.cfs_quota_us"), []byte("-1"), 0)
 		}
 	case 2:
-		os.WriteFile(filepath.Join(c.dir, "cpu.max"), []byte("max"), 0)
+		_ = os.WriteFile(filepath.Join(c.dir, "cpu.max"), []byte("max"), 0)
 	}
 }
 

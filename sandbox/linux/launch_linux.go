@@ -184,7 +184,7 @@ func (l *launch) start(cfg *initConfig) (err error) {
 	}
 	if l.cg != nil {
 		if err := l.cg.join(cmd.Process.Pid); err != nil {
-			return fail(fmt.Errorf("%w: %v", errCgroup, err))
+			return fail(fmt.Errorf("%w: %w", errCgroup, err))
 		}
 	}
 	if err := l.send(joined{Joined: true}); err != nil {
