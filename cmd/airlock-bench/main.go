@@ -158,7 +158,9 @@ func summarise(x []time.Duration) stats {
 	return stats{at(0.5), at(0.9), at(0.99)}
 }
 
-func ms(d time.Duration) string { return strconv.FormatFloat(float64(d.Microseconds())/1000, 'f', 1, 64) }
+func ms(d time.Duration) string {
+	return strconv.FormatFloat(float64(d.Microseconds())/1000, 'f', 1, 64)
+}
 
 func ratio(a, b time.Duration) float64 { return float64(a) / float64(b) }
 
