@@ -40,8 +40,11 @@ help: ## list the targets
 build: ## build bin/airlock (cgo on Linux, for libseccomp)
 	$(BUILD_ENV) $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/airlock .
 
-run: build ## serve MCP over stdio with the embedded defaults
-	./bin/airlock serve
+# stdout is the MCP channel here, so the build's own output goes to stderr and make echoes
+# nothing.
+run: ## build, then serve MCP over stdio with the embedded defaults
+	@$(BUILD_ENV) $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/airlock . >&2
+	@exec ./bin/airlock serve
 
 test: vet fmt-check test-go test-darwin-compile fuzz-short ## the whole suite: vet, gofmt, race tests, darwin compile, short fuzz, unprivileged run
 	@if [ -x scripts/test-unprivileged.sh ]; then \
@@ -97,14 +100,14 @@ deps: ## install what a fresh Debian/Ubuntu needs (gcc, libseccomp-dev, pkg-conf
 	  dpkg-query -W -f='$${Status}' "$$p" 2>/dev/null | grep -q 'ok installed' || missing="$$missing $$p"; \
 	done; \
 	if [ -n "$$missing" ]; then \
-	  echo "installing:$$missing"; \
-	  $(SUDO) apt-get update -qq; \
-	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y --no-install-recommends $$missing; \
-	else echo "system packages: all present"; fi
+	  echo "installing:$$missing" >&2; \
+	  $(SUDO) apt-get update -qq >&2; \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y --no-install-recommends $$missing >&2; \
+	else echo "system packages: all present" >&2; fi
 	@v=$$($(GO) env GOVERSION 2>/dev/null | sed "s/^go//" || true); \
 	if [ -z "$$v" ] || [ "$$(printf '%s\n%s\n' "$(GO_MIN)" "$$v" | sort -V | head -n1)" != "$(GO_MIN)" ]; then \
 	  echo "Go $(GO_MIN) or newer is needed (found: $${v:-none}). Debian/Ubuntu's golang-go is older." >&2; \
 	  echo "Install the official release into /usr/local/go (this Makefile finds it there):" >&2; \
 	  echo "  curl -fsSL https://go.dev/dl/go1.26.8.linux-$$(dpkg --print-architecture).tar.gz | $(SUDO) tar -C /usr/local -xz" >&2; \
 	  exit 1; \
-	fi; echo "go $$v: ok"
+	fi; echo "go $$v: ok" >&2
