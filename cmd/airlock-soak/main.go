@@ -25,10 +25,13 @@ func main() {
 	memory := fs.String("memory", "128MiB", "the server's per-run memory limit (the expected statuses assume 128MiB)")
 	rss := fs.Int64("max-rss-growth-mib", 32, "fail if the server's RSS grows more than this from the warmed-up baseline")
 	slack := fs.Int("goroutine-slack", 4, "fail if the server ends with more goroutines than a warmed-up twin server plus this; 0 skips the check and ends the server by closing stdin instead of SIGQUIT")
+	pool := fs.Int("pool", 2, "the server's warm pool size; that many idle sandboxes may remain while it runs")
 	dir := fs.String("dir", "", "work directory for server logs, audit logs and the server's TMPDIR (default: a new temp dir, kept)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: airlock-soak -airlock BINARY [-calls N] [-parallel P] [flags]\n\n"+
-			"Runs as root on Linux (it reads /proc of the server and its sandboxes).\nFlags:\n")
+			"Runs as root on Linux (it reads /proc of the server and its sandboxes).\n"+
+			"With -goroutine-slack > 0 the server is ended with SIGQUIT (to count its goroutines) and a\n"+
+			"second server is started, which must log removing the first one's stale cgroups.\nFlags:\n")
 		fs.PrintDefaults()
 		fmt.Fprintf(fs.Output(), "\nMix of calls and the one status each must return (weights per round of %d):\n%s", soak.Weights(), soak.ExpectTable())
 	}
@@ -47,7 +50,7 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	rep, err := soak.Run(ctx, soak.Options{Binary: abs, Calls: *calls, Parallel: *parallel, Memory: *memory,
-		MaxRSSGrowth: *rss << 20, GoroutineSlack: *slack, Dir: *dir, Progress: os.Stderr})
+		MaxRSSGrowth: *rss << 20, GoroutineSlack: *slack, Pool: *pool, Dir: *dir, Progress: os.Stderr})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "airlock-soak:", err)
 		fmt.Println("FAIL")
