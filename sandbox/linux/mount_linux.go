@@ -253,11 +253,19 @@ func applyOp(op mountOp) error {
 		}
 	case opBindDev:
 		// A read-only or nodev mount would make the node unusable (writing to
-		// /dev/null must work); the kernel already keeps the host's nosuid locked on it.
+		// /dev/null must work); nosuid and noexec cost nothing.
 		if err := mountPoint(dst, true); err != nil {
 			return stageError(stage, err)
 		}
 		if err := unix.Mount(op.Source, dst, "", unix.MS_BIND, ""); err != nil {
+			return stageError(stage, err)
+		}
+		var st unix.Statfs_t
+		if err := unix.Statfs(dst, &st); err != nil {
+			return stageError(stage, err)
+		}
+		flags := uintptr(st.Flags)&lockedFlags | unix.MS_BIND | unix.MS_REMOUNT | unix.MS_NOSUID | unix.MS_NOEXEC
+		if err := unix.Mount("", dst, "", flags, ""); err != nil {
 			return stageError(stage, err)
 		}
 	case opTmpfs:
