@@ -26,7 +26,12 @@ import (
 // unless extra turns it on, so that every call builds its sandbox from scratch.
 func faultServer(t *testing.T, extra ...string) (*soak.Server, string) {
 	t.Helper()
-	bin := needSandbox(t)
+	return faultServerOf(t, needSandbox(t), extra...)
+}
+
+// faultServerOf is faultServer with bin started in place of the built airlock.
+func faultServerOf(t *testing.T, bin string, extra ...string) (*soak.Server, string) {
+	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("SKIPPING: fault tests read other processes' /proc entries and mount tmpfs: need root")
 	}
@@ -357,6 +362,110 @@ func TestFaultAuditDiskFull(t *testing.T) {
 	var last struct{ Status string }
 	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &last); err != nil || last.Status != "ok" {
 		t.Fatalf("last audit line after recovery is not a whole record: %v %q", err, lines[len(lines)-1])
+	}
+}
+
+// cgroupJoiner becomes the server after joining the cgroups whose cgroup.procs files
+// FAULT_CGROUP_PROCS lists, so the server creates its sandbox cgroups under private
+// parents from its first instruction on, and nothing else shares them.
+const cgroupJoiner = "#!/bin/sh\n" +
+	"for f in $FAULT_CGROUP_PROCS; do echo $$ > \"$f\" || exit 97; done\n" +
+	"exec \"$FAULT_BIN\" \"$@\"\n"
+
+// A per-run cgroup that cannot be created (its parent, the server's base dir, vanished)
+// is a structured sandbox_error naming the cgroup, never a run without limits; the
+// server keeps serving and recovers once the base is back.
+func TestFaultCgroupCreationFails(t *testing.T) {
+	bin := needSandbox(t)
+	if os.Geteuid() != 0 {
+		t.Skip("SKIPPING: cgroup v1 controllers need root")
+	}
+	// Our own cgroups, where every airlock started by this test binary (needSandbox's
+	// probe run included) has made its base dir.
+	ours := soak.CgroupBases(os.Getpid())
+	if len(ours) == 0 {
+		t.Skip("SKIPPING: airlock made no cgroups on this host")
+	}
+	name := fmt.Sprintf("airlock-fault-%d-%d", os.Getpid(), time.Now().UnixNano())
+	var procs, private []string
+	for _, b := range ours {
+		d := filepath.Join(filepath.Dir(b), name)
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		private = append(private, d)
+		procs = append(procs, filepath.Join(d, "cgroup.procs"))
+	}
+	// Registered first, so it runs after faultServerOf's cleanup has killed the server.
+	t.Cleanup(func() {
+		for _, d := range private {
+			_ = os.Remove(filepath.Join(d, "airlock"))
+			if err := os.Remove(d); err != nil {
+				t.Errorf("remove the private cgroup: %v", err)
+			}
+		}
+	})
+	joiner := filepath.Join(t.TempDir(), "join-cgroups")
+	if err := os.WriteFile(joiner, []byte(cgroupJoiner), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	srv, _ := faultServerOf(t, joiner, "FAULT_BIN="+bin, "FAULT_CGROUP_PROCS="+strings.Join(procs, " "))
+	pid := srv.PID()
+	bases := soak.CgroupBases(pid)
+	if len(bases) != len(private) {
+		t.Fatalf("server bases %v, want one under each of %v", bases, private)
+	}
+	for _, b := range bases {
+		if !strings.Contains(b, "/"+name+"/") {
+			t.Fatalf("server base %s is not in the private cgroup %s: the fault would hit other servers", b, name)
+		}
+	}
+	call := func() soak.Answer {
+		t.Helper()
+		r, err := srv.Client.CallTool(context.Background(), runCall("print('ran', 6*7)", marker(t), 10))
+		if err != nil {
+			t.Fatalf("no answer: %v", err)
+		}
+		return soak.AnswerOf(r)
+	}
+	if a := call(); a.Status != "ok" || !strings.Contains(a.Stdout, "ran 42") {
+		t.Fatalf("before the fault: %+v", a)
+	}
+	// The pids base goes away, as a host cleanup might remove it: every new run cgroup
+	// under it fails with ENOENT. The previous run's cgroup may still be on its way out.
+	var gone string
+	for _, b := range bases {
+		if strings.Contains(b, "/pids/") {
+			gone = b
+		}
+	}
+	if gone == "" {
+		t.Skip("SKIPPING: the server uses no pids cgroup")
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		err := os.Remove(gone)
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("remove the server's base %s: %v", gone, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	a := call()
+	t.Logf("cgroup creation fails: status %s, detail %.200q", a.Status, a.Detail)
+	if a.Status != "sandbox_error" || !a.IsError || strings.Contains(a.Stdout, "ran 42") || !strings.Contains(a.Detail, gone+"/") {
+		t.Errorf("cgroup creation fails: %+v, want a sandbox_error naming a cgroup under %s, and no output", a, gone)
+	}
+	if left := soak.Cgroups(bases, pid); len(left) != 0 {
+		t.Errorf("the failed run left its other cgroups behind: %v", left)
+	}
+	if err := os.Mkdir(gone, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if a := call(); a.Status != "ok" || !strings.Contains(a.Stdout, "ran 42") {
+		t.Fatalf("after the base is back: %+v", a)
 	}
 }
 
