@@ -134,7 +134,7 @@ func TestStdioHugeLineAndBadInputKeepServing(t *testing.T) {
 	if e, ok := m["error"].(map[string]any); !ok || !strings.Contains(e["message"].(string), "message too large") {
 		t.Fatalf("100 MB line: %v", m)
 	}
-	for _, bad := range []string{"this is not json", `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"nope"}}`, `[1,2`} {
+	for _, bad := range []string{"this is not json", `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"nope"}}`, `[1,2`, "{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"tools/call\",\"params\":{\"name\":\"run_code\",\"arguments\":{\"code\":\"\xff\"}}}"} {
 		p.send(t, bad)
 		if m := p.recv(t); m["error"] == nil {
 			t.Errorf("%q: want a JSON-RPC error, got %v", bad, m)

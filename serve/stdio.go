@@ -12,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
@@ -104,6 +105,14 @@ func Stdio(ctx context.Context, s *server.MCPServer, in io.Reader, out io.Writer
 			return nil
 		case line := <-lines:
 			id, isRequest, cancelled := peek(line)
+			if !utf8.Valid(line) {
+				// JSON text must be UTF-8 (RFC 8259 §8.1). Decoding would quietly turn bad
+				// bytes in code or stdin into U+FFFD and run something the client never sent.
+				if isRequest {
+					w.emit(nil, errorResponse(id, mcp.PARSE_ERROR, "message is not valid UTF-8: JSON text must be UTF-8 (RFC 8259)"))
+				}
+				continue
+			}
 			if cancelled != "" {
 				w.markCancelled(cancelled)
 			}
