@@ -18,10 +18,13 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/airlock-mcp/airlock/internal/soak"
 )
 
 var (
@@ -390,4 +393,153 @@ func TestE2ERunCommand(t *testing.T) {
 			t.Errorf("%q: exit %d, out %s", tc.code, code, out)
 		}
 	}
+}
+
+// rawStdio is airlock serve driven by raw lines: every stdout line must be a JSON-RPC
+// message in valid UTF-8, or the test fails.
+type rawStdio struct {
+	stdin io.WriteCloser
+	msgs  chan map[string]any
+	bad   chan string
+}
+
+func startRawStdio(t *testing.T, bin string) *rawStdio {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "tmp"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "serve")
+	cmd.Env = soak.ServerEnv(dir, "AIRLOCK_POOL_SIZE=0", "AIRLOCK_AUDIT=off")
+	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	cmd.Stderr = io.Discard
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	p := &rawStdio{stdin: stdin, msgs: make(chan map[string]any, 16), bad: make(chan string, 1)}
+	go func() {
+		defer close(p.msgs)
+		sc := bufio.NewScanner(stdout)
+		sc.Buffer(nil, 32<<20)
+		for sc.Scan() {
+			var m map[string]any
+			if !utf8.Valid(sc.Bytes()) || json.Unmarshal(sc.Bytes(), &m) != nil || m["jsonrpc"] != "2.0" {
+				p.bad <- sc.Text()
+				return
+			}
+			p.msgs <- m
+		}
+	}()
+	return p
+}
+
+func (p *rawStdio) send(t *testing.T, line []byte) {
+	t.Helper()
+	if _, err := p.stdin.Write(append(line, '\n')); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// answer returns the next response, skipping notifications.
+func (p *rawStdio) answer(t *testing.T) map[string]any {
+	t.Helper()
+	for {
+		select {
+		case m, ok := <-p.msgs:
+			if !ok {
+				t.Fatal("the server closed stdout")
+			}
+			if _, note := m["method"]; !note {
+				return m
+			}
+		case l := <-p.bad:
+			t.Fatalf("stdout line is not JSON-RPC in UTF-8: %.300q", l)
+		case <-time.After(60 * time.Second):
+			t.Fatal("no answer within 60 s")
+		}
+	}
+}
+
+// Bad input written straight to the real binary's stdin: protocol misuse is a JSON-RPC
+// error, a bad argument an isError result naming it, and the server keeps serving.
+// TestE2EStdoutIsOnlyJSONRPC covers plain garbage, NUL in code, an extra argument, a
+// negative timeout and an unknown tool.
+func TestE2EBadInputRawStdio(t *testing.T) {
+	p := startRawStdio(t, needSandbox(t))
+	p.send(t, []byte(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`))
+	if m := p.answer(t); m["result"] == nil {
+		t.Fatalf("initialize: %v", m)
+	}
+	p.send(t, []byte(`{"jsonrpc":"2.0","method":"notifications/initialized"}`))
+	call := func(id int, args string) []byte {
+		return []byte(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"run_code","arguments":%s}}`, id, args))
+	}
+	alive := func(id int) {
+		t.Helper()
+		p.send(t, call(id, `{"code":"print('alive', 6*7)"}`))
+		m := p.answer(t)
+		r, _ := m["result"].(map[string]any)
+		if m["id"] != float64(id) || r == nil || r["isError"] == true || !strings.Contains(fmt.Sprint(r["content"]), "alive 42") {
+			t.Fatalf("a valid call after bad input: %v", m)
+		}
+	}
+	// 100 MB: six times the 16 MiB message limit, so it is refused unread.
+	big := call(2, `{"code":"`+strings.Repeat("a", 100<<20)+`"}`)
+	go func() { _, _ = p.stdin.Write(append(big, '\n')) }()
+	if m := p.answer(t); m["id"] != nil || !strings.Contains(fmt.Sprint(m["error"]), "message too large") {
+		t.Fatalf("100 MB line: %.300v", m)
+	}
+	alive(3)
+
+	const rpc, tool = "rpc", "tool"
+	for i, tc := range []struct {
+		name, kind, want string
+		line             []byte
+	}{
+		{"invalid UTF-8 in code", rpc, "not valid UTF-8", call(10, "{\"code\":\"print('\xff\xfe')\"}")},
+		{"invalid UTF-8 in stdin", rpc, "not valid UTF-8", call(11, "{\"code\":\"1\",\"stdin\":\"a\xc3\"}")},
+		{"raw NUL bytes", rpc, "parse", []byte("\x00\x00{\"jsonrpc\":\"2.0\",\"id\":12,\"method\":\"tools/list\"}")},
+		{"NUL escape in code", tool, "NUL", call(13, `{"code":"import os\u0000"}`)},
+		{"NaN token", rpc, "parse", call(14, `{"code":"1","timeout_seconds":NaN}`)},
+		{"Infinity token", rpc, "parse", call(15, `{"code":"1","timeout_seconds":Infinity}`)},
+		{"NaN as a string", tool, `"timeout_seconds" must be a number`, call(16, `{"code":"1","timeout_seconds":"NaN"}`)},
+		{"huge timeout", tool, "not a plausible timeout", call(17, `{"code":"1","timeout_seconds":1e308}`)},
+		{"timeout beyond float64", rpc, "1e400", call(18, `{"code":"1","timeout_seconds":1e400}`)},
+		{"negative fraction timeout", tool, "must not be negative", call(19, `{"code":"1","timeout_seconds":-0.5}`)},
+		{"empty arguments", tool, `missing required argument "code"`, call(20, `{}`)},
+		{"no arguments", tool, `missing required argument "code"`, []byte(`{"jsonrpc":"2.0","id":21,"method":"tools/call","params":{"name":"run_code"}}`)},
+		{"arguments a string", tool, "must be a JSON object", call(22, `"print(1)"`)},
+		{"code a number", tool, `"code" must be a string`, call(23, `{"code":12}`)},
+		{"stdin a number", tool, `"stdin" must be a string`, call(24, `{"code":"1","stdin":5}`)},
+		{"args of numbers", tool, `"args"`, call(25, `{"code":"1","args":[1,2]}`)},
+		{"language a number", tool, `"language" must be a string`, call(26, `{"code":"1","language":42}`)},
+		{"unknown language", tool, "cobol", call(27, `{"code":"1","language":"cobol"}`)},
+		{"unknown and extra arguments", tool, `unknown argument`, call(28, `{"code":"1","steps":2,"language":"python"}`)},
+		{"params a string", rpc, "", []byte(`{"jsonrpc":"2.0","id":29,"method":"tools/call","params":"run_code"}`)},
+		{"tool name a number", rpc, "", []byte(`{"jsonrpc":"2.0","id":30,"method":"tools/call","params":{"name":42,"arguments":{}}}`)},
+		{"method a number", rpc, "parse", []byte(`{"jsonrpc":"2.0","id":31,"method":7}`)},
+		{"JSON-RPC 1.0", rpc, "version", []byte(`{"jsonrpc":"1.0","id":32,"method":"tools/list"}`)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p.send(t, tc.line)
+			m := p.answer(t)
+			switch tc.kind {
+			case rpc:
+				if m["error"] == nil || !strings.Contains(strings.ToLower(fmt.Sprint(m["error"])), strings.ToLower(tc.want)) {
+					t.Errorf("want a JSON-RPC error mentioning %q, got %.300v", tc.want, m)
+				}
+			case tool:
+				r, _ := m["result"].(map[string]any)
+				if r == nil || r["isError"] != true || !strings.Contains(fmt.Sprint(r["content"]), tc.want) {
+					t.Errorf("want an isError result mentioning %q, got %.300v", tc.want, m)
+				}
+			}
+		})
+		if i%6 == 5 {
+			alive(100 + i)
+		}
+	}
+	alive(200)
 }
