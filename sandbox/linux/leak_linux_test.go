@@ -44,7 +44,7 @@ func TestDetachedGrandchildDies(t *testing.T) {
 		args   []string
 		wall   time.Duration
 		status sandbox.Status
-		within time.Duration // how long Run may take in all
+		within time.Duration // from the program's start to the result (setup, slow under -race, excluded)
 	}{
 		// Under drainGrace (2 s), so waiting for the grandchild's pipe would fail.
 		{"main-exits", nil, 10 * time.Second, sandbox.StatusOK, 1900 * time.Millisecond},
@@ -63,8 +63,8 @@ func TestDetachedGrandchildDies(t *testing.T) {
 			if res.Status != tc.status || !strings.Contains(string(res.Stdout.Bytes()), "main done") {
 				t.Fatalf("status %s, want %s: %s", res.Status, tc.status, brief(res))
 			}
-			if took > tc.within {
-				t.Errorf("Run took %s, want under %s", took, tc.within)
+			if res.Wall > tc.within {
+				t.Errorf("program start to result %s (Run %s), want under %s", res.Wall, took, tc.within)
 			}
 			assertNoSurvivors(t, marker)
 		})
