@@ -39,9 +39,9 @@ func build(ctx context.Context, cfg config.Config, strict bool) (tools.Deps, err
 			sb = broken{sbErr}
 		case len(rep.Missing()) > 0:
 			sbErr = fmt.Errorf("%w: required isolation layers are missing: %s", sandbox.ErrUnavailable, layerList(rep.Missing()))
-		case cfg.Sandbox.AllowDegraded:
-			// The backend already relaxed what allow_degraded makes optional; say so on
-			// every result when something optional is really off.
+		default:
+			// An optional layer that is off (cgroups for an unprivileged server: memory
+			// then bounded by RLIMIT_AS) does not stop the server, but every result says so.
 			var off []sandbox.Layer
 			for _, l := range rep.Layers {
 				if !l.Active {
