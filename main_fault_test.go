@@ -372,6 +372,23 @@ const cgroupJoiner = "#!/bin/sh\n" +
 	"for f in $FAULT_CGROUP_PROCS; do echo $$ > \"$f\" || exit 97; done\n" +
 	"exec \"$FAULT_BIN\" \"$@\"\n"
 
+// removeCgroup removes an empty cgroup dir whose last processes may still be exiting.
+func removeCgroup(t *testing.T, d string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		err := os.Remove(d)
+		if err == nil || os.IsNotExist(err) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("remove cgroup %s: %v", d, err)
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // A per-run cgroup that cannot be created (its parent, the server's base dir, vanished)
 // is a structured sandbox_error naming the cgroup, never a run without limits; the
 // server keeps serving and recovers once the base is back.
@@ -399,7 +416,16 @@ func TestFaultCgroupCreationFails(t *testing.T) {
 	// Registered first, so it runs after faultServerOf's cleanup has killed the server.
 	t.Cleanup(func() {
 		for _, d := range private {
-			_ = os.Remove(filepath.Join(d, "airlock"))
+			// The killed server may leave run cgroups behind (their removal runs after
+			// the result is sent); a later server's start would clean them as stale.
+			base := filepath.Join(d, "airlock")
+			runs, _ := os.ReadDir(base)
+			for _, r := range runs {
+				if r.IsDir() {
+					removeCgroup(t, filepath.Join(base, r.Name()))
+				}
+			}
+			removeCgroup(t, base)
 			if err := os.Remove(d); err != nil {
 				t.Errorf("remove the private cgroup: %v", err)
 			}

@@ -133,6 +133,7 @@ func runCmd(ctx context.Context, args []string, stdio IO) int {
 		fmt.Fprintf(stdio.Stderr, "airlock: refusing to run: %v\n", err)
 		return exitRefused
 	}
+	defer closeSandbox(deps)
 	if *lang == "" {
 		*lang = "python"
 		if en := deps.Runner.Languages.Enabled(); len(en) > 0 && !contains(en, "python") {

@@ -53,15 +53,17 @@ func startupCheck(ctx context.Context, deps tools.Deps, cfg config.Config, log *
 }
 
 // warm starts the backend's warm pool when configured and supported, and returns what
-// drains it at shutdown.
+// drains it, and waits for every finished sandbox's cleanup, at shutdown.
 func warm(deps tools.Deps, cfg config.Config, log *slog.Logger) func() {
-	if cfg.Pool.Size <= 0 {
-		return nil
-	}
 	w, ok := deps.Runner.Sandbox.(sandbox.Warmer)
 	if !ok {
-		log.Info("warm pool not supported by this sandbox backend; every call builds its sandbox")
+		if cfg.Pool.Size > 0 {
+			log.Info("warm pool not supported by this sandbox backend; every call builds its sandbox")
+		}
 		return nil
+	}
+	if cfg.Pool.Size <= 0 {
+		return func() { w.Close() }
 	}
 	templates := deps.Runner.Templates()
 	w.Warm(templates, cfg.Pool.Size)
@@ -70,5 +72,13 @@ func warm(deps tools.Deps, cfg config.Config, log *slog.Logger) func() {
 		st := w.PoolStats()
 		w.Close()
 		log.Info("warm pool drained", "hits", st.Hits, "misses", st.Misses)
+	}
+}
+
+// closeSandbox waits for the backend's background cleanup (a finished sandbox's cgroup is
+// removed after its result is returned), so a one-shot command leaves nothing behind.
+func closeSandbox(deps tools.Deps) {
+	if w, ok := deps.Runner.Sandbox.(sandbox.Warmer); ok {
+		w.Close()
 	}
 }
