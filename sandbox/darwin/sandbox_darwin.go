@@ -428,7 +428,7 @@ func floors(l sandbox.Limits) sandbox.Limits {
 // clearFlags removes user immutable/append flags (chflags uchg) that hostile code can set
 // on its own files to make the workspace undeletable. chflags follows symlinks, so the
 // caller passes only entries that lstat showed are not symlinks.
-func clearFlags(path string) error { return unix.Chflags(path, 0) }
+func clearFlags(f *os.File) error { return unix.Fchflags(int(f.Fd()), 0) }
 
 func newID() string {
 	var b [8]byte

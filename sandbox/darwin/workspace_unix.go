@@ -16,6 +16,8 @@ import (
 	"path/filepath"
 	"syscall"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/airlock-mcp/airlock/sandbox"
 )
 
@@ -228,23 +230,43 @@ func readArtifact(root *os.Root, name string, d fs.DirEntry, maxFile, room int64
 	return int64(len(data)), hex.EncodeToString(h[:]), data, ""
 }
 
-// remove deletes the workspace. Hostile code may have made directories unwritable; those
-// are opened up (directories only, found by lstat, never through a symlink) and the
-// removal retried. clearFlags, when set, clears immutable flags first (chflags on darwin).
-func (ws *workspace) remove(clearFlags func(string) error) error {
+// remove deletes the workspace. Hostile code may have made directories unwritable or
+// immutable; those are opened up and the removal retried. Every change goes through a
+// descriptor opened inside the workspace with os.Root and O_NOFOLLOW, so a directory
+// swapped for a symlink meanwhile can never redirect a chmod or chflags to a host path.
+// clearFlags, when set, clears immutable flags on such a descriptor (fchflags on darwin).
+func (ws *workspace) remove(clearFlags func(*os.File) error) error {
 	err := os.RemoveAll(ws.dir)
 	if err == nil {
 		return nil
 	}
-	_ = filepath.WalkDir(ws.dir, func(p string, d fs.DirEntry, err error) error {
+	root, rerr := os.OpenRoot(ws.dir)
+	if rerr != nil {
+		return fmt.Errorf("remove workspace: %w", err)
+	}
+	defer root.Close()
+	_ = fs.WalkDir(root.FS(), ".", func(p string, d fs.DirEntry, err error) error {
 		if err != nil || d.Type()&fs.ModeSymlink != 0 {
 			return nil // flags and modes are never changed through a symlink
 		}
+		f, err := root.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+		if err != nil {
+			// A directory made unreadable (mode 000) cannot be opened: change its mode
+			// through its parent's descriptor, without following a symlink.
+			if d.IsDir() && p != "." {
+				if parent, perr := root.Open(path.Dir(p)); perr == nil {
+					_ = unix.Fchmodat(int(parent.Fd()), path.Base(p), 0o700, unix.AT_SYMLINK_NOFOLLOW)
+					parent.Close()
+				}
+			}
+			return nil
+		}
+		defer f.Close()
 		if clearFlags != nil {
-			_ = clearFlags(p)
+			_ = clearFlags(f)
 		}
 		if d.IsDir() {
-			_ = os.Chmod(p, 0o700)
+			_ = f.Chmod(0o700)
 		}
 		return nil
 	})
