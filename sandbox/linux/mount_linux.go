@@ -40,6 +40,10 @@ const (
 	wsInodes   = 65536
 )
 
+// faultWorkspaceMount makes the workspace tmpfs mount fail. Only this package's tests
+// set it (in the re-executed test binary, before the init runs); nothing else can.
+var faultWorkspaceMount bool
+
 // mountKind says what one step of the root plan does.
 type mountKind int
 
@@ -272,7 +276,11 @@ func applyOp(op mountOp) error {
 		if err := os.MkdirAll(dst, 0o755); err != nil {
 			return stageError(stage, err)
 		}
-		if err := unix.Mount("airlock", dst, "tmpfs", op.Flags, op.Data); err != nil {
+		data := op.Data
+		if faultWorkspaceMount && op.Target == "/workspace" {
+			data = "size=not-a-size" // the kernel refuses it, as it would a real failure
+		}
+		if err := unix.Mount("airlock", dst, "tmpfs", op.Flags, data); err != nil {
 			return stageError(stage, err)
 		}
 	case opProc:
