@@ -3,6 +3,7 @@ package linux
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"io"
 	"os"
 	"path"
@@ -16,6 +17,11 @@ import (
 
 // maxArtifactDepth bounds the walk of the output directory.
 const maxArtifactDepth = 8
+
+// maxArtifactEntries bounds how many entries are listed, returned or not: a program that
+// leaves 60,000 files in out/ must not flood the result. The rest are counted in one
+// closing entry.
+const maxArtifactEntries = 256
 
 // collectArtifacts reads the regular files under dir. It runs in the init after every
 // process of the sandbox is dead, so nothing can change the tree while it is read, and
@@ -31,14 +37,28 @@ func collectArtifacts(dir string, lim sandbox.ArtifactLimits) []sandbox.Artifact
 	c := &collector{lim: lim}
 	c.walk(fd, "", 0)
 	unix.Close(fd)
+	if c.unlisted > 0 {
+		c.out = append(c.out, sandbox.Artifact{Path: "...",
+			Skipped: fmt.Sprintf("%d more entries not listed (at most %d are)", c.unlisted, maxArtifactEntries)})
+	}
 	return c.out
 }
 
 type collector struct {
-	lim   sandbox.ArtifactLimits
-	out   []sandbox.Artifact
-	count int
-	total int64
+	lim      sandbox.ArtifactLimits
+	out      []sandbox.Artifact
+	count    int
+	total    int64
+	unlisted int
+}
+
+// full reports whether no more entries may be listed, counting the one at hand.
+func (c *collector) full() bool {
+	if len(c.out) < maxArtifactEntries {
+		return false
+	}
+	c.unlisted++
+	return true
 }
 
 func openDirNoFollow(p string) (int, error) {
@@ -92,11 +112,18 @@ func (c *collector) walk(dirfd int, rel string, depth int) {
 }
 
 func (c *collector) skip(p string, size int64, why string) {
+	if c.full() {
+		return
+	}
 	c.out = append(c.out, sandbox.Artifact{Path: p, Size: size, Skipped: why})
 }
 
 func (c *collector) file(dirfd int, name, p string, st *unix.Stat_t) {
 	size := st.Size
+	if len(c.out) >= maxArtifactEntries {
+		c.unlisted++
+		return
+	}
 	switch {
 	case st.Nlink > 1:
 		c.skip(p, size, "hard link")

@@ -1,0 +1,37 @@
+package linux
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/airlock-mcp/airlock/sandbox"
+)
+
+// A program that leaves thousands of files in out/ gets a bounded list back: the
+// returned files, then skipped entries up to maxArtifactEntries, then one entry counting
+// the rest. The result must not grow with what the program wrote.
+func TestArtifactListIsBounded(t *testing.T) {
+	t.Parallel()
+	s := testSandbox(t)
+	spec := pySpec("for i in range(5000): open('out/f%05d' % i, 'w').write('x')", newMarker())
+	spec.OutDir = "out"
+	spec.Artifacts = sandbox.ArtifactLimits{MaxFiles: 5, MaxFileBytes: 1 << 20, MaxTotal: 1 << 20}
+	res, err := s.Run(context.Background(), spec)
+	if err != nil || res.Status != sandbox.StatusOK {
+		t.Fatalf("%v %s %s", err, res.Status, brief(res))
+	}
+	if len(res.Artifacts) != maxArtifactEntries+1 {
+		t.Fatalf("%d artifacts listed, want %d plus one summary", len(res.Artifacts), maxArtifactEntries)
+	}
+	returned := 0
+	for _, a := range res.Artifacts {
+		if a.Data != nil {
+			returned++
+		}
+	}
+	last := res.Artifacts[len(res.Artifacts)-1]
+	if returned != 5 || !strings.Contains(last.Skipped, "4744 more entries") {
+		t.Fatalf("returned %d (want 5), last entry %+v", returned, last)
+	}
+}
