@@ -5,7 +5,8 @@ SHELL := bash
 .SHELLFLAGS := -euo pipefail -c
 
 # The official Go tarball lives in /usr/local/go; prefer it over a distribution's older go.
-export PATH := $(if $(wildcard /usr/local/go/bin/go),/usr/local/go/bin:)$(PATH)
+# Always on PATH, so `make deps run` finds the Go that deps has just installed.
+export PATH := /usr/local/go/bin:$(PATH)
 GO ?= go
 
 # Real-sandbox tests skip loudly where the kernel lacks a feature; AIRLOCK_REQUIRE_SANDBOX=1
@@ -96,7 +97,7 @@ lint: ## golangci-lint (pinned) for linux and darwin
 
 deps: ## install what a fresh Debian/Ubuntu needs (gcc, libseccomp-dev, pkg-config, python3) and check Go
 	@missing=""; \
-	for p in gcc libc6-dev pkg-config libseccomp-dev python3 git; do \
+	for p in gcc libc6-dev pkg-config libseccomp-dev python3 git curl ca-certificates; do \
 	  dpkg-query -W -f='$${Status}' "$$p" 2>/dev/null | grep -q 'ok installed' || missing="$$missing $$p"; \
 	done; \
 	if [ -n "$$missing" ]; then \
@@ -106,8 +107,10 @@ deps: ## install what a fresh Debian/Ubuntu needs (gcc, libseccomp-dev, pkg-conf
 	else echo "system packages: all present" >&2; fi
 	@v=$$($(GO) env GOVERSION 2>/dev/null | sed "s/^go//" || true); \
 	if [ -z "$$v" ] || [ "$$(printf '%s\n%s\n' "$(GO_MIN)" "$$v" | sort -V | head -n1)" != "$(GO_MIN)" ]; then \
-	  echo "Go $(GO_MIN) or newer is needed (found: $${v:-none}). Debian/Ubuntu's golang-go is older." >&2; \
-	  echo "Install the official release into /usr/local/go (this Makefile finds it there):" >&2; \
-	  echo "  curl -fsSL https://go.dev/dl/go1.26.8.linux-$$(dpkg --print-architecture).tar.gz | $(SUDO) tar -C /usr/local -xz" >&2; \
-	  exit 1; \
+	  echo "Go $(GO_MIN) or newer is needed (found: $${v:-none}; Debian/Ubuntu's golang-go is older):" >&2; \
+	  echo "installing the official go1.26.8 release into /usr/local/go" >&2; \
+	  tgz=$$(mktemp) && \
+	  curl -fsSL "https://go.dev/dl/go1.26.8.linux-$$(dpkg --print-architecture).tar.gz" -o "$$tgz" && \
+	  $(SUDO) rm -rf /usr/local/go && $(SUDO) tar -C /usr/local -xzf "$$tgz" && rm -f "$$tgz" && \
+	  v=$$(/usr/local/go/bin/go env GOVERSION | sed "s/^go//") || { echo "installing Go failed" >&2; exit 1; }; \
 	fi; echo "go $$v: ok" >&2
