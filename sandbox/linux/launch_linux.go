@@ -157,8 +157,18 @@ func (l *launch) start(cfg *initConfig) (err error) {
 		st, _ := cmd.Process.Wait()
 		l.waited <- st
 	}()
-	if err := <-startErr; err != nil {
+	err = <-startErr
+	// The child's ends belong to the child now (or to nobody): only with our copies
+	// closed do the pipes reach EOF when the sandbox is gone.
+	for _, f := range closers {
+		f.Close()
+	}
+	closers = nil
+	if err != nil {
 		l.closeParentEnds()
+		cfgW.Close()
+		inW.Close()
+		repR.Close()
 		return l.sb.startError(err)
 	}
 	var once sync.Once
@@ -179,17 +189,16 @@ func (l *launch) start(cfg *initConfig) (err error) {
 		return err
 	}
 	// The config goes first so the init builds its root while we join it to its cgroup.
-	if err := l.send(cfg); err != nil {
-		return fail(fmt.Errorf("send config to the sandbox init: %w", err))
-	}
+	// A send that fails means the init has already gone, most often after reporting a
+	// setup failure: its report, not the broken pipe, is what the result will say.
+	_ = l.send(cfg)
 	if l.cg != nil {
-		if err := l.cg.join(cmd.Process.Pid); err != nil {
+		// ESRCH: the init is already dead, there is nothing left to limit.
+		if err := l.cg.join(cmd.Process.Pid); err != nil && !errors.Is(err, syscall.ESRCH) {
 			return fail(fmt.Errorf("%w: %w", errCgroup, err))
 		}
 	}
-	if err := l.send(joined{Joined: true}); err != nil {
-		return fail(fmt.Errorf("send config to the sandbox init: %w", err))
-	}
+	_ = l.send(joined{Joined: true})
 	return nil
 }
 
@@ -214,10 +223,11 @@ func (l *launch) handover(spec sandbox.Spec, h *handover) error {
 	l.stderr.SetLimit(spec.Limits.Output)
 	err := l.send(h)
 	l.cfgW.Close()
-	if err != nil {
+	if err != nil && !errors.Is(err, syscall.EPIPE) {
 		l.kill()
 		return fmt.Errorf("hand the call to the sandbox init: %w", err)
 	}
+	// EPIPE: the init is gone, having reported why (a setup failure) or not; wait says.
 	stdin, w := spec.Stdin, l.stdinW
 	go func() {
 		// A program that never reads its stdin leaves this blocked until the sandbox
@@ -443,6 +453,9 @@ func (l *launch) result(res sandbox.Result, state *os.ProcessState) sandbox.Resu
 	case l.exit == nil:
 		res.Status = sandbox.StatusSandboxError
 		res.Detail = "sandbox init ended without a report"
+		if state != nil {
+			res.Detail += " (" + state.String() + ")"
+		}
 		if cs.OOMKills > 0 {
 			res.Status = sandbox.StatusMemoryLimit
 			res.Detail = fmt.Sprintf("the sandbox ran out of memory (limit %d bytes)", l.spec.Limits.Memory)
@@ -513,6 +526,8 @@ func looksLikeOOM(s sandbox.Stream) bool {
 	return false
 }
 
-// initEnv is the init's whole environment: empty. The program gets its own, built from
-// scratch; tests of this package add a fault switch here.
-var initEnv = []string{}
+// initEnv is the init's whole environment. The program gets its own, built from scratch.
+// One P keeps the init's Go runtime from starting threads it does not need (they would
+// count against the sandbox's process limit), and it allocates too little to need
+// frequent collections. Tests of this package add a fault switch.
+var initEnv = []string{"GOMAXPROCS=1", "GOGC=400"}
