@@ -529,5 +529,7 @@ func looksLikeOOM(s sandbox.Stream) bool {
 // initEnv is the init's whole environment. The program gets its own, built from scratch.
 // One P keeps the init's Go runtime from starting threads it does not need (they would
 // count against the sandbox's process limit), and it allocates too little to need
-// frequent collections. Tests of this package add a fault switch.
-var initEnv = []string{"GOMAXPROCS=1", "GOGC=400"}
+// frequent collections. Its one goroutine blocks in raw syscalls, which asynchronous
+// preemption would interrupt every 10 ms for nothing. Tests of this package add a fault
+// switch.
+var initEnv = []string{"GOMAXPROCS=1", "GOGC=400", "GODEBUG=asyncpreemptoff=1"}
