@@ -64,7 +64,8 @@ func Stdio(ctx context.Context, s *server.MCPServer, in io.Reader, out io.Writer
 	defer s.UnregisterSession(context.Background(), sess.id)
 	callCtx = s.WithContext(callCtx, sess)
 
-	w := &writer{out: bufio.NewWriter(out), sess: sess, inflight: map[string]bool{}, cancelled: map[string]bool{}, log: log}
+	w := &writer{out: bufio.NewWriter(out), sess: sess, inflight: map[string]bool{}, cancelled: map[string]bool{},
+		busy: make(chan struct{}, 1), log: log}
 	tickDone := make(chan struct{})
 	go w.tick(tickDone)
 	defer close(tickDone)
@@ -212,6 +213,7 @@ type writer struct {
 	sess      *session
 	inflight  map[string]bool
 	cancelled map[string]bool
+	busy      chan struct{} // a request began: tick until none is in flight
 	log       *slog.Logger
 }
 
@@ -219,6 +221,10 @@ func (w *writer) begin(id json.RawMessage) {
 	w.mu.Lock()
 	w.inflight[string(bytes.TrimSpace(id))] = true
 	w.mu.Unlock()
+	select {
+	case w.busy <- struct{}{}: // wake the ticker
+	default:
+	}
 }
 
 // markCancelled remembers a cancellation only for a request still running, so ids of
@@ -288,18 +294,37 @@ func (w *writer) flush() {
 }
 
 // tick sends notifications that no response is about to carry (e.g. progress of a long
-// run). It takes the same mutex: draining outside it would re-create the reordering.
+// run). It takes the same mutex: draining outside it would re-create the reordering. It
+// only ticks while a request is in flight, so an idle server does not wake up.
 func (w *writer) tick(done <-chan struct{}) {
 	t := time.NewTicker(20 * time.Millisecond)
-	defer t.Stop()
+	t.Stop()
 	for {
 		select {
 		case <-done:
 			return
-		case <-t.C:
-			w.flush()
+		case <-w.busy:
 		}
+		t.Reset(20 * time.Millisecond)
+		for busy := true; busy; {
+			select {
+			case <-done:
+				t.Stop()
+				return
+			case <-t.C:
+				w.flush()
+				busy = !w.idle()
+			}
+		}
+		t.Stop()
 	}
+}
+
+// idle reports whether no request is in flight.
+func (w *writer) idle() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.inflight) == 0
 }
 
 // session is the single stdio client.

@@ -274,7 +274,9 @@ func run(bin string, rounds, parallel int, dur time.Duration) error {
 		}
 	}
 	goal(coldRate >= 0.9*bareRate, "throughput with %d clients %.0f%% of bare python (goal ≥ 90%%)", parallel, 100*coldRate/bareRate)
-	goal(rssFlood-rssCap < 4<<20, "server peak RSS grew %.1f MiB from a capped output to a 32× larger flood (goal: memory bounded by the caps, not the output)", mib(rssFlood-rssCap))
+	// Garbage-collector timing moves a peak by a few MiB; memory that followed the output
+	// would grow by the flood's 124 extra MiB.
+	goal(rssFlood-rssCap < 16<<20, "server peak RSS grew %.1f MiB from a capped output to a 32× larger flood (goal: under 16 MiB, bounded by the caps, not the output)", mib(rssFlood-rssCap))
 	return nil
 }
 

@@ -36,7 +36,8 @@ func initMain() {
 	// them here would stop the world twice.)
 	runtime.LockOSThread()
 	rep := &reporter{fd: reportFD}
-	cfgPipe := bufio.NewReader(rawReader(configFD))
+	cfgFD := &fdReader{fd: configFD, raw: true}
+	cfgPipe := bufio.NewReader(cfgFD)
 	cfg, err := readLine[initConfig](cfgPipe)
 	if err != nil {
 		rep.fail(stageError("read config", err))
@@ -57,6 +58,8 @@ func initMain() {
 	}
 	// Ready: everything up to the call is done (a warm pool waits for this).
 	rep.send(message{Kind: "ready"})
+	// A warm pool's sandbox may wait here for hours: block as the scheduler expects.
+	cfgFD.raw = false
 	h, err := readLine[handover](cfgPipe)
 	if err != nil {
 		if pre != nil {
@@ -328,7 +331,9 @@ func reap(pid int) *exitInfo {
 	for {
 		var ws unix.WaitStatus
 		var ru unix.Rusage
-		wpid, err := rawWait4(-1, &ws, unix.WALL, &ru)
+		// A normal syscall: the program may run for minutes, and while it does the
+		// scheduler should see this thread as blocked, not as running.
+		wpid, err := unix.Wait4(-1, &ws, unix.WALL, &ru)
 		if err == unix.EINTR {
 			continue
 		}
@@ -465,16 +470,32 @@ func (r *reporter) fail(se *SetupError) {
 	os.Exit(exitSetupFailed)
 }
 
-// The init's blocking calls bypass the Go scheduler. Its only goroutine that matters is
-// locked to its thread (ptrace and the cgroup namespace are per thread), and a blocking
-// syscall the scheduler knows about hands its P to another thread and back, a futex
-// wake-up each way: measured at about a third of the init's CPU in a VM. Nothing else in
-// the init needs to run while it waits.
+// The init's short blocking calls during setup bypass the Go scheduler. Its goroutine is
+// locked to its thread (ptrace and the cgroup namespace are per thread), and there each
+// scheduler hand-off is a futex wake-up between threads: costly in a VM, for waits of
+// microseconds. Long waits (a pooled sandbox's handover, the program's run) stay normal
+// syscalls, so an idle init costs nothing: a thread in a raw syscall looks busy to the
+// runtime, which then polls it every 10 ms.
 
-type rawReader int
+// fdReader reads a descriptor, raw or through the scheduler.
+type fdReader struct {
+	fd  int
+	raw bool
+}
 
-func (r rawReader) Read(p []byte) (int, error) {
-	n, err := rawRead(int(r), p)
+func (r *fdReader) Read(p []byte) (int, error) {
+	var n int
+	var err error
+	if r.raw {
+		n, err = rawRead(r.fd, p)
+	} else {
+		for {
+			n, err = unix.Read(r.fd, p)
+			if err != unix.EINTR {
+				break
+			}
+		}
+	}
 	if err == nil && n == 0 {
 		return 0, io.EOF
 	}
