@@ -159,3 +159,18 @@ func setupLog(cfg config.Config, stdio IO) (func(), error) {
 	slog.SetDefault(slog.New(h))
 	return closeFn, nil
 }
+
+// loadAndLog loads the configuration and starts logging as it says; on failure it has
+// already said why on stderr.
+func (c *common) loadAndLog(stdio IO) (config.Config, func(), bool) {
+	cfg, ok := c.load(stdio)
+	if !ok {
+		return cfg, nil, false
+	}
+	closeLog, err := setupLog(cfg, stdio)
+	if err != nil {
+		fmt.Fprintf(stdio.Stderr, "airlock: %v\n", err)
+		return cfg, nil, false
+	}
+	return cfg, closeLog, true
+}

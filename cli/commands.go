@@ -34,10 +34,11 @@ func serveCmd(ctx context.Context, args []string, stdio IO) int {
 		fmt.Fprintln(stdio.Stderr, "airlock serve: choose one of --http and --sse")
 		return exitUsage
 	}
-	cfg, ok := c.load(stdio)
+	cfg, closeLog, ok := c.loadAndLog(stdio)
 	if !ok {
 		return exitUsage
 	}
+	defer closeLog()
 	addr := *httpAddr + *sseAddr
 	if addr != "" {
 		if err := serve.CheckBind(addr, cfg.HTTP.AuthToken); err != nil {
@@ -45,12 +46,6 @@ func serveCmd(ctx context.Context, args []string, stdio IO) int {
 			return exitUsage
 		}
 	}
-	closeLog, err := setupLog(cfg, stdio)
-	if err != nil {
-		fmt.Fprintf(stdio.Stderr, "airlock: %v\n", err)
-		return exitUsage
-	}
-	defer closeLog()
 	log := slog.Default().With("component", "serve")
 	deps, err := build(ctx, cfg, true)
 	if err != nil {
@@ -113,13 +108,8 @@ func runCmd(ctx context.Context, args []string, stdio IO) int {
 		fmt.Fprintln(stdio.Stderr, "airlock run: give one FILE, or - for stdin")
 		return exitUsage
 	}
-	cfg, ok := c.load(stdio)
+	cfg, closeLog, ok := c.loadAndLog(stdio)
 	if !ok {
-		return exitUsage
-	}
-	closeLog, err := setupLog(cfg, stdio)
-	if err != nil {
-		fmt.Fprintf(stdio.Stderr, "airlock: %v\n", err)
 		return exitUsage
 	}
 	defer closeLog()
@@ -187,13 +177,8 @@ func probeCmd(ctx context.Context, args []string, stdio IO) int {
 	if code, ok := c.parse(args); !ok {
 		return code
 	}
-	cfg, ok := c.load(stdio)
+	cfg, closeLog, ok := c.loadAndLog(stdio)
 	if !ok {
-		return exitUsage
-	}
-	closeLog, err := setupLog(cfg, stdio)
-	if err != nil {
-		fmt.Fprintf(stdio.Stderr, "airlock: %v\n", err)
 		return exitUsage
 	}
 	defer closeLog()
@@ -234,13 +219,8 @@ func configCmd(ctx context.Context, args []string, stdio IO) int {
 	if code, ok := c.parse(args); !ok {
 		return code
 	}
-	cfg, ok := c.load(stdio)
+	cfg, closeLog, ok := c.loadAndLog(stdio)
 	if !ok {
-		return exitUsage
-	}
-	closeLog, err := setupLog(cfg, stdio)
-	if err != nil {
-		fmt.Fprintf(stdio.Stderr, "airlock: %v\n", err)
 		return exitUsage
 	}
 	defer closeLog()
