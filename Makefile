@@ -14,14 +14,19 @@ GO ?= go
 export AIRLOCK_REQUIRE_SANDBOX
 
 UNAME := $(shell uname -s)
-# libseccomp-golang needs cgo on Linux; darwin builds are pure Go.
+# libseccomp-golang needs cgo on Linux; darwin builds are pure Go. On Linux the binary is
+# linked statically (libseccomp.a comes with libseccomp-dev): it then runs anywhere, and
+# every sandbox's init, which is this binary re-executed, starts ~0.5 ms faster without
+# the dynamic loader. netgo and osusergo keep glibc's NSS out of the static link.
 ifeq ($(UNAME),Linux)
-BUILD_ENV := CGO_ENABLED=1
+BUILD_ENV   := CGO_ENABLED=1
+BUILD_FLAGS := -tags netgo,osusergo
+STATIC_LD   := -linkmode external -extldflags "-static"
 endif
 
 GO_MIN       := 1.26
 VERSION      ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-LDFLAGS      := -X github.com/airlock-mcp/airlock/cli.Version=$(VERSION)
+LDFLAGS      := -X github.com/airlock-mcp/airlock/cli.Version=$(VERSION) $(STATIC_LD)
 TOOLS        := $(CURDIR)/.tools/bin
 GOLANGCI_VERSION := v2.15.0
 GOLANGCI     := $(TOOLS)/golangci-lint
@@ -39,12 +44,12 @@ help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-20s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 build: ## build bin/airlock (cgo on Linux, for libseccomp)
-	$(BUILD_ENV) $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/airlock .
+	$(BUILD_ENV) $(GO) build $(BUILD_FLAGS) -trimpath -ldflags '$(LDFLAGS)' -o bin/airlock .
 
 # stdout is the MCP channel here, so the build's own output goes to stderr and make echoes
 # nothing.
 run: ## build, then serve MCP over stdio with the embedded defaults
-	@$(BUILD_ENV) $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/airlock . >&2
+	@$(BUILD_ENV) $(GO) build $(BUILD_FLAGS) -trimpath -ldflags '$(LDFLAGS)' -o bin/airlock . >&2
 	@exec ./bin/airlock serve
 
 test: vet fmt-check test-go test-darwin-compile fuzz-short ## the whole suite: vet, gofmt, race tests, darwin compile, short fuzz, unprivileged run
