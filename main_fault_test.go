@@ -438,8 +438,10 @@ func TestFaultCgroupCreationFails(t *testing.T) {
 	srv, _ := faultServerOf(t, joiner, "FAULT_BIN="+bin, "FAULT_CGROUP_PROCS="+strings.Join(procs, " "))
 	pid := srv.PID()
 	bases := soak.CgroupBases(pid)
-	if len(bases) != len(private) {
-		t.Fatalf("server bases %v, want one under each of %v", bases, private)
+	// The server may use fewer controllers than have an airlock base on this host (a
+	// base left by an older version stays): memory and pids at least.
+	if len(bases) < 2 || len(bases) > len(private) {
+		t.Fatalf("server bases %v, want one under each of some of %v", bases, private)
 	}
 	for _, b := range bases {
 		if !strings.Contains(b, "/"+name+"/") {

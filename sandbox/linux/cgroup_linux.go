@@ -20,9 +20,11 @@ import (
 // cgroupDir is the directory airlock creates under its own cgroup for its sandboxes.
 const cgroupDir = "airlock"
 
-// v1Controllers are the cgroup v1 controllers airlock uses; memory and pids are the ones
-// that matter, cpu and cpuacct add the CPU quota and exact CPU accounting.
-var v1Controllers = []string{"memory", "pids", "cpu", "cpuacct"}
+// v1Controllers are the cgroup v1 controllers airlock uses: memory and pids are the ones
+// that matter, cpu adds the CPU quota. Not cpuacct: each v1 controller costs a join (an
+// RCU grace period) on every run, and the init's rusage already counts the CPU of
+// everything it reaped.
+var v1Controllers = []string{"memory", "pids", "cpu"}
 
 // cgroups creates one cgroup per sandbox. Exactly one of v1/v2 is set when enabled.
 type cgroups struct {
@@ -310,9 +312,6 @@ func (c *cgroup) stats() cgroupStats {
 	case 1:
 		s.PeakMemory = readInt(filepath.Join(c.dirs["memory"], "memory.max_usage_in_bytes"))
 		s.OOMKills = readKey(filepath.Join(c.dirs["memory"], "memory.oom_control"), "oom_kill")
-		if d, ok := c.dirs["cpuacct"]; ok {
-			s.CPU = time.Duration(readInt(filepath.Join(d, "cpuacct.usage")))
-		}
 		s.PidsMaxHit = readKey(filepath.Join(c.dirs["pids"], "pids.events"), "max")
 	case 2:
 		s.PeakMemory = readInt(filepath.Join(c.dir, "memory.peak"))
