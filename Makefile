@@ -82,10 +82,8 @@ update-golden: ## rewrite the golden snapshots (tool schemas, SBPL profiles)
 	$(GO) test -count=1 ./tools -update
 	$(GO) test -count=1 ./sandbox/darwin -update
 
-bench: build ## airlock vs the bare interpreter, plus the Go micro-benchmarks
-	@if [ -d cmd/airlock-bench ]; then \
-	  $(GO) run ./cmd/airlock-bench -airlock bin/airlock; \
-	else echo "== cmd/airlock-bench is not in this tree yet: skipping the end-to-end benchmark"; fi
+bench: build ## airlock vs the bare interpreter over MCP stdio, plus the Go micro-benchmarks
+	$(GO) run ./cmd/airlock-bench -airlock bin/airlock
 	$(BUILD_ENV) $(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./...
 
 soak: build ## many parallel calls through one server: leaks, hangs, ordering
