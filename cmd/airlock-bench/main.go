@@ -1,4 +1,5 @@
-// Command airlock-bench measures airlock as its users feel it: run_code over MCP stdio,
+// Command airlock-bench measures airlock as its users feel it (the report goes to stderr,
+// like every airlock tool's output but the MCP channel): run_code over MCP stdio,
 // cold and from the warm pool, interleaved in the same run with the bare interpreters it
 // is compared against, plus parallel throughput and the server's memory. It prints a
 // table and one line per performance goal saying whether it is met.
@@ -178,12 +179,12 @@ func run(bin string, rounds, parallel int, dur time.Duration) error {
 	defer warm.close()
 	time.Sleep(time.Second) // let the pool fill
 
-	fmt.Printf("airlock-bench: %d samples per cell, interleaved (bare, cold, pooled) in one run; %d CPUs\n\n", rounds, numCPU())
-	fmt.Printf("%-11s %-7s %8s %8s %8s %9s %9s\n", "language", "mode", "p50 ms", "p90 ms", "p99 ms", "p50/bare", "p90/bare")
+	fmt.Fprintf(os.Stderr, "airlock-bench: %d samples per cell, interleaved (bare, cold, pooled) in one run; %d CPUs\n\n", rounds, numCPU())
+	fmt.Fprintf(os.Stderr, "%-11s %-7s %8s %8s %8s %9s %9s\n", "language", "mode", "p50 ms", "p90 ms", "p99 ms", "p50/bare", "p90/bare")
 	results := map[string]map[string]stats{}
 	for _, l := range languages {
 		if _, err := os.Stat(l.bare[0]); err != nil {
-			fmt.Printf("%-11s skipped: %s not installed\n", l.name, l.bare[0])
+			fmt.Fprintf(os.Stderr, "%-11s skipped: %s not installed\n", l.name, l.bare[0])
 			continue
 		}
 		var b, c, p []time.Duration
@@ -209,13 +210,13 @@ func run(bin string, rounds, parallel int, dur time.Duration) error {
 		hits1, _, _ := warm.poolStats(ctx)
 		sb, sc, sp := summarise(b), summarise(c), summarise(p)
 		results[l.name] = map[string]stats{"bare": sb, "cold": sc, "pooled": sp}
-		fmt.Printf("%-11s %-7s %8s %8s %8s %9s %9s\n", l.name, "bare", ms(sb.p50), ms(sb.p90), ms(sb.p99), "1.00", "1.00")
-		fmt.Printf("%-11s %-7s %8s %8s %8s %9.2f %9.2f\n", "", "cold", ms(sc.p50), ms(sc.p90), ms(sc.p99), ratio(sc.p50, sb.p50), ratio(sc.p90, sb.p90))
-		fmt.Printf("%-11s %-7s %8s %8s %8s %9.2f %9.2f   (%d/%d from the pool)\n", "", "pooled", ms(sp.p50), ms(sp.p90), ms(sp.p99), ratio(sp.p50, sb.p50), ratio(sp.p90, sb.p90), hits1-hits0, rounds+2)
+		fmt.Fprintf(os.Stderr, "%-11s %-7s %8s %8s %8s %9s %9s\n", l.name, "bare", ms(sb.p50), ms(sb.p90), ms(sb.p99), "1.00", "1.00")
+		fmt.Fprintf(os.Stderr, "%-11s %-7s %8s %8s %8s %9.2f %9.2f\n", "", "cold", ms(sc.p50), ms(sc.p90), ms(sc.p99), ratio(sc.p50, sb.p50), ratio(sc.p90, sb.p90))
+		fmt.Fprintf(os.Stderr, "%-11s %-7s %8s %8s %8s %9.2f %9.2f   (%d/%d from the pool)\n", "", "pooled", ms(sp.p50), ms(sp.p90), ms(sp.p99), ratio(sp.p50, sb.p50), ratio(sp.p90, sb.p90), hits1-hits0, rounds+2)
 	}
 
 	// Throughput: parallel clients as fast as they can, bare and through each server.
-	fmt.Printf("\nthroughput, python print(1), %d concurrent clients, %s each:\n", parallel, dur)
+	fmt.Fprintf(os.Stderr, "\nthroughput, python print(1), %d concurrent clients, %s each:\n", parallel, dur)
 	bareRate := throughput(parallel, dur, func() error { _, err := bare(languages[0].bare); return err })
 	tput, err := startServer(ctx, bin, "--pool-size", "0", "--max-parallel", strconv.Itoa(parallel))
 	if err != nil {
@@ -244,22 +245,22 @@ func run(bin string, rounds, parallel int, dur time.Duration) error {
 	_, _, idleMem := tputWarm.poolStats(ctx)
 	warmRate := throughput(parallel, dur, func() error { _, err := tputWarm.call(ctx, "python", "print(1)"); return err })
 	tputWarm.close()
-	fmt.Printf("  bare python       %7.1f runs/s\n", bareRate)
-	fmt.Printf("  airlock cold      %7.1f runs/s  (%.0f%% of bare)\n", coldRate, 100*coldRate/bareRate)
-	fmt.Printf("  airlock pool=2    %7.1f runs/s  (%.0f%% of bare)\n", warmRate, 100*warmRate/bareRate)
-	fmt.Printf("\nserver memory: idle RSS %.1f MiB, peak under load %.1f MiB; peak after 2×2 MiB of output %.1f MiB, after a 2×64 MiB flood %.1f MiB (cap 1 MiB per stream)\n",
+	fmt.Fprintf(os.Stderr, "  bare python       %7.1f runs/s\n", bareRate)
+	fmt.Fprintf(os.Stderr, "  airlock cold      %7.1f runs/s  (%.0f%% of bare)\n", coldRate, 100*coldRate/bareRate)
+	fmt.Fprintf(os.Stderr, "  airlock pool=2    %7.1f runs/s  (%.0f%% of bare)\n", warmRate, 100*warmRate/bareRate)
+	fmt.Fprintf(os.Stderr, "\nserver memory: idle RSS %.1f MiB, peak under load %.1f MiB; peak after 2×2 MiB of output %.1f MiB, after a 2×64 MiB flood %.1f MiB (cap 1 MiB per stream)\n",
 		mib(rssIdle), mib(rssLoad), mib(rssCap), mib(rssFlood))
-	fmt.Printf("warm pool idle cost (pool=2, 3 languages): %.1f MiB held by waiting sandboxes, %.1f ms CPU per second of the server tree while idle\n",
+	fmt.Fprintf(os.Stderr, "warm pool idle cost (pool=2, 3 languages): %.1f MiB held by waiting sandboxes, %.1f ms CPU per second of the server tree while idle\n",
 		mib(idleMem), float64(idleCPU.Microseconds())/1000/2)
 
-	fmt.Println("\ngoals:")
+	fmt.Fprintln(os.Stderr, "\ngoals:")
 	py := results["python"]
 	goal := func(ok bool, text string, args ...any) {
 		verdict := "NOT MET"
 		if ok {
 			verdict = "met"
 		}
-		fmt.Printf("  %-8s %s\n", verdict+":", fmt.Sprintf(text, args...))
+		fmt.Fprintf(os.Stderr, "  %-8s %s\n", verdict+":", fmt.Sprintf(text, args...))
 	}
 	if py != nil {
 		c50, c90 := ratio(py["cold"].p50, py["bare"].p50), ratio(py["cold"].p90, py["bare"].p90)

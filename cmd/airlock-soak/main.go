@@ -53,11 +53,11 @@ func main() {
 		MaxRSSGrowth: *rss << 20, GoroutineSlack: *slack, Pool: *pool, Dir: *dir, Progress: os.Stderr})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "airlock-soak:", err)
-		fmt.Println("FAIL")
+		fmt.Fprintln(os.Stderr, "FAIL")
 		os.Exit(1)
 	}
-	rep.Print(os.Stdout)
-	fmt.Printf("work dir: %s\n", rep.Options.Dir)
+	rep.Print(os.Stderr)
+	fmt.Fprintf(os.Stderr, "work dir: %s\n", rep.Options.Dir)
 	if !rep.Pass() {
 		os.Exit(1)
 	}
