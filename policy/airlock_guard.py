@@ -200,6 +200,9 @@ def _main():
     main.__loader__ = None
     sys.modules["__main__"] = main
     sys.argv = [script] + args
+    # As `python3 main.py` does: the program's own directory first on sys.path, so its
+    # helper modules import (the guard itself ran isolated, with -I).
+    sys.path.insert(0, filename.rsplit("/", 1)[0] or "/")
     try:
         exec(compile(source, filename, "exec", dont_inherit=True), main.__dict__)
     except SystemExit:

@@ -144,8 +144,16 @@ func (p Imports) Apply(spec sandbox.Spec) sandbox.Spec {
 		spec.Argv = nil
 		return spec
 	}
-	argv := make([]string, 0, len(spec.Argv)+3)
-	argv = append(argv, spec.Argv[:i]...)
+	// The guard itself runs isolated (-I): a file in the workspace named like a module it
+	// imports (ast.py) must not replace that module. It puts the program's directory on
+	// sys.path itself, just before the program runs, as `python3 main.py` would.
+	argv := make([]string, 0, len(spec.Argv)+4)
+	argv = append(argv, spec.Argv[0], "-I")
+	for _, f := range spec.Argv[1:i] {
+		if f != "-E" && f != "-s" && f != "-I" {
+			argv = append(argv, f)
+		}
+	}
 	argv = append(argv, GuardFile, validNames(p.DenyImport), validNames(p.DenyFrom))
 	spec.Argv = append(argv, spec.Argv[i:]...)
 	// A preloaded interpreter would run the code file directly, around the guard.

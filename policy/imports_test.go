@@ -194,21 +194,21 @@ func TestGuardExitCodeMatches(t *testing.T) {
 }
 
 func TestApply(t *testing.T) {
-	py := Language{Name: "python", File: "main.py", Argv: []string{"/usr/bin/python3", "-I", "main.py"}}
+	py := Language{Name: "python", File: "main.py", Argv: []string{"/usr/bin/python3", "-E", "-s", "-B", "main.py"}}
 	in := py.Spec([]byte("x"), []string{"main.py", "arg"}, sandbox.Limits{})
 	in.Files = make([]sandbox.File, 1, 4)
 	in.Files[0] = sandbox.File{Path: "data.txt"}
 	p := Imports{DenyImport: []string{"os", "bad,name"}, DenyFrom: []string{"os.system"}}
 
 	out := p.Apply(in)
-	want := []string{"/usr/bin/python3", "-I", GuardFile, "os", "os.system", "main.py", "main.py", "arg"}
+	want := []string{"/usr/bin/python3", "-I", "-B", GuardFile, "os", "os.system", "main.py", "main.py", "arg"}
 	if !slices.Equal(out.Argv, want) {
 		t.Fatalf("argv %q, want %q", out.Argv, want)
 	}
 	if len(out.Files) != 2 || out.Files[1].Path != GuardFile || !bytes.Equal(out.Files[1].Data, guardScript) {
 		t.Fatalf("files %+v", out.Files)
 	}
-	if len(in.Files) != 1 || in.Files[:2][1].Path == GuardFile || in.Argv[2] != "main.py" {
+	if len(in.Files) != 1 || in.Files[:2][1].Path == GuardFile || in.Argv[4] != "main.py" {
 		t.Fatal("Apply changed its input spec")
 	}
 

@@ -67,11 +67,12 @@ var defs = []langDef{
 		aliases:  []string{"python3", "py"},
 		file:     "main.py",
 		binaries: []string{"python3"},
-		// -I (isolated) ignores PYTHON* variables, the user site and the script's
-		// directory on sys.path, so the env below does not reach this interpreter: -B,
-		// -u and -X utf8 give the same effects. The variables stay for any python the
-		// program itself starts without -I.
-		flags: []string{"-I", "-B", "-u", "-X", "utf8"},
+		// -E ignores PYTHON* variables and -s the user site, so the env below does not
+		// reach this interpreter (-B, -u and -X utf8 give the same effects; the
+		// variables stay for any python the program starts itself). Not -I: it would
+		// also drop the script's directory from sys.path, and a helper module sent as an
+		// input file could not be imported. The import guard runs with -I (imports.go).
+		flags: []string{"-E", "-s", "-B", "-u", "-X", "utf8"},
 		env:   []string{"PYTHONDONTWRITEBYTECODE=1", "PYTHONUNBUFFERED=1", "PYTHONIOENCODING=utf-8"},
 		probe: []string{"-I", "-S", "-c", "import sys; print(sys.version.split()[0]); print(sys.base_prefix)"},
 		parse: func(out, _ string) (string, string) {

@@ -150,7 +150,7 @@ func TestDetectHost(t *testing.T) {
 	if want := strings.TrimSpace(strings.TrimPrefix(string(out), "Python ")); py.Version != want {
 		t.Fatalf("version %q, interpreter says %q", py.Version, want)
 	}
-	if py.Argv[0] != py.Interpreter || py.Argv[len(py.Argv)-1] != "main.py" || !slices.Contains(py.Argv, "-I") {
+	if py.Argv[0] != py.Interpreter || py.Argv[len(py.Argv)-1] != "main.py" || !slices.Contains(py.Argv, "-E") || !slices.Contains(py.Argv, "-s") {
 		t.Fatalf("argv %v", py.Argv)
 	}
 	if alias, err := r.Lookup("Python3"); err != nil || alias.Name != "python" {

@@ -36,6 +36,8 @@ def _airlock_main():
     sys.argv = _airlock_argv()
     # python3 main.py names the script by its absolute path in __file__ and tracebacks.
     path = os.path.abspath(sys.argv[0])
+    # `python3 main.py` puts the script's directory first on sys.path; `-c` put "".
+    sys.path[0] = os.path.dirname(path)
     main = type(sys)("__main__")
     main.__file__ = path
     main.__builtins__ = __builtins__
