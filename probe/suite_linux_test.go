@@ -79,14 +79,6 @@ func run(t *testing.T, s *Suite, f Filter) Report {
 	return rep
 }
 
-func byProbe(rep Report) map[string]Result {
-	m := map[string]Result{}
-	for _, r := range rep.Probes {
-		m[r.Name] = r
-	}
-	return m
-}
-
 // TestRealSandboxPassesEveryProbe: against the real sandbox every probe is blocked.
 func TestRealSandboxPassesEveryProbe(t *testing.T) {
 	s := NewSuite(newRunner(t, realSandbox(t)))

@@ -137,7 +137,9 @@ func (s *server) poolStats(ctx context.Context) (hits, ready, idleMemory int64) 
 			IdleMemory int64 `json:"idle_memory"`
 		} `json:"pool"`
 	}
-	json.Unmarshal(b, &v)
+	if err := json.Unmarshal(b, &v); err != nil {
+		return 0, 0, 0
+	}
 	return v.Pool.Hits, v.Pool.Ready, v.Pool.IdleMemory
 }
 
@@ -229,9 +231,10 @@ func run(bin string, rounds, parallel int, dur time.Duration) error {
 	// 64 MiB flood on each stream must be what it is after output just over the cap
 	// (2 MiB each), since both keep the same 1 MiB per stream.
 	flood := "import sys\nfor _ in range(%d): sys.stdout.write('x' * (1 << 20)); sys.stderr.write('y' * (1 << 20))"
-	tput.call(ctx, "python", fmt.Sprintf(flood, 2))
+	// Both end as error results (output_limit for the flood): only the memory counts.
+	_, _ = tput.call(ctx, "python", fmt.Sprintf(flood, 2))
 	rssCap := hwm(tput.cmd.Process.Pid)
-	tput.call(ctx, "python", fmt.Sprintf(flood, 64))
+	_, _ = tput.call(ctx, "python", fmt.Sprintf(flood, 64))
 	rssFlood := hwm(tput.cmd.Process.Pid)
 	tput.close()
 	tputWarm, err := startServer(ctx, bin, "--pool-size", "2", "--max-parallel", strconv.Itoa(parallel))

@@ -62,7 +62,7 @@ func New(opts sandbox.Options) (*Sandbox, error) {
 	}
 	fi, err := os.Stat(SandboxExec)
 	if err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0 {
-		return nil, fmt.Errorf("%w: %s missing or not executable (%v); it ships with every macOS release, check the system volume", sandbox.ErrUnavailable, SandboxExec, err)
+		return nil, fmt.Errorf("%w: %s missing or not executable (%v); it ships with every macOS release, check the system volume", sandbox.ErrUnavailable, SandboxExec, err) //nolint:errorlint // err may be nil here; it is detail, not a cause
 	}
 	if s.self, err = os.Executable(); err != nil {
 		return nil, fmt.Errorf("%w: locate own executable for re-exec: %w", sandbox.ErrUnavailable, err)
@@ -98,7 +98,7 @@ func (s *Sandbox) smoke(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	defer ws.remove(clearFlags)
+	defer func() { _ = ws.remove(clearFlags) }() // a self-test workspace: nothing to report
 	run := func(argv ...string) (int, string, error) {
 		_, args, err := Profile(Params{Workspace: ws.dir, Home: s.home, Exec: []string{argv[0]}})
 		if err != nil {
@@ -117,13 +117,13 @@ func (s *Sandbox) smoke(ctx context.Context) error {
 		return 0, stderr.String(), err
 	}
 	if code, msg, err := run("/usr/bin/true"); err != nil || code != 0 {
-		return fmt.Errorf("/usr/bin/true under the profile: exit %d, %v: %s", code, err, msg)
+		return fmt.Errorf("/usr/bin/true under the profile: exit %d, %v: %s", code, err, msg) //nolint:errorlint // err may be nil: the exit code is the finding
 	}
 	if code, msg, err := run("/bin/cat", filepath.Join(ws.dir, "inside")); err != nil || code != 0 {
-		return fmt.Errorf("reading inside the workspace was refused: exit %d, %v: %s", code, err, msg)
+		return fmt.Errorf("reading inside the workspace was refused: exit %d, %v: %s", code, err, msg) //nolint:errorlint // err may be nil: the exit code is the finding
 	}
 	if code, _, err := run("/bin/cat", canary); err != nil || code == 0 {
-		return fmt.Errorf("a read outside the workspace was allowed (exit %d, %v): the profile does not confine reads", code, err)
+		return fmt.Errorf("a read outside the workspace was allowed (exit %d, %v): the profile does not confine reads", code, err) //nolint:errorlint // err may be nil: the exit code is the finding
 	}
 	return nil
 }
@@ -237,19 +237,20 @@ func (s *Sandbox) rlimits(lim sandbox.Limits) ([]childRlimit, error) {
 	if err != nil {
 		return nil, fmt.Errorf("count processes for RLIMIT_NPROC: %w", err)
 	}
-	cpu := uint64((lim.CPU + time.Second - 1) / time.Second)
-	mem := uint64(lim.AddressSpace)
+	// Every limit is positive here: policy clamps them and withDefaults fills zeros.
+	cpu := nonNeg(int64((lim.CPU + time.Second - 1) / time.Second))
+	mem := nonNeg(lim.AddressSpace)
 	if mem == 0 {
-		mem = uint64(lim.Memory)
+		mem = nonNeg(lim.Memory)
 	}
 	one := func(name string, res int, v uint64) childRlimit {
 		return childRlimit{Name: name, Resource: res, Cur: v, Max: v}
 	}
 	return []childRlimit{
 		{Name: "cpu", Resource: unix.RLIMIT_CPU, Cur: cpu, Max: cpu + 1},
-		one("fsize", unix.RLIMIT_FSIZE, uint64(lim.FileSize)),
-		one("nofile", unix.RLIMIT_NOFILE, uint64(lim.OpenFiles)),
-		one("nproc", unix.RLIMIT_NPROC, uint64(procs+lim.Pids)),
+		one("fsize", unix.RLIMIT_FSIZE, nonNeg(lim.FileSize)),
+		one("nofile", unix.RLIMIT_NOFILE, nonNeg(int64(lim.OpenFiles))),
+		one("nproc", unix.RLIMIT_NPROC, nonNeg(int64(procs+lim.Pids))),
 		one("core", unix.RLIMIT_CORE, 0),
 		{Name: "as", Resource: unix.RLIMIT_AS, Cur: mem, Max: mem, BestEffort: true},
 		{Name: "data", Resource: unix.RLIMIT_DATA, Cur: mem, Max: mem, BestEffort: true},
@@ -434,4 +435,13 @@ func newID() string {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
+}
+
+// nonNeg converts a limit to an rlimit value; a negative one (never produced by policy)
+// becomes 0, the strictest, rather than wrapping to a huge number.
+func nonNeg(n int64) uint64 {
+	if n < 0 {
+		return 0
+	}
+	return uint64(n)
 }

@@ -491,7 +491,7 @@ func (r *fdReader) Read(p []byte) (int, error) {
 	} else {
 		for {
 			n, err = unix.Read(r.fd, p)
-			if err != unix.EINTR {
+			if !errors.Is(err, unix.EINTR) {
 				break
 			}
 		}

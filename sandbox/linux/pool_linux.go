@@ -255,7 +255,7 @@ func (s *Sandbox) runPooled(ctx context.Context, l *launch, sl *slot, spec sandb
 		if err := l.cg.lower(spec.Limits); err != nil {
 			l.discard()
 			s.release(l)
-			err = fmt.Errorf("%w: %v", errCgroup, err)
+			err = fmt.Errorf("%w: %w", errCgroup, err)
 			return sandbox.Result{ID: spec.ID, Status: sandbox.StatusSandboxError, ExitCode: -1, Detail: err.Error()}, err
 		}
 	}

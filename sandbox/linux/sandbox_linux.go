@@ -58,7 +58,7 @@ func New(opts sandbox.Options) (*Sandbox, error) {
 		}
 		uid, gid, err := lookupUser(name)
 		if err != nil {
-			return nil, fmt.Errorf("%w: host user %q for sandboxes: %v (set sandbox.host_user to an existing unprivileged account)", sandbox.ErrUnavailable, name, err)
+			return nil, fmt.Errorf("%w: host user %q for sandboxes: %w (set sandbox.host_user to an existing unprivileged account)", sandbox.ErrUnavailable, name, err)
 		}
 		if uid == 0 || gid == 0 {
 			return nil, fmt.Errorf("%w: host user %q is root; sandboxes must map to an unprivileged account", sandbox.ErrUnavailable, name)
@@ -81,7 +81,7 @@ func New(opts sandbox.Options) (*Sandbox, error) {
 	for _, n := range []sandbox.Network{sandbox.NetworkNone, sandbox.NetworkHost} {
 		f, err := compileFilter(filterPlan{network: n == sandbox.NetworkHost})
 		if err != nil {
-			return nil, fmt.Errorf("%w: %v (install libseccomp: apt-get install libseccomp2)", sandbox.ErrUnavailable, err)
+			return nil, fmt.Errorf("%w: %w (install libseccomp: apt-get install libseccomp2)", sandbox.ErrUnavailable, err)
 		}
 		s.filters[n] = f
 	}
@@ -260,7 +260,7 @@ func (s *Sandbox) prepare(spec sandbox.Spec, cfg *initConfig) (*launch, error) {
 	if s.cg.version > 0 {
 		c, err := s.cg.create(spec.ID, spec.Limits)
 		if err != nil {
-			return nil, fmt.Errorf("%w: %v", errCgroup, err)
+			return nil, fmt.Errorf("%w: %w", errCgroup, err)
 		}
 		cg = c
 	}
@@ -342,7 +342,7 @@ func (s *Sandbox) selfTest(ctx context.Context) (int, error) {
 		if errors.Is(err, sandbox.ErrUnavailable) {
 			return 0, err
 		}
-		return 0, fmt.Errorf("%w: %v%s", sandbox.ErrUnavailable, err, diagnose())
+		return 0, fmt.Errorf("%w: %w%s", sandbox.ErrUnavailable, err, diagnose())
 	}
 	return l.rules, nil
 }
@@ -350,7 +350,7 @@ func (s *Sandbox) selfTest(ctx context.Context) (int, error) {
 // startError explains a failure to create the init, which almost always means user
 // namespaces are not allowed here.
 func (s *Sandbox) startError(err error) error {
-	return fmt.Errorf("%w: cannot create the sandbox's namespaces: %v%s", sandbox.ErrUnavailable, err, diagnose())
+	return fmt.Errorf("%w: cannot create the sandbox's namespaces: %w%s", sandbox.ErrUnavailable, err, diagnose())
 }
 
 // diagnose names the host setting that blocks unprivileged user namespaces, and its fix.
