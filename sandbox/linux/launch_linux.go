@@ -185,6 +185,8 @@ func (l *launch) start(cfg *initConfig) (err error) {
 
 	fail := func(err error) error {
 		l.kill()
+		l.cfgW.Close()
+		l.stdinW.Close()
 		l.finish()
 		return err
 	}
