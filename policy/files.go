@@ -50,7 +50,8 @@ func DefaultFileCaps() FileCaps {
 	return FileCaps{MaxFiles: 64, MaxFileBytes: 8 << 20, MaxTotalBytes: 32 << 20, MaxPathLen: 256}
 }
 
-func (c FileCaps) withDefaults() FileCaps {
+// WithDefaults fills every zero or negative cap with DefaultFileCaps' value.
+func (c FileCaps) WithDefaults() FileCaps {
 	d := DefaultFileCaps()
 	if c.MaxFiles <= 0 {
 		c.MaxFiles = d.MaxFiles
@@ -79,7 +80,7 @@ const reservedPrefix = ".airlock"
 // each other as file and directory. Every error wraps ErrInvalidRequest and names the
 // file.
 func Files(in []FileInput, caps FileCaps) ([]sandbox.File, error) {
-	caps = caps.withDefaults()
+	caps = caps.WithDefaults()
 	if len(in) > caps.MaxFiles {
 		return nil, fmt.Errorf("%w: %d files, the limit is %d", ErrInvalidRequest, len(in), caps.MaxFiles)
 	}

@@ -102,7 +102,7 @@ func RunCode(d Deps) server.ServerTool {
 		t.Minimum = json.Number("0")
 		p("stdin").Description = "Text fed to the program's standard input."
 		p("args").Description = "Command-line arguments passed to the program."
-		fc := fileCaps(d)
+		fc := d.Runner.FileCaps.WithDefaults()
 		f := p("files")
 		f.Description = fmt.Sprintf("Input files written into the workspace before the program starts (read them by their relative path). "+
 			"At most %d files, %d KiB each, %d KiB in all; paths are relative, without .. or a leading /, and unique.",
@@ -149,21 +149,6 @@ func outputsDescription(d Deps) string {
 	return fmt.Sprintf(`Output files: files the program writes under %[1]s/ (it exists at start; use the relative path %[1]s/, the current directory is the workspace; on Linux that is /workspace/%[1]s) come back after it exits, even when it fails: at most %[2]d files, %[3]d KiB each, %[4]d KiB in all.
 PNG, JPEG, GIF, WebP and SVG images come back as image content, UTF-8 text as an embedded text resource (control and escape sequences removed), anything else as a base64 blob resource; structuredContent.artifacts lists every file with its size, MIME type and sha256, and why any was not returned (too large, too many, symlink, hard link, not a regular file).`,
 		r.OutDir, r.Artifacts.MaxFiles, r.Artifacts.MaxFileBytes>>10, r.Artifacts.MaxTotal>>10)
-}
-
-// fileCaps are the runner's input file caps with policy's defaults filled in.
-func fileCaps(d Deps) policy.FileCaps {
-	c, def := d.Runner.FileCaps, policy.DefaultFileCaps()
-	if c.MaxFiles <= 0 {
-		c.MaxFiles = def.MaxFiles
-	}
-	if c.MaxFileBytes <= 0 {
-		c.MaxFileBytes = def.MaxFileBytes
-	}
-	if c.MaxTotalBytes <= 0 {
-		c.MaxTotalBytes = def.MaxTotalBytes
-	}
-	return c
 }
 
 func runCode(ctx context.Context, d Deps, req mcp.CallToolRequest, defLang string) (*mcp.CallToolResult, error) {
