@@ -196,6 +196,12 @@ func contains(list []string, s string) bool {
 	return false
 }
 
+// limitsMemory reports whether the sandboxes' cgroups limit memory; without, the program
+// gets RLIMIT_AS instead.
+func (m *cgroups) limitsMemory() bool {
+	return m.version == 2 || (m.version == 1 && m.v1["memory"] != "")
+}
+
 // runName names a sandbox's cgroup after the server's pid, so a later server can tell
 // which leftovers belong to a dead one.
 func runName(id string) string { return fmt.Sprintf("%d-%s", os.Getpid(), id) }
@@ -212,7 +218,7 @@ type cgroup struct {
 // count the init's threads too, and the CPU quota is one CPU.
 func (m *cgroups) create(id string, l sandbox.Limits) (*cgroup, error) {
 	name := runName(id)
-	pids := strconv.Itoa(max(l.Pids, 1) + initThreads)
+	pids := strconv.Itoa(max(l.Pids, 1) + initProcs)
 	mem := strconv.FormatInt(l.Memory, 10)
 	cg := &cgroup{version: m.version, fd: -1}
 	switch m.version {
@@ -452,7 +458,7 @@ func readKey(p, key string) int64 {
 // lower sets the memory and pids limits of a prepared sandbox's cgroup to a call's,
 // which are never higher than the ones it was created with.
 func (c *cgroup) lower(l sandbox.Limits) error {
-	pids := strconv.Itoa(max(l.Pids, 1) + initThreads)
+	pids := strconv.Itoa(max(l.Pids, 1) + initProcs)
 	mem := strconv.FormatInt(l.Memory, 10)
 	var sets [][2]string
 	switch c.version {

@@ -3,7 +3,6 @@ package linux
 import (
 	"context"
 	"errors"
-	"os"
 	"strings"
 	"syscall"
 	"testing"
@@ -11,26 +10,15 @@ import (
 	"github.com/airlock-mcp/airlock/sandbox"
 )
 
-// faultEnv switches a fault on in the re-executed test binary. Package-level variable
-// initialisers run before any init function, so the fault is in place before the
-// sandbox's init (dispatched from an init function) starts.
-const faultEnv = "AIRLOCK_TEST_FAULT"
-
-var _ = func() bool {
-	faultWorkspaceMount = os.Getenv(faultEnv) == "workspace-mount"
-	return true
-}()
-
 // A workspace tmpfs that cannot be mounted is a setup failure with its stage and errno,
 // reported as a sandbox_error in which nothing ran; the next sandbox is unaffected.
-// Not parallel: it changes the init's environment for the whole package while it runs.
+// Not parallel: the fault switch is the package's while it is on.
 func TestFaultWorkspaceMount(t *testing.T) {
 	s := testSandbox(t)
-	saved := initEnv
-	initEnv = append(append([]string{}, saved...), faultEnv+"=workspace-mount")
+	faultWorkspaceMount.Store(true)
 	spec := pySpec("print('ran')", newMarker())
 	res, err := s.Run(context.Background(), spec)
-	initEnv = saved
+	faultWorkspaceMount.Store(false)
 
 	var se *SetupError
 	if !errors.As(err, &se) || se.Stage != "mount /workspace" || !errors.Is(err, syscall.EINVAL) {

@@ -5,9 +5,9 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"runtime"
@@ -37,6 +37,9 @@ type launch struct {
 	sb   *Sandbox
 	spec sandbox.Spec // the call's spec once handed over (before: the pool template)
 	cg   *cgroup
+	// cgPending delivers a v1 cgroup being created while the init starts; once it has,
+	// cg is set (awaitCgroup).
+	cgPending chan cgroupResult
 
 	stdout, stderr *sandbox.Capture
 
@@ -58,6 +61,7 @@ type launch struct {
 	arts    []sandbox.Artifact
 	setup   *SetupError
 	rules   int
+	applyAS bool // the config's RlimitAS, for the handover's rlimits
 	kill    func()
 }
 
@@ -83,6 +87,12 @@ func newLaunch(sb *Sandbox, spec sandbox.Spec, cg *cgroup) *launch {
 // start creates the init in its namespaces and cgroup and sends it the config; the init
 // builds the sandbox up to the handover (and starts a preloaded interpreter).
 func (l *launch) start(cfg *initConfig) (err error) {
+	frame, err := encodeConfig(cfg, realFS{})
+	if err != nil {
+		return err
+	}
+	l.applyAS = cfg.RlimitAS
+	l.rules = cfg.FilterRules
 	var closers []*os.File
 	defer func() {
 		for _, f := range closers {
@@ -136,7 +146,7 @@ func (l *launch) start(cfg *initConfig) (err error) {
 	cmd := &exec.Cmd{
 		Path:        l.sb.self,
 		Args:        []string{initName},
-		Env:         initEnv,
+		Env:         []string{}, // nothing of the server's; the init needs none
 		Stdin:       inR,
 		Stdout:      outW,
 		Stderr:      errW,
@@ -193,24 +203,34 @@ func (l *launch) start(cfg *initConfig) (err error) {
 	// The config goes first so the init builds its root while we join it to its cgroup.
 	// A send that fails means the init has already gone, most often after reporting a
 	// setup failure: its report, not the broken pipe, is what the result will say.
-	_ = l.send(cfg)
+	_, _ = l.cfgW.Write(frame)
+	if err := l.awaitCgroup(); err != nil {
+		return fail(fmt.Errorf("%w: %w", errCgroup, err))
+	}
 	if l.cg != nil {
 		// ESRCH: the init is already dead, there is nothing left to limit.
 		if err := l.cg.join(cmd.Process.Pid); err != nil && !errors.Is(err, syscall.ESRCH) {
 			return fail(fmt.Errorf("%w: %w", errCgroup, err))
 		}
 	}
-	_ = l.send(joined{Joined: true})
+	_, _ = l.cfgW.Write(joinedFrame)
 	return nil
 }
 
-func (l *launch) send(v any) error {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return err
+type cgroupResult struct {
+	cg  *cgroup
+	err error
+}
+
+// awaitCgroup waits for a cgroup being created, if any, and makes it the launch's.
+func (l *launch) awaitCgroup() error {
+	if l.cgPending == nil {
+		return nil
 	}
-	_, err = l.cfgW.Write(append(b, '\n'))
-	return err
+	r := <-l.cgPending
+	l.cgPending = nil
+	l.cg = r.cg
+	return r.err
 }
 
 // handover sends the call to a started sandbox; the init writes its files and starts
@@ -223,7 +243,13 @@ func (l *launch) handover(spec sandbox.Spec, h *handover) error {
 	l.mu.Unlock()
 	l.stdout.SetLimit(spec.Limits.Output)
 	l.stderr.SetLimit(spec.Limits.Output)
-	err := l.send(h)
+	frame, err := encodeHandover(h, l.applyAS)
+	if err != nil {
+		l.kill()
+		l.cfgW.Close()
+		return fmt.Errorf("%w: %w", sandbox.ErrInvalidSpec, err)
+	}
+	_, err = l.cfgW.Write(frame)
 	l.cfgW.Close()
 	if err != nil && !errors.Is(err, syscall.EPIPE) {
 		l.kill()
@@ -386,26 +412,27 @@ func (l *launch) pump(r *os.File, c *sandbox.Capture) {
 func (l *launch) readReports(r *os.File, done chan<- struct{}) {
 	defer close(done)
 	defer r.Close()
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 1<<30)
-	for sc.Scan() {
-		var m message
-		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
-			continue
+	br := bufio.NewReaderSize(r, 64<<10)
+	for {
+		m, err := readReport(br)
+		if err != nil {
+			if !errors.Is(err, io.EOF) {
+				l.sb.log.Warn("unreadable report from a sandbox init", "id", l.spec.ID, "err", err)
+			}
+			return
 		}
 		l.mu.Lock()
 		switch m.Kind {
-		case "ready":
+		case repReady:
 			close(l.readyCh)
-		case "started":
+		case repStarted:
 			l.started = time.Now()
-			l.rules = m.SeccompRules
 			close(l.startedCh)
-		case "exit":
+		case repExit:
 			l.exit = m.Exit
 			l.arts = m.Artifacts
 			close(l.exitCh)
-		case "error":
+		case repError:
 			l.setup = &SetupError{Stage: m.Stage, Errno: syscall.Errno(m.Errno), Msg: m.Err}
 		}
 		l.mu.Unlock()
@@ -527,11 +554,3 @@ func looksLikeOOM(s sandbox.Stream) bool {
 	}
 	return false
 }
-
-// initEnv is the init's whole environment. The program gets its own, built from scratch.
-// One P keeps the init's Go runtime from starting threads it does not need (they would
-// count against the sandbox's process limit), and it allocates too little to need
-// frequent collections. Its one goroutine blocks in raw syscalls, which asynchronous
-// preemption would interrupt every 10 ms for nothing. Tests of this package add a fault
-// switch.
-var initEnv = []string{"GOMAXPROCS=1", "GOGC=400", "GODEBUG=asyncpreemptoff=1"}

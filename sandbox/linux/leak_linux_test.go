@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"sort"
 	"strconv"
@@ -362,4 +364,28 @@ func flagValue(name string) string {
 		}
 	}
 	return ""
+}
+
+// TestSignalDispositionsAreFresh: signals the server ignores (a nohup'd server ignores
+// SIGHUP) stay ignored across fork and exec unless someone resets them. The program must
+// start with every signal at its default action and none blocked, or it could not be
+// interrupted the way its author expects.
+// Not parallel: it changes the test process's own dispositions while it runs.
+func TestSignalDispositionsAreFresh(t *testing.T) {
+	signal.Ignore(syscall.SIGHUP, syscall.SIGUSR2, syscall.SIGTERM)
+	defer signal.Reset(syscall.SIGHUP, syscall.SIGUSR2, syscall.SIGTERM)
+	res := run(t, sandbox.Spec{Argv: []string{"/bin/cat", "/proc/self/status"}})
+	if res.Status != sandbox.StatusOK {
+		t.Fatalf("%s", brief(res))
+	}
+	status := string(res.Stdout.Bytes())
+	for _, field := range []string{"SigIgn", "SigBlk"} {
+		m := regexp.MustCompile(`(?m)^` + field + `:\s*([0-9a-f]+)$`).FindStringSubmatch(status)
+		if m == nil {
+			t.Fatalf("no %s in /proc/self/status: %q", field, status)
+		}
+		if strings.Trim(m[1], "0") != "" {
+			t.Errorf("the program starts with %s %s, want none", field, m[1])
+		}
+	}
 }

@@ -55,8 +55,8 @@ while True:
 				t.Errorf("fork failed with errno %d, want EAGAIN", errno)
 			}
 			// pids.max / RLIMIT_NPROC are Pids plus headroom for the init's threads.
-			if n > 32+initThreads {
-				t.Errorf("%d processes forked, limit 32 + %d", n, initThreads)
+			if n > 32+initProcs {
+				t.Errorf("%d processes forked, limit 32 + %d", n, initProcs)
 			}
 			t.Logf("forked %d processes before EAGAIN", n)
 		}},

@@ -6,14 +6,10 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 )
-
-// newRoot is where the init builds the sandbox's root before pivot_root. It is a tmpfs
-// mounted over /tmp inside the sandbox's private mount namespace; the host's /tmp is
-// neither changed nor visible afterwards.
-const newRoot = "/tmp"
 
 // systemDirs are the host directories interpreters need, bound read-only. On merged-/usr
 // hosts most of them are symlinks into /usr and are recreated as the same symlinks.
@@ -40,9 +36,9 @@ const (
 	wsInodes   = 65536
 )
 
-// faultWorkspaceMount makes the workspace tmpfs mount fail. Only this package's tests
-// set it (in the re-executed test binary, before the init runs); nothing else can.
-var faultWorkspaceMount bool
+// faultWorkspaceMount makes the plan's workspace tmpfs mount fail. Only this package's
+// tests set it.
+var faultWorkspaceMount atomic.Bool
 
 // mountKind says what one step of the root plan does.
 type mountKind int
@@ -53,11 +49,14 @@ const (
 	opBindRO                   // bind Source read-only at Target (a dir or file mount point)
 	opTmpfs                    // tmpfs at Target with Data options
 	opProc                     // fresh proc at Target
-	opCopy                     // copy host file Source to Target (or write Content)
+	opCopy                     // copy host file Source to Target (or write Content), before pivot_root
 	opBindDev                  // bind a host device node at Target, usable (not nodev, not read-only)
 )
 
 // mountOp is one step of the root plan. Targets are absolute paths inside the sandbox.
+// The init (init_linux.c) executes the plan: the first step is the root tmpfs, which it
+// mounts over /tmp of its private mount namespace before pivot_root (the host's /tmp is
+// neither changed nor visible afterwards).
 type mountOp struct {
 	Kind    mountKind
 	Source  string
@@ -82,7 +81,8 @@ func (realFS) Readlink(name string) (string, error)   { return os.Readlink(name)
 
 // rootPlan is the sandbox's whole filesystem as data, in the order it is built.
 func rootPlan(cfg *initConfig, host hostFS) []mountOp {
-	var plan []mountOp
+	plan := []mountOp{{Kind: opTmpfs, Target: "/", Flags: unix.MS_NOSUID | unix.MS_NODEV,
+		Data: fmt.Sprintf("mode=0755,size=%d,nr_inodes=%d", rootSize, rootInodes)}}
 	bound := map[string]bool{}
 	for _, d := range systemDirs {
 		fi, err := host.Lstat(d)
@@ -162,6 +162,9 @@ func rootPlan(cfg *initConfig, host hostFS) []mountOp {
 			Data: fmt.Sprintf("mode=0755,size=%d,nr_inodes=%d,uid=%d,gid=%d",
 				workspaceSize(cfg.Limits.Workspace), wsInodes, sandboxUID, sandboxGID)},
 	)
+	if faultWorkspaceMount.Load() {
+		plan[len(plan)-1].Data = "size=not-a-size" // the kernel refuses it, as it would a real failure
+	}
 	return plan
 }
 
@@ -196,173 +199,3 @@ nogroup:x:65534:
 const hosts = `127.0.0.1	localhost sandbox
 ::1	localhost ip6-localhost ip6-loopback
 `
-
-// buildRoot mounts a tmpfs at newRoot and applies the plan inside it. It runs in the
-// init, in the sandbox's own mount namespace, before pivot_root.
-func buildRoot(plan []mountOp) error {
-	// Private, so nothing we mount propagates to the host and nothing the host mounts
-	// later appears in the sandbox.
-	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
-		return stageError("mount: make / private", err)
-	}
-	data := fmt.Sprintf("mode=0755,size=%d,nr_inodes=%d", rootSize, rootInodes)
-	if err := unix.Mount("airlock", newRoot, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, data); err != nil {
-		return stageError("mount: root tmpfs", err)
-	}
-	for _, op := range plan {
-		if err := applyOp(op); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func applyOp(op mountOp) error {
-	dst := filepath.Join(newRoot, op.Target)
-	stage := "mount " + op.Target
-	switch op.Kind {
-	case opDir:
-		if err := os.MkdirAll(dst, 0o755); err != nil {
-			return stageError(stage, err)
-		}
-	case opSymlink:
-		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
-			return stageError(stage, err)
-		}
-		if err := os.Symlink(op.Link, dst); err != nil {
-			return stageError(stage, err)
-		}
-	case opCopy:
-		content := op.Content
-		if op.Source != "" {
-			b, err := os.ReadFile(op.Source)
-			if err != nil {
-				if os.IsNotExist(err) {
-					b = nil
-				} else {
-					return stageError(stage, err)
-				}
-			}
-			content = b
-		}
-		if err := os.WriteFile(dst, content, 0o644); err != nil {
-			return stageError(stage, err)
-		}
-	case opBindRO:
-		if err := mountPoint(dst, op.IsFile); err != nil {
-			return stageError(stage, err)
-		}
-		if err := bindReadOnly(op.Source, dst); err != nil {
-			return stageError(stage, err)
-		}
-	case opBindDev:
-		// A read-only or nodev mount would make the node unusable (writing to
-		// /dev/null must work); nosuid and noexec cost nothing.
-		if err := mountPoint(dst, true); err != nil {
-			return stageError(stage, err)
-		}
-		if err := unix.Mount(op.Source, dst, "", unix.MS_BIND, ""); err != nil {
-			return stageError(stage, err)
-		}
-		var st unix.Statfs_t
-		if err := unix.Statfs(dst, &st); err != nil {
-			return stageError(stage, err)
-		}
-		flags := uintptr(st.Flags)&lockedFlags | unix.MS_BIND | unix.MS_REMOUNT | unix.MS_NOSUID | unix.MS_NOEXEC
-		if err := unix.Mount("", dst, "", flags, ""); err != nil {
-			return stageError(stage, err)
-		}
-	case opTmpfs:
-		if err := os.MkdirAll(dst, 0o755); err != nil {
-			return stageError(stage, err)
-		}
-		data := op.Data
-		if faultWorkspaceMount && op.Target == "/workspace" {
-			data = "size=not-a-size" // the kernel refuses it, as it would a real failure
-		}
-		if err := unix.Mount("airlock", dst, "tmpfs", op.Flags, data); err != nil {
-			return stageError(stage, err)
-		}
-	case opProc:
-		if err := os.MkdirAll(dst, 0o555); err != nil {
-			return stageError(stage, err)
-		}
-		const flags = unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC
-		if err := unix.Mount("proc", dst, "proc", flags, ""); err != nil {
-			return stageError(stage, err)
-		}
-	}
-	return nil
-}
-
-func mountPoint(dst string, isFile bool) error {
-	if !isFile {
-		return os.MkdirAll(dst, 0o755)
-	}
-	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
-		return err
-	}
-	f, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY, 0o644)
-	if err != nil {
-		return err
-	}
-	return f.Close()
-}
-
-// lockedFlags are the per-mount flags the kernel locks on mounts inherited from a more
-// privileged user namespace: a remount that drops one of them fails with EPERM, so they
-// are carried over from the source.
-const lockedFlags = unix.MS_RDONLY | unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC |
-	unix.MS_NOATIME | unix.MS_NODIRATIME | unix.MS_RELATIME
-
-// bindReadOnly binds src at dst and remounts it read-only, nosuid and nodev. The bind is
-// not recursive: submounts of src stay hidden.
-func bindReadOnly(src, dst string) error {
-	if err := unix.Mount(src, dst, "", unix.MS_BIND, ""); err != nil {
-		return fmt.Errorf("bind %s: %w", src, err)
-	}
-	var st unix.Statfs_t
-	if err := unix.Statfs(dst, &st); err != nil {
-		return fmt.Errorf("statfs %s: %w", dst, err)
-	}
-	flags := uintptr(st.Flags)&lockedFlags | unix.MS_BIND | unix.MS_REMOUNT |
-		unix.MS_RDONLY | unix.MS_NOSUID | unix.MS_NODEV
-	if err := unix.Mount("", dst, "", flags, ""); err != nil {
-		return fmt.Errorf("remount %s read-only: %w", dst, err)
-	}
-	return nil
-}
-
-// pivot makes newRoot the root and detaches the host's root, so no path leads back.
-func pivot() error {
-	if err := unix.Chdir(newRoot); err != nil {
-		return stageError("pivot_root: chdir", err)
-	}
-	// pivot_root(".", ".") stacks the old root on top of the new one; detaching "."
-	// then removes the old root without needing a put_old directory.
-	if err := unix.PivotRoot(".", "."); err != nil {
-		return stageError("pivot_root", err)
-	}
-	if err := unix.Unmount(".", unix.MNT_DETACH); err != nil {
-		return stageError("pivot_root: detach old root", err)
-	}
-	if err := unix.Chdir("/"); err != nil {
-		return stageError("pivot_root: chdir /", err)
-	}
-	return nil
-}
-
-// sealRoot makes the root skeleton, /dev and /proc read-only once they are complete.
-func sealRoot() error {
-	for _, p := range []string{"/", "/dev", "/proc"} {
-		var st unix.Statfs_t
-		if err := unix.Statfs(p, &st); err != nil {
-			return stageError("remount "+p+" read-only", err)
-		}
-		flags := uintptr(st.Flags)&lockedFlags | unix.MS_REMOUNT | unix.MS_BIND | unix.MS_RDONLY
-		if err := unix.Mount("", p, "", flags, ""); err != nil {
-			return stageError("remount "+p+" read-only", err)
-		}
-	}
-	return nil
-}

@@ -254,18 +254,29 @@ func callOf(spec sandbox.Spec) *handover {
 	return h
 }
 
-// prepare creates a cgroup and starts a sandbox for spec up to the handover.
+// prepare creates a cgroup and starts a sandbox for spec up to the handover. A v1
+// cgroup is created while the init is cloned (the init waits for its join before it
+// runs anything); a v2 one first, because the init is cloned straight into it.
 func (s *Sandbox) prepare(spec sandbox.Spec, cfg *initConfig) (*launch, error) {
 	var cg *cgroup
-	if s.cg.version > 0 {
+	var pending chan cgroupResult
+	switch s.cg.version {
+	case 1:
+		pending = make(chan cgroupResult, 1)
+		go func() {
+			c, err := s.cg.create(spec.ID, spec.Limits)
+			pending <- cgroupResult{c, err}
+		}()
+	case 2:
 		c, err := s.cg.create(spec.ID, spec.Limits)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", errCgroup, err)
 		}
 		cg = c
 	}
-	cfg.RlimitAS = cg == nil || (cg.version == 1 && cg.dirs["memory"] == "")
+	cfg.RlimitAS = !s.cg.limitsMemory()
 	l := newLaunch(s, spec, cg)
+	l.cgPending = pending
 	if err := l.start(cfg); err != nil {
 		s.release(l)
 		return nil, err
@@ -284,6 +295,7 @@ func (s *Sandbox) release(l *launch) {
 			l.kill() // the program is dead; the init may still be on its way out
 			l.finish()
 		}
+		_ = l.awaitCgroup()
 		if l.cg == nil {
 			return
 		}

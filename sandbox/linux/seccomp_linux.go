@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"runtime"
-	"unsafe"
 
 	seccomp "github.com/seccomp/libseccomp-golang"
 	"golang.org/x/sys/unix"
@@ -217,33 +215,6 @@ func exportBPF(f *seccomp.ScmpFilter) ([]byte, error) {
 		return nil, err
 	}
 	return io.ReadAll(file)
-}
-
-// loadFilter sets no_new_privs, which the program inherits and which makes setuid
-// binaries and file capabilities inert, then loads prog on every thread of the calling
-// process (TSYNC), so the program inherits it whichever thread forks it.
-func loadFilter(prog []byte) error {
-	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
-		return fmt.Errorf("no_new_privs: %w", err)
-	}
-	const insn = int(unsafe.Sizeof(unix.SockFilter{}))
-	if len(prog) == 0 || len(prog)%insn != 0 {
-		return fmt.Errorf("seccomp: malformed program of %d bytes", len(prog))
-	}
-	fprog := unix.SockFprog{
-		Len:    uint16(len(prog) / insn),
-		Filter: (*unix.SockFilter)(unsafe.Pointer(&prog[0])),
-	}
-	r, _, errno := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER,
-		unix.SECCOMP_FILTER_FLAG_TSYNC, uintptr(unsafe.Pointer(&fprog)))
-	runtime.KeepAlive(prog)
-	if errno != 0 {
-		return fmt.Errorf("seccomp: load: %w", errno)
-	}
-	if r != 0 {
-		return fmt.Errorf("seccomp: thread %d could not be synchronised", r)
-	}
-	return nil
 }
 
 // deniedIoctls are the ioctl commands refused with EPERM.

@@ -1,0 +1,7 @@
+package linux
+
+// The sandbox's init is C (init_linux.c), run from an ELF constructor before the Go
+// runtime starts in a process named initName; this import compiles it into every
+// binary that links this package.
+
+import "C"

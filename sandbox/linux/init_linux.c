@@ -1,0 +1,1216 @@
+// The sandbox's init (pid 1 of its namespaces), in C.
+//
+// The server re-executes its own binary with argv[0] = "airlock-sandbox-init". This
+// constructor runs before the Go runtime starts, sees that name, builds the sandbox,
+// runs the program, reaps everything, reports, and exits: the Go runtime of the init
+// never starts. A Go init cost ~2.3 ms of runtime and package start-up per sandbox,
+// its threads, and a signal handler for every signal (which pid 1 must then ignore by
+// hand). A C pid 1 with default dispositions is immune to every signal sent from
+// inside its pid namespace, SIGKILL included, by the kernel's own rule.
+//
+// The parent (launch_linux.go) plans everything: the mount plan, the rlimits, the
+// seccomp program, the files. This code executes that plan, in a fixed order, and
+// trusts its input, which comes from the server binary itself over fd 3. It trusts
+// nothing the program leaves behind (the output directory it reads after the program is
+// dead). The wire format is in protocol_linux.go; both ends are this one binary.
+
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/capability.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/ptrace.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/syscall.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#ifndef CLOSE_RANGE_CLOEXEC
+#define CLOSE_RANGE_CLOEXEC (1U << 2)
+#endif
+
+// Keep in step with protocol_linux.go.
+#define INIT_NAME "airlock-sandbox-init"
+#define CONFIG_FD 3
+#define REPORT_FD 4
+#define EXIT_SETUP_FAILED 125
+#define MAX_FRAME (1U << 30)
+
+enum { REP_READY = 1, REP_STARTED = 2, REP_EXIT = 3, REP_ERROR = 4 };
+enum { CFG_SETUP_ONLY = 1 };
+
+// Kinds of mount plan steps: mountKind in mount_linux.go.
+enum { OP_DIR, OP_SYMLINK, OP_BIND_RO, OP_TMPFS, OP_PROC, OP_COPY, OP_BIND_DEV };
+
+// The root is built in a tmpfs over /tmp of the private mount namespace (newRoot).
+#define NEW_ROOT "/tmp"
+
+// Per-mount flags the kernel locks on mounts from a more privileged user namespace: a
+// remount that drops one fails with EPERM, so they are carried over from the source.
+#define LOCKED_FLAGS (MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_NOATIME | MS_NODIRATIME | MS_RELATIME)
+
+// ---- reporting ----------------------------------------------------------------------
+
+struct wbuf {
+	uint8_t *p;
+	size_t n, cap;
+};
+
+static void wb_put(struct wbuf *b, const void *src, size_t n) {
+	if (b->n + n > b->cap) {
+		size_t cap = b->cap ? b->cap : 256;
+		while (cap < b->n + n)
+			cap *= 2;
+		uint8_t *p = realloc(b->p, cap);
+		if (!p)
+			_exit(EXIT_SETUP_FAILED);
+		b->p = p;
+		b->cap = cap;
+	}
+	memcpy(b->p + b->n, src, n);
+	b->n += n;
+}
+
+static void wb_u8(struct wbuf *b, uint8_t v) { wb_put(b, &v, 1); }
+static void wb_u32(struct wbuf *b, uint32_t v) { wb_put(b, &v, 4); }
+static void wb_i64(struct wbuf *b, int64_t v) { wb_put(b, &v, 8); }
+
+static void wb_bytes(struct wbuf *b, const void *p, size_t n) {
+	wb_u32(b, (uint32_t)n);
+	wb_put(b, p, n);
+}
+
+static void wb_str(struct wbuf *b, const char *s) { wb_bytes(b, s, s ? strlen(s) : 0); }
+
+static int write_all(int fd, const void *p, size_t n) {
+	const uint8_t *c = p;
+	while (n > 0) {
+		ssize_t w = write(fd, c, n);
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			return -1;
+		}
+		c += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+// report sends one frame: its length, the kind, the payload. A failed write means the
+// parent is gone, and Pdeathsig ends us anyway.
+static void report(uint8_t kind, struct wbuf *payload) {
+	struct wbuf f = {0};
+	wb_u32(&f, (uint32_t)(1 + (payload ? payload->n : 0)));
+	wb_u8(&f, kind);
+	if (payload && payload->n)
+		wb_put(&f, payload->p, payload->n);
+	write_all(REPORT_FD, f.p, f.n);
+	free(f.p);
+}
+
+// fail reports a setup failure at stage and exits.
+static void __attribute__((noreturn)) failf(const char *stage, int err, const char *fmt, ...) {
+	char msg[512];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	struct wbuf b = {0};
+	wb_str(&b, stage);
+	wb_u32(&b, (uint32_t)err);
+	wb_str(&b, msg);
+	report(REP_ERROR, &b);
+	_exit(EXIT_SETUP_FAILED);
+}
+
+// fail reports errno at stage, with what was being done.
+#define fail(stage, what) \
+	do { \
+		int e_ = errno; \
+		failf((stage), e_, "%s: %s", (what), strerror(e_)); \
+	} while (0)
+
+// ---- reading the parent's frames ----------------------------------------------------
+
+static int read_full(int fd, void *p, size_t n) {
+	uint8_t *c = p;
+	while (n > 0) {
+		ssize_t r = read(fd, c, n);
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			return -1;
+		}
+		if (r == 0) {
+			errno = EPIPE;
+			return -1;
+		}
+		c += r;
+		n -= (size_t)r;
+	}
+	return 0;
+}
+
+struct cur {
+	const uint8_t *p;
+	size_t n;
+	int bad;
+};
+
+// read_frame reads one length-prefixed frame from the parent.
+static struct cur read_frame(const char *stage) {
+	uint32_t n;
+	if (read_full(CONFIG_FD, &n, 4) < 0)
+		fail(stage, "read");
+	if (n > MAX_FRAME)
+		failf(stage, EINVAL, "frame of %u bytes", n);
+	uint8_t *p = malloc(n ? n : 1);
+	if (!p)
+		fail(stage, "malloc");
+	if (read_full(CONFIG_FD, p, n) < 0)
+		fail(stage, "read");
+	return (struct cur){p, n, 0};
+}
+
+static uint32_t rd_u32(struct cur *c) {
+	uint32_t v = 0;
+	if (c->n < 4) {
+		c->bad = 1;
+		return 0;
+	}
+	memcpy(&v, c->p, 4);
+	c->p += 4;
+	c->n -= 4;
+	return v;
+}
+
+static uint64_t rd_u64(struct cur *c) {
+	uint64_t v = 0;
+	if (c->n < 8) {
+		c->bad = 1;
+		return 0;
+	}
+	memcpy(&v, c->p, 8);
+	c->p += 8;
+	c->n -= 8;
+	return v;
+}
+
+static const uint8_t *rd_bytes(struct cur *c, uint32_t *len) {
+	uint32_t n = rd_u32(c);
+	if (c->bad || c->n < n) {
+		c->bad = 1;
+		*len = 0;
+		return (const uint8_t *)"";
+	}
+	const uint8_t *p = c->p;
+	c->p += n;
+	c->n -= n;
+	*len = n;
+	return p;
+}
+
+// rd_str reads a string that must not contain NUL (paths, argv, environment).
+static char *rd_str(struct cur *c) {
+	uint32_t n;
+	const uint8_t *p = rd_bytes(c, &n);
+	if (memchr(p, 0, n))
+		c->bad = 1;
+	char *s = malloc(n + 1);
+	if (!s)
+		_exit(EXIT_SETUP_FAILED);
+	memcpy(s, p, n);
+	s[n] = 0;
+	return s;
+}
+
+static char **rd_strv(struct cur *c) {
+	uint32_t n = rd_u32(c);
+	if (c->bad || n > c->n / 4) {
+		c->bad = 1;
+		n = 0;
+	}
+	char **v = calloc(n + 1, sizeof *v);
+	if (!v)
+		_exit(EXIT_SETUP_FAILED);
+	for (uint32_t i = 0; i < n; i++)
+		v[i] = rd_str(c);
+	return v;
+}
+
+struct rlim {
+	uint32_t res;
+	uint64_t value;
+};
+
+static struct rlim *rd_rlimits(struct cur *c, uint32_t *n) {
+	*n = rd_u32(c);
+	if (c->bad || *n > 64) {
+		c->bad = 1;
+		*n = 0;
+	}
+	struct rlim *r = calloc(*n + 1, sizeof *r);
+	if (!r)
+		_exit(EXIT_SETUP_FAILED);
+	for (uint32_t i = 0; i < *n; i++) {
+		r[i].res = rd_u32(c);
+		r[i].value = rd_u64(c);
+	}
+	return r;
+}
+
+struct op {
+	uint32_t kind, is_file;
+	uint64_t flags;
+	char *source, *target, *link, *data;
+	const uint8_t *content;
+	uint32_t content_len;
+};
+
+struct config {
+	uint32_t flags;
+	char *hostname;
+	uint32_t nops;
+	struct op *ops;
+	struct sock_filter *filter;
+	uint32_t filter_len; // instructions
+	char **env;
+	char **preload;
+	char *out_dir;
+	int64_t max_files, max_file_bytes, max_total;
+	uint32_t max_entries, max_depth;
+	uint32_t nrl;
+	struct rlim *rl;
+};
+
+static void read_config(struct config *cfg) {
+	struct cur c = read_frame("read config");
+	cfg->flags = rd_u32(&c);
+	cfg->hostname = rd_str(&c);
+	cfg->nops = rd_u32(&c);
+	if (c.bad || cfg->nops > 4096)
+		failf("read config", EINVAL, "malformed mount plan");
+	cfg->ops = calloc(cfg->nops + 1, sizeof *cfg->ops);
+	if (!cfg->ops)
+		fail("read config", "malloc");
+	for (uint32_t i = 0; i < cfg->nops; i++) {
+		struct op *o = &cfg->ops[i];
+		o->kind = rd_u32(&c);
+		o->is_file = rd_u32(&c);
+		o->flags = rd_u64(&c);
+		o->source = rd_str(&c);
+		o->target = rd_str(&c);
+		o->link = rd_str(&c);
+		o->data = rd_str(&c);
+		o->content = rd_bytes(&c, &o->content_len);
+	}
+	uint32_t flen;
+	const uint8_t *f = rd_bytes(&c, &flen);
+	if (flen % sizeof(struct sock_filter) != 0 || flen / sizeof(struct sock_filter) > BPF_MAXINSNS)
+		failf("seccomp", EINVAL, "seccomp: malformed program of %u bytes", flen);
+	// A copy: the frame gives no alignment, the kernel wants struct sock_filter's.
+	cfg->filter = malloc(flen ? flen : 1);
+	if (!cfg->filter)
+		fail("read config", "malloc");
+	memcpy(cfg->filter, f, flen);
+	cfg->filter_len = flen / sizeof(struct sock_filter);
+	cfg->env = rd_strv(&c);
+	cfg->preload = rd_strv(&c);
+	cfg->out_dir = rd_str(&c);
+	cfg->max_files = (int64_t)rd_u64(&c);
+	cfg->max_file_bytes = (int64_t)rd_u64(&c);
+	cfg->max_total = (int64_t)rd_u64(&c);
+	cfg->max_entries = rd_u32(&c);
+	cfg->max_depth = rd_u32(&c);
+	cfg->rl = rd_rlimits(&c, &cfg->nrl);
+	if (c.bad || c.n != 0)
+		failf("read config", EINVAL, "malformed config frame");
+}
+
+struct file {
+	char *path;
+	uint32_t mode;
+	const uint8_t *data;
+	uint32_t len;
+};
+
+struct handover {
+	char **argv, **tail;
+	const uint8_t *code;
+	uint32_t code_len;
+	char *code_file;
+	uint32_t nfiles;
+	struct file *files;
+	uint32_t nrl;
+	struct rlim *rl;
+};
+
+static void read_handover(struct handover *h) {
+	struct cur c = read_frame("read handover");
+	h->argv = rd_strv(&c);
+	h->tail = rd_strv(&c);
+	h->code = rd_bytes(&c, &h->code_len);
+	h->code_file = rd_str(&c);
+	h->nfiles = rd_u32(&c);
+	if (c.bad || h->nfiles > c.n / 4)
+		failf("read handover", EINVAL, "malformed handover");
+	h->files = calloc(h->nfiles + 1, sizeof *h->files);
+	if (!h->files)
+		fail("read handover", "malloc");
+	for (uint32_t i = 0; i < h->nfiles; i++) {
+		h->files[i].path = rd_str(&c);
+		h->files[i].mode = rd_u32(&c);
+		h->files[i].data = rd_bytes(&c, &h->files[i].len);
+	}
+	h->rl = rd_rlimits(&c, &h->nrl);
+	if (c.bad || c.n != 0)
+		failf("read handover", EINVAL, "malformed handover frame");
+}
+
+// ---- the root -----------------------------------------------------------------------
+
+// mkdir_p creates path and its parents; existing directories are fine.
+static int mkdir_p(const char *path, mode_t mode) {
+	char buf[PATH_MAX];
+	size_t n = strlen(path);
+	if (n == 0 || n >= sizeof buf) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	memcpy(buf, path, n + 1);
+	for (char *p = buf + 1;; p++) {
+		if (*p == '/' || *p == 0) {
+			char saved = *p;
+			*p = 0;
+			if (mkdir(buf, mode) < 0 && errno != EEXIST)
+				return -1;
+			if (saved == 0)
+				break;
+			*p = saved;
+		}
+	}
+	struct stat st;
+	if (stat(path, &st) < 0)
+		return -1;
+	if (!S_ISDIR(st.st_mode)) {
+		errno = ENOTDIR;
+		return -1;
+	}
+	return 0;
+}
+
+static int mkdir_parent(const char *path) {
+	char buf[PATH_MAX];
+	size_t n = strlen(path);
+	if (n >= sizeof buf) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	memcpy(buf, path, n + 1);
+	char *slash = strrchr(buf, '/');
+	if (!slash || slash == buf)
+		return 0;
+	*slash = 0;
+	return mkdir_p(buf, 0755);
+}
+
+static int mount_point(const char *dst, int is_file) {
+	if (!is_file)
+		return mkdir_p(dst, 0755);
+	if (mkdir_parent(dst) < 0)
+		return -1;
+	int fd = open(dst, O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return -1;
+	close(fd);
+	return 0;
+}
+
+// remount_flags remounts dst (a bind mount) with add, keeping its locked flags.
+static int remount(const char *dst, unsigned long add) {
+	struct statfs st;
+	if (statfs(dst, &st) < 0)
+		return -1;
+	unsigned long flags = ((unsigned long)st.f_flags & LOCKED_FLAGS) | MS_BIND | MS_REMOUNT | add;
+	return mount(NULL, dst, NULL, flags, NULL);
+}
+
+static void apply_op(const struct op *o) {
+	char dst[PATH_MAX];
+	char stage[PATH_MAX + 16];
+	snprintf(stage, sizeof stage, "mount %s", o->target);
+	if (o->target[0] != '/' || snprintf(dst, sizeof dst, "%s%s", NEW_ROOT, o->target) >= (int)sizeof dst)
+		failf(stage, EINVAL, "bad target");
+	switch (o->kind) {
+	case OP_DIR:
+		if (mkdir_p(dst, 0755) < 0)
+			fail(stage, "mkdir");
+		break;
+	case OP_SYMLINK:
+		if (mkdir_parent(dst) < 0)
+			fail(stage, "mkdir");
+		if (symlink(o->link, dst) < 0)
+			fail(stage, "symlink");
+		break;
+	case OP_COPY: {
+		if (mkdir_parent(dst) < 0)
+			fail(stage, "mkdir");
+		int fd = open(dst, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+		if (fd < 0)
+			fail(stage, "create");
+		if (!o->source[0]) {
+			if (write_all(fd, o->content, o->content_len) < 0)
+				fail(stage, "write");
+		} else {
+			// The host's file, read through the host's root, which is still in place. A
+			// missing one leaves an empty file.
+			int src = open(o->source, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+			if (src < 0 && errno != ENOENT)
+				fail(stage, "open source");
+			char buf[16384];
+			for (ssize_t n; src >= 0;) {
+				n = read(src, buf, sizeof buf);
+				if (n < 0 && errno == EINTR)
+					continue;
+				if (n < 0)
+					fail(stage, "read source");
+				if (n == 0)
+					break;
+				if (write_all(fd, buf, (size_t)n) < 0)
+					fail(stage, "write");
+			}
+			if (src >= 0)
+				close(src);
+		}
+		close(fd);
+		break;
+	}
+	case OP_BIND_RO:
+		if (mount_point(dst, o->is_file) < 0)
+			fail(stage, "mount point");
+		// Not recursive: submounts of the source stay hidden.
+		if (mount(o->source, dst, NULL, MS_BIND, NULL) < 0)
+			fail(stage, "bind");
+		if (remount(dst, MS_RDONLY | MS_NOSUID | MS_NODEV) < 0)
+			fail(stage, "remount read-only");
+		break;
+	case OP_BIND_DEV:
+		// A read-only or nodev mount would make the node unusable (writing to /dev/null
+		// must work); nosuid and noexec cost nothing.
+		if (mount_point(dst, 1) < 0)
+			fail(stage, "mount point");
+		if (mount(o->source, dst, NULL, MS_BIND, NULL) < 0)
+			fail(stage, "bind");
+		if (remount(dst, MS_NOSUID | MS_NOEXEC) < 0)
+			fail(stage, "remount");
+		break;
+	case OP_TMPFS:
+		if (mkdir_p(dst, 0755) < 0)
+			fail(stage, "mkdir");
+		if (mount("airlock", dst, "tmpfs", (unsigned long)o->flags, o->data) < 0)
+			fail(stage, "mount tmpfs");
+		break;
+	case OP_PROC:
+		if (mkdir_p(dst, 0555) < 0)
+			fail(stage, "mkdir");
+		if (mount("proc", dst, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
+			fail(stage, "mount proc");
+		break;
+	default:
+		failf(stage, EINVAL, "unknown step %u", o->kind);
+	}
+}
+
+static void build_root(const struct config *cfg) {
+	// Private, so nothing mounted here propagates to the host and nothing the host
+	// mounts later appears in the sandbox.
+	if (mount("", "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+		fail("mount: make / private", "mount");
+	// The skeleton's size and inodes are the first step's data (rootPlan).
+	if (cfg->nops == 0 || cfg->ops[0].kind != OP_TMPFS || strcmp(cfg->ops[0].target, "/") != 0)
+		failf("mount: root tmpfs", EINVAL, "the plan does not start with the root tmpfs");
+	if (mount("airlock", NEW_ROOT, "tmpfs", (unsigned long)cfg->ops[0].flags, cfg->ops[0].data) < 0)
+		fail("mount: root tmpfs", "mount");
+	for (uint32_t i = 1; i < cfg->nops; i++)
+		apply_op(&cfg->ops[i]);
+}
+
+// pivot makes the new root the root and detaches the host's, so no path leads back.
+static void pivot(void) {
+	if (chdir(NEW_ROOT) < 0)
+		fail("pivot_root: chdir", "chdir");
+	// pivot_root(".", ".") stacks the old root on the new one; detaching "." then
+	// removes the old root without a put_old directory.
+	if (syscall(SYS_pivot_root, ".", ".") < 0)
+		fail("pivot_root", "pivot_root");
+	if (umount2(".", MNT_DETACH) < 0)
+		fail("pivot_root: detach old root", "umount");
+	if (chdir("/") < 0)
+		fail("pivot_root: chdir /", "chdir");
+}
+
+// seal makes the root skeleton, /dev and /proc read-only once they are complete.
+static void seal(void) {
+	static const char *const paths[] = {"/", "/dev", "/proc"};
+	for (size_t i = 0; i < sizeof paths / sizeof *paths; i++) {
+		if (remount(paths[i], MS_RDONLY) < 0) {
+			char stage[64];
+			snprintf(stage, sizeof stage, "remount %s read-only", paths[i]);
+			fail(stage, "remount");
+		}
+	}
+}
+
+// drop_caps empties the bounding, ambient and inheritable sets, so nothing the program
+// execs can regain a capability in this user namespace. The inheritable set matters on
+// its own: the kernel does not mask it with the bounding set. The init keeps its
+// permitted and effective sets for the few steps left.
+static void drop_caps(void) {
+	if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0)
+		fail("drop capabilities", "clear ambient");
+	struct __user_cap_header_struct hdr = {_LINUX_CAPABILITY_VERSION_3, 0};
+	struct __user_cap_data_struct data[2];
+	if (syscall(SYS_capget, &hdr, data) < 0)
+		fail("drop capabilities", "capget");
+	data[0].inheritable = 0;
+	data[1].inheritable = 0;
+	if (syscall(SYS_capset, &hdr, data) < 0)
+		fail("drop capabilities", "clear inheritable capabilities");
+	for (int c = 0; c < 64; c++) {
+		if (prctl(PR_CAPBSET_DROP, c, 0, 0, 0) < 0 && errno != EINVAL)
+			fail("drop capabilities", "drop a bounding capability");
+	}
+}
+
+static void load_seccomp(const struct config *cfg) {
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+		fail(cfg->filter_len ? "seccomp" : "no_new_privs", "no_new_privs");
+	if (cfg->filter_len == 0)
+		return; // only tests that prove a probe can fail without it
+	struct sock_fprog prog = {(unsigned short)cfg->filter_len, cfg->filter};
+	if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) < 0)
+		fail("seccomp", "seccomp: load");
+}
+
+// setup builds the sandbox up to the point where a program can start. The order is
+// fixed:
+//
+//	mounts → pivot_root → seal root → hostname → dumpable off → close-on-exec fds ≥ 3
+//	→ drop capabilities → wait until in the cgroup → cgroup ns → seccomp
+//
+// Seccomp comes last, so the fewest syscalls run under it before exec; it applies to
+// the init too, which needs nothing it denies from then on.
+static void setup(const struct config *cfg) {
+	build_root(cfg);
+	pivot();
+	seal();
+	if (sethostname(cfg->hostname, strlen(cfg->hostname)) < 0)
+		fail("sethostname", "sethostname");
+	// Not dumpable: the program (same uid) cannot open /proc/1/mem or /proc/1/fd.
+	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
+		fail("prctl dumpable", "prctl");
+	// The report pipe included: the program inherits only stdin, stdout and stderr.
+	if (syscall(SYS_close_range, 3, ~0U, CLOSE_RANGE_CLOEXEC) < 0)
+		fail("close fds", "close_range");
+	drop_caps();
+	// The parent joins us to the cgroup while we build the root (a v1 join costs
+	// milliseconds of RCU synchronisation), then says so with an empty frame.
+	struct cur j = read_frame("wait for cgroup");
+	free((void *)j.p);
+	// A cgroup namespace rooted at the sandbox's own cgroup hides the host's paths.
+	if (unshare(CLONE_NEWCGROUP) < 0)
+		fail("unshare cgroup namespace", "unshare");
+	load_seccomp(cfg);
+}
+
+// ---- programs -----------------------------------------------------------------------
+
+static const char *const base_env[] = {
+	"PATH=/usr/local/bin:/usr/bin:/bin",
+	"HOME=/workspace",
+	"TMPDIR=/tmp",
+	"LANG=C.UTF-8",
+	"USER=sandbox",
+	"LOGNAME=sandbox",
+};
+
+// program_env is the whole environment of a program: nothing of the server's.
+static char **program_env(char **extra) {
+	size_t nb = sizeof base_env / sizeof *base_env, ne = 0;
+	while (extra[ne])
+		ne++;
+	char **env = calloc(nb + ne + 1, sizeof *env);
+	if (!env)
+		_exit(EXIT_SETUP_FAILED);
+	for (size_t i = 0; i < nb; i++)
+		env[i] = (char *)base_env[i];
+	for (size_t i = 0; i < ne; i++)
+		env[nb + i] = extra[i];
+	return env;
+}
+
+// start_stopped forks and execs argv with PTRACE_TRACEME, so the program stops right
+// after execve, before its first instruction, until its rlimits are set. fds[i]
+// becomes its descriptor i; nothing else is inherited.
+static pid_t start_stopped(char **argv, char **env, int *fds, int nfds) {
+	char stage[PATH_MAX + 8];
+	snprintf(stage, sizeof stage, "exec %s", argv[0] ? argv[0] : "");
+	if (!argv[0])
+		failf("start", EINVAL, "empty argv");
+	int errp[2];
+	if (pipe2(errp, O_CLOEXEC) < 0)
+		fail(stage, "pipe");
+	pid_t pid = fork();
+	if (pid < 0)
+		fail(stage, "fork");
+	if (pid == 0) {
+		int err = 0;
+		if (setsid() < 0 || chdir("/workspace") < 0)
+			err = errno;
+		// Move sources out of the way of the targets, then place them.
+		for (int i = 0; !err && i < nfds; i++) {
+			if (fds[i] != i && fds[i] < nfds) {
+				int d = fcntl(fds[i], F_DUPFD_CLOEXEC, nfds);
+				if (d < 0)
+					err = errno;
+				fds[i] = d;
+			}
+		}
+		for (int i = 0; !err && i < nfds; i++) {
+			if (fds[i] == i) {
+				if (fcntl(i, F_SETFD, 0) < 0)
+					err = errno;
+			} else if (dup2(fds[i], i) < 0) {
+				err = errno;
+			}
+		}
+		if (!err && ptrace(PTRACE_TRACEME, 0, 0, 0) < 0)
+			err = errno;
+		if (!err) {
+			execve(argv[0], argv, env);
+			err = errno;
+		}
+		write_all(errp[1], &err, sizeof err);
+		_exit(127);
+	}
+	close(errp[1]);
+	int err = 0;
+	ssize_t n;
+	do
+		n = read(errp[0], &err, sizeof err);
+	while (n < 0 && errno == EINTR);
+	close(errp[0]);
+	int ws;
+	if (n > 0) {
+		while (waitpid(pid, &ws, __WALL) < 0 && errno == EINTR)
+			;
+		errno = err;
+		fail(stage, "exec");
+	}
+	while (waitpid(pid, &ws, __WALL) < 0) {
+		if (errno != EINTR)
+			fail("wait for exec stop", "wait");
+	}
+	if (!WIFSTOPPED(ws))
+		failf("wait for exec stop", 0, "program did not stop at exec (status %#x)", ws);
+	return pid;
+}
+
+static void set_rlimits(pid_t pid, const struct rlim *rl, uint32_t n) {
+	for (uint32_t i = 0; i < n; i++) {
+		struct rlimit l = {rl[i].value, rl[i].value};
+		// The CPU limit's hard value is one second above the soft one: SIGXCPU first,
+		// SIGKILL as the backstop.
+		if (rl[i].res == RLIMIT_CPU)
+			l.rlim_max = rl[i].value + 1;
+		if (prlimit(pid, rl[i].res, &l, NULL) < 0) {
+			int e = errno;
+			kill(pid, SIGKILL);
+			failf("rlimits", e, "prlimit %u=%llu: %s", rl[i].res, (unsigned long long)rl[i].value, strerror(e));
+		}
+	}
+}
+
+// release applies the rlimits to a program stopped at exec and lets it run.
+static void release(pid_t pid, const struct rlim *rl, uint32_t n) {
+	set_rlimits(pid, rl, n);
+	if (ptrace(PTRACE_DETACH, pid, 0, 0) < 0) {
+		int e = errno;
+		kill(pid, SIGKILL);
+		failf("ptrace detach", e, "detach: %s", strerror(e));
+	}
+}
+
+// cpu_seconds_used is a process's CPU time so far, rounded up to whole seconds, from
+// /proc/<pid>/stat (fields 14 and 15, in ticks of 1/100 s).
+static uint64_t cpu_seconds_used(pid_t pid) {
+	char path[64], buf[1024];
+	snprintf(path, sizeof path, "/proc/%d/stat", pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		fail("rlimits", "read cpu time");
+	ssize_t n = read(fd, buf, sizeof buf - 1);
+	close(fd);
+	if (n <= 0)
+		failf("rlimits", EIO, "read %s", path);
+	buf[n] = 0;
+	// The command name (field 2) may contain spaces: count fields after its ')'.
+	char *p = strrchr(buf, ')');
+	if (!p)
+		failf("rlimits", EIO, "malformed %s", path);
+	unsigned long long ut = 0, st = 0;
+	if (sscanf(p + 1, " %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %llu %llu", &ut, &st) != 2)
+		failf("rlimits", EIO, "malformed %s", path);
+	return (ut + st + 99) / 100;
+}
+
+// lower_rlimits lowers a preloaded interpreter's limits to the call's, never raising
+// one. Its CPU clock ran while it loaded, so the CPU limit counts from now.
+static void lower_rlimits(pid_t pid, const struct rlim *rl, uint32_t n) {
+	uint64_t used = cpu_seconds_used(pid);
+	for (uint32_t i = 0; i < n; i++) {
+		struct rlimit cur;
+		if (prlimit(pid, rl[i].res, NULL, &cur) < 0)
+			fail("rlimits", "prlimit");
+		uint64_t want = rl[i].value;
+		if (rl[i].res == RLIMIT_CPU)
+			want += used;
+		if (want >= cur.rlim_max)
+			continue; // the preloaded limits already bound the call
+		struct rlimit l = {want, want};
+		if (rl[i].res == RLIMIT_CPU)
+			l.rlim_max = want + 1 < cur.rlim_max ? want + 1 : cur.rlim_max;
+		if (prlimit(pid, rl[i].res, &l, NULL) < 0)
+			fail("rlimits", "prlimit");
+	}
+}
+
+struct preloaded {
+	pid_t pid;
+	int argv_w; // write end of its fd 3
+};
+
+// preload starts the interpreter ahead of the call and waits until it has loaded: it
+// writes a byte to its fd 4, then blocks reading the program's argv from its fd 3.
+static struct preloaded preload(const struct config *cfg, char **env) {
+	int argvp[2], loaded[2];
+	if (pipe2(argvp, O_CLOEXEC) < 0 || pipe2(loaded, O_CLOEXEC) < 0)
+		fail("preload pipe", "pipe");
+	int fds[5] = {0, 1, 2, argvp[0], loaded[1]};
+	pid_t pid = start_stopped(cfg->preload, env, fds, 5);
+	close(argvp[0]);
+	close(loaded[1]);
+	release(pid, cfg->rl, cfg->nrl);
+	char b;
+	ssize_t n;
+	do
+		n = read(loaded[0], &b, 1);
+	while (n < 0 && errno == EINTR);
+	int e = errno;
+	close(loaded[0]);
+	if (n != 1) {
+		kill(pid, SIGKILL);
+		char stage[PATH_MAX + 16];
+		snprintf(stage, sizeof stage, "preload %s", cfg->preload[0]);
+		failf(stage, n < 0 ? e : 0, "%s", n < 0 ? strerror(e) : "the interpreter exited while loading");
+	}
+	return (struct preloaded){pid, argvp[1]};
+}
+
+// clean_relative reports whether p is "a/b/c": relative, no empty, "." or ".." part.
+static int clean_relative(const char *p) {
+	if (!*p || *p == '/')
+		return 0;
+	for (const char *s = p;;) {
+		const char *e = strchrnul(s, '/');
+		size_t n = (size_t)(e - s);
+		if (n == 0 || (n == 1 && s[0] == '.') || (n == 2 && s[0] == '.' && s[1] == '.'))
+			return 0;
+		if (!*e)
+			return 1;
+		s = e + 1;
+	}
+}
+
+// create_file writes one file of the call into the fresh workspace. No code of the call
+// has run yet, so there is nothing to race; O_NOFOLLOW|O_EXCL still refuses surprises.
+static void create_file(const char *stage, const char *rel, const uint8_t *data, uint32_t len, mode_t mode) {
+	char full[PATH_MAX];
+	if (!clean_relative(rel))
+		failf(stage, EINVAL, "path \"%s\" is not clean and relative", rel);
+	if (snprintf(full, sizeof full, "/workspace/%s", rel) >= (int)sizeof full)
+		failf(stage, ENAMETOOLONG, "path too long");
+	if (mkdir_parent(full) < 0)
+		fail(stage, "mkdir");
+	int fd = open(full, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+	if (fd < 0)
+		fail(stage, "create");
+	if (write_all(fd, data, len) < 0)
+		fail(stage, "write");
+	close(fd);
+}
+
+static void write_workspace(const struct config *cfg, const struct handover *h) {
+	if (h->code_file[0])
+		create_file("write code file", h->code_file, h->code, h->code_len, 0644);
+	for (uint32_t i = 0; i < h->nfiles; i++) {
+		char stage[PATH_MAX + 32];
+		snprintf(stage, sizeof stage, "write input file %s", h->files[i].path);
+		mode_t mode = h->files[i].mode & 0777;
+		create_file(stage, h->files[i].path, h->files[i].data, h->files[i].len, mode ? mode : 0644);
+	}
+	if (cfg->out_dir[0]) {
+		char full[PATH_MAX];
+		if (!clean_relative(cfg->out_dir) ||
+		    snprintf(full, sizeof full, "/workspace/%s", cfg->out_dir) >= (int)sizeof full)
+			failf("create output dir", EINVAL, "bad output dir");
+		if (mkdir_p(full, 0755) < 0)
+			fail("create output dir", "mkdir");
+	}
+}
+
+struct exit_info {
+	int exited, code, signal;
+	int64_t cpu_usec, max_rss;
+};
+
+// reap waits for the program, then kills and reaps everything else in the pid namespace
+// (background processes, setsid'd grandchildren).
+static struct exit_info reap(pid_t pid) {
+	struct exit_info x = {0};
+	for (;;) {
+		int ws;
+		pid_t w = wait4(-1, &ws, __WALL, NULL);
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			break; // ECHILD: nothing left
+		}
+		if (WIFSTOPPED(ws)) {
+			// A descendant asked to be traced by us (PTRACE_TRACEME): let it go.
+			ptrace(PTRACE_DETACH, w, 0, 0);
+			continue;
+		}
+		if (w == pid) {
+			x.exited = WIFEXITED(ws);
+			x.code = x.exited ? WEXITSTATUS(ws) : -1;
+			if (WIFSIGNALED(ws))
+				x.signal = WTERMSIG(ws);
+			// pid 1 is exempt from kill(-1): this ends every other process here.
+			kill(-1, SIGKILL);
+		}
+	}
+	struct rusage ru;
+	if (getrusage(RUSAGE_CHILDREN, &ru) == 0) {
+		x.cpu_usec = (int64_t)ru.ru_utime.tv_sec * 1000000 + ru.ru_utime.tv_usec +
+		             (int64_t)ru.ru_stime.tv_sec * 1000000 + ru.ru_stime.tv_usec;
+		x.max_rss = (int64_t)ru.ru_maxrss * 1024;
+	}
+	return x;
+}
+
+// ---- artifacts ----------------------------------------------------------------------
+
+// The collector runs after every process of the sandbox is dead, so nothing changes the
+// tree while it is read, and it trusts nothing in it: each component is opened with
+// O_NOFOLLOW relative to its parent, so a symlink is never followed; FIFOs, devices and
+// sockets are skipped unopened; files with more than one link are skipped, because a
+// hard link may name a file outside the output directory. The parent hashes the data.
+
+struct collector {
+	const struct config *cfg;
+	struct wbuf out;
+	uint32_t listed, count, unlisted;
+	int64_t total;
+};
+
+static void art_entry(struct collector *c, const char *path, int64_t size, const char *skipped,
+                      const uint8_t *data, uint32_t len, int has_data) {
+	wb_str(&c->out, path);
+	wb_i64(&c->out, size);
+	wb_str(&c->out, skipped);
+	wb_u8(&c->out, (uint8_t)has_data);
+	wb_bytes(&c->out, data, has_data ? len : 0);
+	c->listed++;
+}
+
+static int art_full(struct collector *c) {
+	if (c->listed < c->cfg->max_entries)
+		return 0;
+	c->unlisted++;
+	return 1;
+}
+
+static void art_skip(struct collector *c, const char *path, int64_t size, const char *why) {
+	if (!art_full(c))
+		art_entry(c, path, size, why, NULL, 0, 0);
+}
+
+static void art_file(struct collector *c, int dirfd, const char *name, const char *path, const struct stat *st) {
+	int64_t size = st->st_size;
+	const struct config *cfg = c->cfg;
+	if (art_full(c))
+		return;
+	if (st->st_nlink > 1) {
+		art_skip(c, path, size, "hard link");
+		return;
+	}
+	if (cfg->max_files > 0 && c->count >= cfg->max_files) {
+		art_skip(c, path, size, "too many files");
+		return;
+	}
+	if (cfg->max_file_bytes > 0 && size > cfg->max_file_bytes) {
+		art_skip(c, path, size, "file too large");
+		return;
+	}
+	if (cfg->max_total > 0 && c->total + size > cfg->max_total) {
+		art_skip(c, path, size, "total size cap reached");
+		return;
+	}
+	if (size > (int64_t)MAX_FRAME) {
+		art_skip(c, path, size, "file too large");
+		return;
+	}
+	int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0) {
+		art_skip(c, path, size, "unreadable");
+		return;
+	}
+	struct stat st2;
+	uint8_t *data = malloc((size_t)size + 1);
+	if (!data || fstat(fd, &st2) < 0 || st2.st_ino != st->st_ino || st2.st_dev != st->st_dev ||
+	    !S_ISREG(st2.st_mode)) {
+		close(fd);
+		free(data);
+		art_skip(c, path, size, "changed while read");
+		return;
+	}
+	size_t got = 0;
+	for (;;) {
+		ssize_t r = read(fd, data + got, (size_t)size + 1 - got);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		got += (size_t)r;
+		if (got == (size_t)size + 1)
+			break;
+	}
+	close(fd);
+	if (got != (size_t)size) {
+		free(data);
+		art_skip(c, path, size, "changed while read");
+		return;
+	}
+	c->count++;
+	c->total += size;
+	art_entry(c, path, size, "", data, (uint32_t)size, 1);
+	free(data);
+}
+
+static int cmp_names(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+static void art_walk(struct collector *c, int dirfd, const char *rel, uint32_t depth) {
+	int dup = fcntl(dirfd, F_DUPFD_CLOEXEC, 0);
+	if (dup < 0)
+		return;
+	DIR *d = fdopendir(dup);
+	if (!d) {
+		close(dup);
+		return;
+	}
+	size_t n = 0, cap = 64;
+	char **names = malloc(cap * sizeof *names);
+	struct dirent *e;
+	while (names && (e = readdir(d)) != NULL) {
+		if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+			continue;
+		if (n == cap) {
+			char **nn = realloc(names, (cap *= 2) * sizeof *names);
+			if (!nn)
+				break;
+			names = nn;
+		}
+		names[n++] = strdup(e->d_name);
+	}
+	closedir(d);
+	if (!names)
+		return;
+	qsort(names, n, sizeof *names, cmp_names);
+	for (size_t i = 0; i < n; i++) {
+		const char *name = names[i];
+		if (!name)
+			continue;
+		char path[PATH_MAX];
+		if (snprintf(path, sizeof path, "%s%s%s", rel, *rel ? "/" : "", name) >= (int)sizeof path) {
+			art_skip(c, name, 0, "path too long");
+			continue;
+		}
+		struct stat st;
+		if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+			continue;
+		switch (st.st_mode & S_IFMT) {
+		case S_IFDIR: {
+			if (depth + 1 >= c->cfg->max_depth) {
+				art_skip(c, path, 0, "directory too deep");
+				break;
+			}
+			int sub = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+			if (sub < 0)
+				break;
+			art_walk(c, sub, path, depth + 1);
+			close(sub);
+			break;
+		}
+		case S_IFREG:
+			art_file(c, dirfd, name, path, &st);
+			break;
+		case S_IFLNK:
+			art_skip(c, path, 0, "symlink");
+			break;
+		default:
+			art_skip(c, path, 0, "not a regular file");
+		}
+	}
+	for (size_t i = 0; i < n; i++)
+		free(names[i]);
+	free(names);
+}
+
+static void collect_artifacts(struct collector *c) {
+	int fd = open("/workspace", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	char *rel = strdup(c->cfg->out_dir);
+	for (char *save = NULL, *part = strtok_r(rel, "/", &save); fd >= 0 && part; part = strtok_r(NULL, "/", &save)) {
+		int next = openat(fd, part, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		close(fd);
+		fd = next;
+	}
+	free(rel);
+	if (fd < 0)
+		return;
+	art_walk(c, fd, "", 0);
+	close(fd);
+	if (c->unlisted > 0) {
+		char why[128];
+		snprintf(why, sizeof why, "%u more entries not listed (at most %u are)", c->unlisted, c->cfg->max_entries);
+		art_entry(c, "...", 0, why, NULL, 0, 0);
+	}
+}
+
+// ---- pid 1 --------------------------------------------------------------------------
+
+// default_signals resets every signal to its default action and unblocks it. An
+// ignored signal stays ignored across fork and exec: whatever the server's own parent
+// ignored must not reach the program. The raw syscall reaches the two real-time signals
+// glibc keeps for itself, too.
+static void default_signals(void) {
+	struct {
+		void *handler;
+		unsigned long flags;
+		void *restorer;
+		uint64_t mask;
+	} sa = {SIG_DFL, 0, NULL, 0};
+	for (int sig = 1; sig <= 64; sig++) {
+		if (sig != SIGKILL && sig != SIGSTOP)
+			syscall(SYS_rt_sigaction, sig, &sa, NULL, sizeof sa.mask);
+	}
+	uint64_t none = 0;
+	syscall(SYS_rt_sigprocmask, SIG_SETMASK, &none, NULL, sizeof none);
+}
+
+static void __attribute__((noreturn)) init_main(void) {
+	// A pid 1 with default dispositions is immune to every signal sent from inside its
+	// pid namespace, SIGKILL included; signals from the server still arrive.
+	default_signals();
+	struct config cfg;
+	read_config(&cfg);
+	setup(&cfg);
+	if (cfg.flags & CFG_SETUP_ONLY) {
+		report(REP_STARTED, NULL);
+		struct wbuf b = {0};
+		wb_u8(&b, 1);
+		wb_u32(&b, 0);
+		wb_u32(&b, 0);
+		wb_i64(&b, 0);
+		wb_i64(&b, 0);
+		wb_u32(&b, 0);
+		report(REP_EXIT, &b);
+		_exit(0);
+	}
+	char **env = program_env(cfg.env);
+	struct preloaded pre = {0, -1};
+	if (cfg.preload[0])
+		pre = preload(&cfg, env);
+	// Ready: everything up to the call is done (a warm pool waits for this).
+	report(REP_READY, NULL);
+	struct handover h;
+	read_handover(&h);
+	pid_t pid;
+	if (pre.pid) {
+		// Any setup failure from here on kills the waiting interpreter with us: the
+		// pid namespace ends when pid 1 exits.
+		write_workspace(&cfg, &h);
+		pid = pre.pid;
+		lower_rlimits(pid, h.rl, h.nrl);
+		struct wbuf a = {0};
+		for (char **t = h.tail; *t; t++)
+			wb_put(&a, *t, strlen(*t) + 1);
+		if (write_all(pre.argv_w, a.p, a.n) < 0)
+			fail("hand over to the preloaded interpreter", "write");
+		close(pre.argv_w);
+		free(a.p);
+	} else {
+		write_workspace(&cfg, &h);
+		int fds[3] = {0, 1, 2};
+		pid = start_stopped(h.argv, env, fds, 3);
+		release(pid, h.rl, h.nrl);
+	}
+	// The program owns stdin, stdout and stderr now: the parent sees EOF when it exits.
+	close(0);
+	close(1);
+	close(2);
+	report(REP_STARTED, NULL);
+	struct exit_info x = reap(pid);
+	struct collector c = {.cfg = &cfg};
+	if (cfg.out_dir[0])
+		collect_artifacts(&c);
+	struct wbuf b = {0};
+	wb_u8(&b, (uint8_t)x.exited);
+	wb_u32(&b, (uint32_t)x.code);
+	wb_u32(&b, (uint32_t)x.signal);
+	wb_i64(&b, x.cpu_usec);
+	wb_i64(&b, x.max_rss);
+	wb_u32(&b, c.listed);
+	wb_put(&b, c.out.p, c.out.n);
+	report(REP_EXIT, &b);
+	_exit(0);
+}
+
+// airlock_sandbox_init runs before main and before the Go runtime, in every process of
+// this binary; it does nothing unless this process is a sandbox's init.
+__attribute__((constructor)) static void airlock_sandbox_init(int argc, char **argv, char **envp) {
+	(void)envp;
+	if (argc < 1 || !argv[0])
+		return;
+	const char *base = strrchr(argv[0], '/');
+	base = base ? base + 1 : argv[0];
+	if (strcmp(base, INIT_NAME) != 0)
+		return;
+	init_main();
+}
