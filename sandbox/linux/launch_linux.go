@@ -150,7 +150,7 @@ func (l *launch) start(cfg *initConfig) (err error) {
 		Stdin:       inR,
 		Stdout:      outW,
 		Stderr:      errW,
-		ExtraFiles:  []*os.File{cfgR, repW},
+		ExtraFiles:  initFiles(cfgR, repW),
 		SysProcAttr: l.sb.procAttr(l.cg, cfg.Network),
 	}
 	// Pdeathsig follows the thread that started the child: start and wait on one locked
@@ -215,6 +215,14 @@ func (l *launch) start(cfg *initConfig) (err error) {
 	}
 	_, _ = l.cfgW.Write(joinedFrame)
 	return nil
+}
+
+// initFiles places the config and report pipes at the init's configFD and reportFD
+// (ExtraFiles[i] becomes descriptor 3+i).
+func initFiles(cfg, report *os.File) []*os.File {
+	files := make([]*os.File, max(configFD, reportFD)-2)
+	files[configFD-3], files[reportFD-3] = cfg, report
+	return files
 }
 
 type cgroupResult struct {

@@ -24,9 +24,6 @@ const (
 	reportFD = 4 // frames of reports, written by the init
 )
 
-// exitSetupFailed is the init's exit code after it reported a setup error.
-const exitSetupFailed = 125
-
 // Inside the sandbox, everything runs as this uid/gid, mapped to one unprivileged host id.
 const (
 	sandboxUID = 1000
