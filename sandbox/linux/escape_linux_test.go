@@ -559,6 +559,7 @@ func TestSyscallsDenied(t *testing.T) {
 		"ptrace-attach":     {101, []int64{ptraceAttach, 1, 0, 0}, "ENOSYS"},
 		"ptrace-peekdata":   {101, []int64{ptracePeek, 1, bad, 0}, "ENOSYS"},
 		"ptrace-seize":      {101, []int64{0x4206, 1, 0, 0}, "ENOSYS"},
+		"ptrace-traceme":    {101, []int64{0, 0, 0, 0}, "ENOSYS"},
 		"process_vm_readv":  {310, []int64{1, bad, 1, bad, 1, 0}, "EPERM"},
 		"process_vm_writev": {311, []int64{1, bad, 1, bad, 1, 0}, "EPERM"},
 		"pidfd_getfd":       {438, []int64{-1, 0, 0}, "EPERM"},

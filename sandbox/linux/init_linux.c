@@ -31,7 +31,6 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
-#include <sys/ptrace.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
@@ -665,10 +664,10 @@ static char **program_env(char **extra) {
 	return env;
 }
 
-// start_stopped forks and execs argv with PTRACE_TRACEME, so the program stops right
-// after execve, before its first instruction, until its rlimits are set. fds[i]
-// becomes its descriptor i; nothing else is inherited.
-static pid_t start_stopped(char **argv, char **env, int *fds, int nfds) {
+// start_program forks and execs argv with the rlimits set in the child between fork and
+// exec, so they hold from the program's first instruction. fds[i] becomes its
+// descriptor i; nothing else is inherited. It returns once execve has succeeded.
+static pid_t start_program(char **argv, char **env, int *fds, int nfds, const struct rlim *rl, uint32_t nrl) {
 	char stage[PATH_MAX + 8];
 	snprintf(stage, sizeof stage, "exec %s", argv[0] ? argv[0] : "");
 	if (!argv[0])
@@ -680,81 +679,61 @@ static pid_t start_stopped(char **argv, char **env, int *fds, int nfds) {
 	if (pid < 0)
 		fail(stage, "fork");
 	if (pid == 0) {
-		int err = 0;
+		// {what failed, errno}: 0 the descriptors, 1 an rlimit, 2 execve.
+		int err[2] = {0, 0};
 		if (setsid() < 0 || chdir("/workspace") < 0)
-			err = errno;
+			err[1] = errno;
 		// Move sources out of the way of the targets, then place them.
-		for (int i = 0; !err && i < nfds; i++) {
+		for (int i = 0; !err[1] && i < nfds; i++) {
 			if (fds[i] != i && fds[i] < nfds) {
 				int d = fcntl(fds[i], F_DUPFD_CLOEXEC, nfds);
 				if (d < 0)
-					err = errno;
+					err[1] = errno;
 				fds[i] = d;
 			}
 		}
-		for (int i = 0; !err && i < nfds; i++) {
+		for (int i = 0; !err[1] && i < nfds; i++) {
 			if (fds[i] == i) {
 				if (fcntl(i, F_SETFD, 0) < 0)
-					err = errno;
+					err[1] = errno;
 			} else if (dup2(fds[i], i) < 0) {
-				err = errno;
+				err[1] = errno;
 			}
 		}
-		if (!err && ptrace(PTRACE_TRACEME, 0, 0, 0) < 0)
-			err = errno;
-		if (!err) {
-			execve(argv[0], argv, env);
-			err = errno;
+		for (uint32_t i = 0; !err[1] && i < nrl; i++) {
+			struct rlimit l = {rl[i].value, rl[i].value};
+			// The CPU limit's hard value is one second above the soft one: SIGXCPU
+			// first, SIGKILL as the backstop.
+			if (rl[i].res == RLIMIT_CPU)
+				l.rlim_max = rl[i].value + 1;
+			if (setrlimit((int)rl[i].res, &l) < 0) {
+				err[0] = 1;
+				err[1] = errno;
+			}
 		}
-		write_all(errp[1], &err, sizeof err);
+		if (!err[1]) {
+			execve(argv[0], argv, env);
+			err[0] = 2;
+			err[1] = errno;
+		}
+		write_all(errp[1], err, sizeof err);
 		_exit(127);
 	}
 	close(errp[1]);
-	int err = 0;
+	int err[2] = {0, 0};
 	ssize_t n;
 	do
-		n = read(errp[0], &err, sizeof err);
+		n = read(errp[0], err, sizeof err);
 	while (n < 0 && errno == EINTR);
 	close(errp[0]);
-	int ws;
 	if (n > 0) {
+		int ws;
 		while (waitpid(pid, &ws, __WALL) < 0 && errno == EINTR)
 			;
-		errno = err;
-		fail(stage, "exec");
+		errno = err[1];
+		fail(err[0] == 1 ? "rlimits" : stage, err[0] == 1 ? "setrlimit" : err[0] == 2 ? "execve" : "descriptors");
 	}
-	while (waitpid(pid, &ws, __WALL) < 0) {
-		if (errno != EINTR)
-			fail("wait for exec stop", "wait");
-	}
-	if (!WIFSTOPPED(ws))
-		failf("wait for exec stop", 0, "program did not stop at exec (status %#x)", ws);
 	return pid;
-}
-
-static void set_rlimits(pid_t pid, const struct rlim *rl, uint32_t n) {
-	for (uint32_t i = 0; i < n; i++) {
-		struct rlimit l = {rl[i].value, rl[i].value};
-		// The CPU limit's hard value is one second above the soft one: SIGXCPU first,
-		// SIGKILL as the backstop.
-		if (rl[i].res == RLIMIT_CPU)
-			l.rlim_max = rl[i].value + 1;
-		if (prlimit(pid, rl[i].res, &l, NULL) < 0) {
-			int e = errno;
-			kill(pid, SIGKILL);
-			failf("rlimits", e, "prlimit %u=%llu: %s", rl[i].res, (unsigned long long)rl[i].value, strerror(e));
-		}
-	}
-}
-
-// release applies the rlimits to a program stopped at exec and lets it run.
-static void release(pid_t pid, const struct rlim *rl, uint32_t n) {
-	set_rlimits(pid, rl, n);
-	if (ptrace(PTRACE_DETACH, pid, 0, 0) < 0) {
-		int e = errno;
-		kill(pid, SIGKILL);
-		failf("ptrace detach", e, "detach: %s", strerror(e));
-	}
 }
 
 // cpu_seconds_used is a process's CPU time so far, rounded up to whole seconds, from
@@ -813,10 +792,9 @@ static struct preloaded preload(const struct config *cfg, char **env) {
 	if (pipe2(argvp, O_CLOEXEC) < 0 || pipe2(loaded, O_CLOEXEC) < 0)
 		fail("preload pipe", "pipe");
 	int fds[5] = {0, 1, 2, argvp[0], loaded[1]};
-	pid_t pid = start_stopped(cfg->preload, env, fds, 5);
+	pid_t pid = start_program(cfg->preload, env, fds, 5, cfg->rl, cfg->nrl);
 	close(argvp[0]);
 	close(loaded[1]);
-	release(pid, cfg->rl, cfg->nrl);
 	char b;
 	ssize_t n;
 	do
@@ -901,11 +879,6 @@ static struct exit_info reap(pid_t pid) {
 			if (errno == EINTR)
 				continue;
 			break; // ECHILD: nothing left
-		}
-		if (WIFSTOPPED(ws)) {
-			// A descendant asked to be traced by us (PTRACE_TRACEME): let it go.
-			ptrace(PTRACE_DETACH, w, 0, 0);
-			continue;
 		}
 		if (w == pid) {
 			x.exited = WIFEXITED(ws);
@@ -1178,8 +1151,7 @@ static void __attribute__((noreturn)) init_main(void) {
 	} else {
 		write_workspace(&cfg, &h);
 		int fds[3] = {0, 1, 2};
-		pid = start_stopped(h.argv, env, fds, 3);
-		release(pid, h.rl, h.nrl);
+		pid = start_program(h.argv, env, fds, 3, h.rl, h.nrl);
 	}
 	// The program owns stdin, stdout and stderr now: the parent sees EOF when it exits.
 	close(0);

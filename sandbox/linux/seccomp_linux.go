@@ -184,10 +184,6 @@ func compileFilter(p filterPlan) (*bpf, error) {
 	for _, v := range personalities {
 		b.rule("personality", seccomp.ActAllow, cond(0, seccomp.CompareEqual, v))
 	}
-	// ptrace: only PTRACE_TRACEME (the init stops the program at exec to apply its
-	// rlimits) and PTRACE_DETACH. Neither can read or write another process.
-	b.rule("ptrace", seccomp.ActAllow, cond(0, seccomp.CompareEqual, unix.PTRACE_TRACEME))
-	b.rule("ptrace", seccomp.ActAllow, cond(0, seccomp.CompareEqual, unix.PTRACE_DETACH))
 
 	if b.err != nil {
 		return nil, b.err
