@@ -280,17 +280,17 @@ func (m *cgroups) create(id string, l sandbox.Limits) (*cgroup, error) {
 	return cg, nil
 }
 
-// join moves pid into a v1 cgroup; v2 sandboxes are cloned straight into theirs.
-func (c *cgroup) join(pid int) error {
-	if c.version != 1 {
+// procsFiles are the v1 cgroup.procs files the spawner writes the init's pid to. A v2
+// sandbox is cloned straight into its cgroup; none (nil) has none.
+func (c *cgroup) procsFiles() []string {
+	if c == nil || c.version != 1 {
 		return nil
 	}
-	for ctrl, d := range c.dirs {
-		if err := os.WriteFile(filepath.Join(d, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0); err != nil {
-			return fmt.Errorf("join %s cgroup: %w", ctrl, err)
-		}
+	var files []string
+	for _, d := range c.dirs {
+		files = append(files, filepath.Join(d, "cgroup.procs"))
 	}
-	return nil
+	return files
 }
 
 // unthrottle lifts the CPU quota so a tree that is being killed can exit at once.

@@ -4,4 +4,5 @@ package linux
 // runtime starts in a process named initName; this import compiles it into every
 // binary that links this package.
 
+// #cgo CFLAGS: -O2 -Wall -Wextra -Wno-unused-parameter -Werror
 import "C"

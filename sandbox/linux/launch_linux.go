@@ -87,10 +87,6 @@ func newLaunch(sb *Sandbox, spec sandbox.Spec, cg *cgroup) *launch {
 // start creates the init in its namespaces and cgroup and sends it the config; the init
 // builds the sandbox up to the handover (and starts a preloaded interpreter).
 func (l *launch) start(cfg *initConfig) (err error) {
-	frame, err := encodeConfig(cfg, realFS{})
-	if err != nil {
-		return err
-	}
 	l.applyAS = cfg.RlimitAS
 	l.rules = cfg.FilterRules
 	var closers []*os.File
@@ -151,7 +147,7 @@ func (l *launch) start(cfg *initConfig) (err error) {
 		Stdout:      outW,
 		Stderr:      errW,
 		ExtraFiles:  initFiles(cfgR, repW),
-		SysProcAttr: l.sb.procAttr(l.cg, cfg.Network),
+		SysProcAttr: l.sb.procAttr(l.cg),
 	}
 	// Pdeathsig follows the thread that started the child: start and wait on one locked
 	// thread, so the sandbox dies with the server and never earlier.
@@ -182,7 +178,10 @@ func (l *launch) start(cfg *initConfig) (err error) {
 		return l.sb.startError(err)
 	}
 	var once sync.Once
-	l.kill = func() { once.Do(func() { cmd.Process.Kill() }) }
+	// SIGTERM asks the spawner to kill the init and wait for it, so the spawner's exit
+	// (which the locked goroutine above waits for) means every process of the sandbox
+	// is dead.
+	l.kill = func() { once.Do(func() { _ = cmd.Process.Signal(syscall.SIGTERM) }) }
 	l.running = true
 
 	// Output readers: the capture keeps the cap, the reader keeps counting, and a flood
@@ -200,20 +199,20 @@ func (l *launch) start(cfg *initConfig) (err error) {
 		l.finish()
 		return err
 	}
-	// The config goes first so the init builds its root while we join it to its cgroup.
-	// A send that fails means the init has already gone, most often after reporting a
-	// setup failure: its report, not the broken pipe, is what the result will say.
-	_, _ = l.cfgW.Write(frame)
+	// The spawner starts while its v1 cgroup is created; its config names the cgroup.
 	if err := l.awaitCgroup(); err != nil {
 		return fail(fmt.Errorf("%w: %w", errCgroup, err))
 	}
-	if l.cg != nil {
-		// ESRCH: the init is already dead, there is nothing left to limit.
-		if err := l.cg.join(cmd.Process.Pid); err != nil && !errors.Is(err, syscall.ESRCH) {
-			return fail(fmt.Errorf("%w: %w", errCgroup, err))
-		}
+	cfg.CloneFlags = l.sb.cloneFlags(cfg.Network)
+	cfg.HostUID, cfg.HostGID = uint32(l.sb.hostUID), uint32(l.sb.hostGID)
+	cfg.CgroupProcs = l.cg.procsFiles()
+	frame, err := encodeConfig(cfg, realFS{})
+	if err != nil {
+		return fail(err)
 	}
-	_, _ = l.cfgW.Write(joinedFrame)
+	// A send that fails means the spawner has already gone, most often after reporting
+	// a setup failure: its report, not the broken pipe, is what the result will say.
+	_, _ = l.cfgW.Write(frame)
 	return nil
 }
 

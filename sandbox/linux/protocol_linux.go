@@ -15,11 +15,11 @@ import (
 // initName is argv[0] of the re-executed sandbox init (INIT_NAME in init_linux.c).
 const initName = "airlock-sandbox-init"
 
-// Fixed descriptors of the init: the parent hands them over as ExtraFiles.
+// Fixed descriptors of the spawner and the init: the parent hands them over as
+// ExtraFiles.
 const (
-	// configFD carries frames from the parent: the config, then an empty frame once
-	// the init is in its cgroup (it builds its root meanwhile), then the handover with
-	// the call itself, which a warm pool sends only when a call arrives.
+	// configFD carries frames from the parent: the config, then the handover with the
+	// call itself, which a warm pool sends only when a call arrives.
 	configFD = 3
 	reportFD = 4 // frames of reports, written by the init
 )
@@ -59,6 +59,12 @@ type initConfig struct {
 	// SetupOnly builds the whole sandbox, reports, and exits without running a program
 	// (the startup self-check).
 	SetupOnly bool
+
+	// Set by the launch: the namespaces to create, the host ids the sandbox's ids map
+	// to, and the v1 cgroup.procs files the spawner puts the init in.
+	CloneFlags       uint32
+	HostUID, HostGID uint32
+	CgroupProcs      []string
 }
 
 // handover is the call itself: the last frame on configFD.
@@ -180,6 +186,13 @@ func encodeConfig(cfg *initConfig, host hostFS) ([]byte, error) {
 		flags |= cfgSetupOnly
 	}
 	e.u32(flags)
+	e.u32(cfg.CloneFlags)
+	e.u32(cfg.HostUID)
+	e.u32(cfg.HostGID)
+	if err := noNUL("cgroup path", cfg.CgroupProcs...); err != nil {
+		return nil, err
+	}
+	e.strs(cfg.CgroupProcs)
 	e.str(hostname)
 	plan := rootPlan(cfg, host)
 	e.u32(uint32(len(plan)))
@@ -212,9 +225,6 @@ func encodeConfig(cfg *initConfig, host hostFS) ([]byte, error) {
 	e.rlimits(rlimits(cfg.Limits, cfg.RlimitAS))
 	return e.frame(), nil
 }
-
-// joinedFrame tells the init it is in its cgroup.
-var joinedFrame = []byte{0, 0, 0, 0}
 
 // encodeHandover is the call's frame. applyAS is the config's RlimitAS.
 func encodeHandover(h *handover, applyAS bool) ([]byte, error) {

@@ -8,9 +8,10 @@ import (
 	"github.com/airlock-mcp/airlock/sandbox"
 )
 
-// initProcs is headroom in the process counts for the init, a single-threaded process
-// that shares the sandbox uid (RLIMIT_NPROC) and the cgroup (pids.max) with the program.
-const initProcs = 1
+// initProcs is headroom in the process counts for the init and its spawner, two
+// single-threaded processes that may share the sandbox uid (RLIMIT_NPROC) and the
+// cgroup (pids.max, v2) with the program.
+const initProcs = 2
 
 type rlimit struct {
 	Name     string

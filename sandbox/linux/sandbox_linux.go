@@ -110,38 +110,29 @@ func lookupUser(name string) (int, int, error) {
 	return uid, gid, nil
 }
 
-// procAttr is how the init is created: every namespace but the network one when the
-// operator enabled host networking, mapped to one unprivileged host id, killed with the
-// server.
-func (s *Sandbox) procAttr(cg *cgroup, network sandbox.Network) *syscall.SysProcAttr {
-	flags := uintptr(unix.CLONE_NEWUSER | unix.CLONE_NEWPID | unix.CLONE_NEWNS |
-		unix.CLONE_NEWIPC | unix.CLONE_NEWUTS)
-	if network != sandbox.NetworkHost {
-		flags |= unix.CLONE_NEWNET
-	}
-	attr := &syscall.SysProcAttr{
-		Cloneflags:  flags,
-		UidMappings: []syscall.SysProcIDMap{{ContainerID: sandboxUID, HostID: s.hostUID, Size: 1}},
-		GidMappings: []syscall.SysProcIDMap{{ContainerID: sandboxGID, HostID: s.hostGID, Size: 1}},
-		// A root server can and must drop its supplementary groups (setgroups needs
-		// "allow"); an unprivileged one must deny setgroups to map its gid at all.
-		GidMappingsEnableSetgroups: s.root,
-		Credential: &syscall.Credential{
-			Uid:         sandboxUID,
-			Gid:         sandboxGID,
-			NoSetGroups: !s.root,
-		},
-		// execve drops every capability of a non-root uid, so the init (uid 1000, not
-		// the namespace's root) keeps the two it needs for setup as ambient ones. It
-		// clears the ambient set again before it starts the program.
-		AmbientCaps: []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_SETPCAP},
-		Pdeathsig:   syscall.SIGKILL,
-	}
+// procAttr is how the spawner is started: a plain fork and exec (Go's vfork fast path:
+// nothing of the server's address space is copied), killed with the server, and, with
+// cgroup v2, started straight in the sandbox's cgroup. The spawner creates the
+// namespaces (init_linux.c).
+func (s *Sandbox) procAttr(cg *cgroup) *syscall.SysProcAttr {
+	attr := &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if cg != nil && cg.fd >= 0 {
 		attr.UseCgroupFD = true
 		attr.CgroupFD = cg.fd
 	}
 	return attr
+}
+
+// cloneFlags are the init's namespaces: all of them, but the network one when the
+// operator enabled host networking. (The cgroup namespace comes later, from inside
+// the cgroup.)
+func (s *Sandbox) cloneFlags(network sandbox.Network) uint32 {
+	flags := uint32(unix.CLONE_NEWUSER | unix.CLONE_NEWPID | unix.CLONE_NEWNS |
+		unix.CLONE_NEWIPC | unix.CLONE_NEWUTS)
+	if network != sandbox.NetworkHost {
+		flags |= unix.CLONE_NEWNET
+	}
+	return flags
 }
 
 // withDefaults fills zero limits with the backend's floors: a zero is never unlimited.
