@@ -143,6 +143,18 @@ func (s *server) poolStats(ctx context.Context) (hits, ready, idleMemory int64) 
 	return v.Pool.Hits, v.Pool.Ready, v.Pool.IdleMemory
 }
 
+// poolSize is the pooled server's pool size per language.
+const poolSize = 2
+
+// waitPoolFull waits until the warm pool has want sandboxes ready, or for at most max.
+func (s *server) waitPoolFull(ctx context.Context, want int, max time.Duration) {
+	for deadline := time.Now().Add(max); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if _, ready, _ := s.poolStats(ctx); ready >= int64(want) {
+			return
+		}
+	}
+}
+
 func bare(argv []string) (time.Duration, error) {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	// A clean environment, as the sandbox has: an inherited NODE_EXTRA_CA_CERTS alone
@@ -174,7 +186,7 @@ func run(bin string, rounds, parallel int, dur time.Duration) error {
 		return fmt.Errorf("cold server: %w", err)
 	}
 	defer cold.close()
-	warm, err := startServer(ctx, bin, "--pool-size", "2")
+	warm, err := startServer(ctx, bin, "--pool-size", strconv.Itoa(poolSize))
 	if err != nil {
 		return fmt.Errorf("pooled server: %w", err)
 	}
@@ -192,6 +204,9 @@ func run(bin string, rounds, parallel int, dur time.Duration) error {
 		var b, c, p []time.Duration
 		hits0, _, _ := warm.poolStats(ctx)
 		for i := 0; i < rounds+2; i++ {
+			// The pooled server refills after each call: a new interpreter start, whose
+			// CPU would otherwise land on this round's bare and cold runs only.
+			warm.waitPoolFull(ctx, poolSize*len(languages), 2*time.Second)
 			db, err := bare(l.bare)
 			if err != nil {
 				return fmt.Errorf("bare %s: %w", l.name, err)

@@ -280,15 +280,16 @@ func (m *cgroups) create(id string, l sandbox.Limits) (*cgroup, error) {
 	return cg, nil
 }
 
-// procsFiles are the v1 cgroup.procs files the spawner writes the init's pid to. A v2
-// sandbox is cloned straight into its cgroup; none (nil) has none.
-func (c *cgroup) procsFiles() []string {
+// tasksFiles are the v1 tasks files the spawner moves itself into, so the init is born
+// in the cgroup. A v2 sandbox's spawner is cloned straight into its cgroup; without
+// cgroups there are none.
+func (c *cgroup) tasksFiles() []string {
 	if c == nil || c.version != 1 {
 		return nil
 	}
 	var files []string
 	for _, d := range c.dirs {
-		files = append(files, filepath.Join(d, "cgroup.procs"))
+		files = append(files, filepath.Join(d, "tasks"))
 	}
 	return files
 }

@@ -21,6 +21,7 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <limits.h>
+#include <poll.h>
 #include <linux/capability.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
@@ -288,7 +289,7 @@ struct config {
 	uint32_t flags;
 	uint32_t clone_flags; // the namespaces
 	uint32_t host_uid, host_gid; // what the sandbox's uid and gid map to
-	char **cgroup_procs; // v1: the cgroup.procs files to put the init in
+	char **cgroup_tasks; // v1: the tasks files the spawner moves itself into
 	char *hostname;
 	uint32_t nops;
 	struct op *ops;
@@ -309,7 +310,7 @@ static void read_config(struct config *cfg) {
 	cfg->clone_flags = rd_u32(&c);
 	cfg->host_uid = rd_u32(&c);
 	cfg->host_gid = rd_u32(&c);
-	cfg->cgroup_procs = rd_strv(&c);
+	cfg->cgroup_tasks = rd_strv(&c);
 	cfg->hostname = rd_str(&c);
 	cfg->nops = rd_u32(&c);
 	if (c.bad || cfg->nops > 4096)
@@ -632,11 +633,11 @@ static void await(int sync, char want) {
 // fixed:
 //
 //	mounts → pivot_root → seal root → hostname → dumpable off → close-on-exec fds ≥ 3
-//	→ drop capabilities → wait until in the cgroup → cgroup ns → seccomp
+//	→ drop capabilities → cgroup ns → seccomp
 //
 // Seccomp comes last, so the fewest syscalls run under it before exec; it applies to
 // the init too, which needs nothing it denies from then on.
-static void setup(const struct config *cfg, int sync) {
+static void setup(const struct config *cfg) {
 	build_root(cfg);
 	pivot();
 	seal();
@@ -649,9 +650,6 @@ static void setup(const struct config *cfg, int sync) {
 	if (syscall(SYS_close_range, 3, ~0U, CLOSE_RANGE_CLOEXEC) < 0)
 		fail("close fds", "close_range");
 	drop_caps();
-	// The spawner joins us to the cgroup while we build the root (a v1 join costs
-	// milliseconds of RCU synchronisation), then says so.
-	await(sync, 'j');
 	// A cgroup namespace rooted at the sandbox's own cgroup hides the host's paths.
 	if (unshare(CLONE_NEWCGROUP) < 0)
 		fail("unshare cgroup namespace", "unshare");
@@ -1188,9 +1186,9 @@ static void rename_spawner(void) {
 // spawner is the process the server starts: a small, freshly exec'd process, so the
 // clone with new namespaces copies almost nothing, unlike a clone of the server
 // itself (whose page tables and copy-on-write faults cost ~18% of all CPU under load).
-// It clones the init into new user, pid, mount, ipc, uts and (usually) net namespaces,
-// writes its uid and gid maps, joins it to its v1 cgroup, and then only waits for it,
-// to pass its exit status on. The server kills the spawner to kill the sandbox: the
+// It moves itself into the sandbox's v1 cgroup, clones the init into new user, pid,
+// mount, ipc, uts and (usually) net namespaces, writes its uid and gid maps, and then
+// only waits for it, to pass its exit status on. The server kills the spawner to kill the sandbox: the
 // init dies with it (PDEATHSIG), and the whole pid namespace with the init.
 static void __attribute__((noreturn)) spawner(void) {
 	// The init inherits these: a pid 1 with default dispositions is immune to every
@@ -1199,6 +1197,15 @@ static void __attribute__((noreturn)) spawner(void) {
 	default_signals();
 	struct config cfg;
 	read_config(&cfg);
+	// Into the v1 cgroup first, so the init is born in it. A thread that moves itself
+	// ("0" to tasks) skips the global lock whose RCU synchronisation made moving
+	// another process cost a grace period, up to 25 ms after an idle spell here.
+	for (char **p = cfg.cgroup_tasks; *p; p++) {
+		if (write_file(*p, "0") < 0) {
+			int e = errno;
+			failf("join cgroup", e, "write %s: %s", *p, strerror(e));
+		}
+	}
 	// A root server's supplementary groups (root's own among them) must not follow
 	// into the sandbox, where they would still grant group access to host files.
 	if (geteuid() == 0 && setgroups(0, NULL) < 0)
@@ -1240,19 +1247,11 @@ static void __attribute__((noreturn)) spawner(void) {
 		kill(pid, SIGKILL);
 		fail("clone namespaces", "sync");
 	}
-	char spid[16];
-	snprintf(spid, sizeof spid, "%d", pid);
-	for (char **p = cfg.cgroup_procs; *p; p++) {
-		if (write_file(*p, spid) < 0) {
-			int e = errno;
-			kill(pid, SIGKILL);
-			failf("join cgroup", e, "write %s: %s", *p, strerror(e));
-		}
-	}
-	write_all(sync[1], "j", 1);
-	close(sync[1]);
 	// The sandbox's pipes are the init's alone: the server sees EOF when it is done.
-	syscall(SYS_close_range, 0, ~0U, 0);
+	// The sync pipe stays open while the spawner lives: the init checks it once it has
+	// asked to die with the spawner.
+	syscall(SYS_close_range, 0, (unsigned)sync[1] - 1, 0);
+	syscall(SYS_close_range, (unsigned)sync[1] + 1, ~0U, 0);
 	int ws;
 	while (waitpid(pid, &ws, 0) < 0) {
 		if (errno != EINTR)
@@ -1267,8 +1266,12 @@ static void __attribute__((noreturn)) sandbox_init(struct config *parsed, int sy
 	struct config cfg = *parsed;
 	await(sync, 'm');
 	become_sandbox_user();
-	setup(&cfg, sync);
+	// A spawner that died before the Pdeathsig request took has closed its end.
+	struct pollfd gone = {sync, POLLIN, 0};
+	if (poll(&gone, 1, 0) != 0)
+		_exit(EXIT_SETUP_FAILED);
 	close(sync);
+	setup(&cfg);
 	if (cfg.flags & CFG_SETUP_ONLY) {
 		report(REP_STARTED, NULL);
 		struct wbuf b = {0};

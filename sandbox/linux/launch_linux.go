@@ -205,7 +205,7 @@ func (l *launch) start(cfg *initConfig) (err error) {
 	}
 	cfg.CloneFlags = l.sb.cloneFlags(cfg.Network)
 	cfg.HostUID, cfg.HostGID = uint32(l.sb.hostUID), uint32(l.sb.hostGID)
-	cfg.CgroupProcs = l.cg.procsFiles()
+	cfg.CgroupTasks = l.cg.tasksFiles()
 	frame, err := encodeConfig(cfg, realFS{})
 	if err != nil {
 		return fail(err)

@@ -61,10 +61,10 @@ type initConfig struct {
 	SetupOnly bool
 
 	// Set by the launch: the namespaces to create, the host ids the sandbox's ids map
-	// to, and the v1 cgroup.procs files the spawner puts the init in.
+	// to, and the v1 tasks files the spawner moves itself into before the clone.
 	CloneFlags       uint32
 	HostUID, HostGID uint32
-	CgroupProcs      []string
+	CgroupTasks      []string
 }
 
 // handover is the call itself: the last frame on configFD.
@@ -189,10 +189,10 @@ func encodeConfig(cfg *initConfig, host hostFS) ([]byte, error) {
 	e.u32(cfg.CloneFlags)
 	e.u32(cfg.HostUID)
 	e.u32(cfg.HostGID)
-	if err := noNUL("cgroup path", cfg.CgroupProcs...); err != nil {
+	if err := noNUL("cgroup path", cfg.CgroupTasks...); err != nil {
 		return nil, err
 	}
-	e.strs(cfg.CgroupProcs)
+	e.strs(cfg.CgroupTasks)
 	e.str(hostname)
 	plan := rootPlan(cfg, host)
 	e.u32(uint32(len(plan)))
