@@ -35,3 +35,20 @@ func TestFaultWorkspaceMount(t *testing.T) {
 		t.Fatalf("the next run: %v %s %s", err, res.Status, res.Detail)
 	}
 }
+
+// A program that cannot be executed is a setup failure naming the program and its errno,
+// and nothing of it ran.
+func TestExecFailureIsReported(t *testing.T) {
+	t.Parallel()
+	s := testSandbox(t)
+	for argv0, want := range map[string]syscall.Errno{"/nonexistent": syscall.ENOENT, "/etc/passwd": syscall.EACCES} {
+		res, err := s.Run(context.Background(), sandbox.Spec{Argv: []string{argv0}})
+		var se *SetupError
+		if !errors.As(err, &se) || se.Stage != "exec "+argv0 || !errors.Is(err, want) {
+			t.Errorf("%s: err = %v, want a setup error at exec %s with %v", argv0, err, argv0, want)
+		}
+		if res.Status != sandbox.StatusSandboxError {
+			t.Errorf("%s: status %s, want sandbox_error", argv0, res.Status)
+		}
+	}
+}

@@ -745,74 +745,81 @@ static char **program_env(char **extra) {
 	return env;
 }
 
-// start_program forks and execs argv with the rlimits set in the child between fork and
-// exec, so they hold from the program's first instruction. fds[i] becomes its
-// descriptor i; nothing else is inherited. It returns once execve has succeeded.
+// spawn is what start_program's child needs, and where it leaves why it failed.
+struct spawn {
+	char **argv, **env;
+	int *fds, nfds;
+	const struct rlim *rl;
+	uint32_t nrl;
+	int what, err; // what failed: 0 the descriptors, 1 an rlimit, 2 execve
+};
+
+static int spawn_child(void *arg) {
+	struct spawn *sp = arg;
+	int err = 0;
+	if (setsid() < 0 || chdir("/workspace") < 0)
+		err = errno;
+	// Move sources out of the way of the targets, then place them.
+	for (int i = 0; !err && i < sp->nfds; i++) {
+		if (sp->fds[i] != i && sp->fds[i] < sp->nfds) {
+			int d = fcntl(sp->fds[i], F_DUPFD_CLOEXEC, sp->nfds);
+			if (d < 0)
+				err = errno;
+			sp->fds[i] = d;
+		}
+	}
+	for (int i = 0; !err && i < sp->nfds; i++) {
+		if (sp->fds[i] == i) {
+			if (fcntl(i, F_SETFD, 0) < 0)
+				err = errno;
+		} else if (dup2(sp->fds[i], i) < 0) {
+			err = errno;
+		}
+	}
+	for (uint32_t i = 0; !err && i < sp->nrl; i++) {
+		struct rlimit l = {sp->rl[i].value, sp->rl[i].value};
+		// The CPU limit's hard value is one second above the soft one: SIGXCPU first,
+		// SIGKILL as the backstop.
+		if (sp->rl[i].res == RLIMIT_CPU)
+			l.rlim_max = sp->rl[i].value + 1;
+		if (setrlimit((int)sp->rl[i].res, &l) < 0) {
+			sp->what = 1;
+			err = errno;
+		}
+	}
+	if (!err) {
+		execve(sp->argv[0], sp->argv, sp->env);
+		sp->what = 2;
+		err = errno;
+	}
+	sp->err = err;
+	_exit(127);
+}
+
+// start_program starts argv with the rlimits set in the child between fork and exec,
+// so they hold from the program's first instruction. fds[i] becomes its descriptor i;
+// nothing else is inherited. The child shares the init's memory until its execve (as
+// posix_spawn does), so nothing is copied, and the init resumes once execve has
+// succeeded or the child has failed and said why in sp.
 static pid_t start_program(char **argv, char **env, int *fds, int nfds, const struct rlim *rl, uint32_t nrl) {
 	char stage[PATH_MAX + 8];
 	snprintf(stage, sizeof stage, "exec %s", argv[0] ? argv[0] : "");
 	if (!argv[0])
 		failf("start", EINVAL, "empty argv");
-	int errp[2];
-	if (pipe2(errp, O_CLOEXEC) < 0)
-		fail(stage, "pipe");
-	pid_t pid = fork();
+	static char *stack;
+	const size_t stack_size = 64 << 10;
+	if (!stack && !(stack = malloc(stack_size)))
+		fail(stage, "malloc");
+	struct spawn sp = {argv, env, fds, nfds, rl, nrl, 0, 0};
+	pid_t pid = clone(spawn_child, stack + stack_size, CLONE_VM | CLONE_VFORK | SIGCHLD, &sp);
 	if (pid < 0)
-		fail(stage, "fork");
-	if (pid == 0) {
-		// {what failed, errno}: 0 the descriptors, 1 an rlimit, 2 execve.
-		int err[2] = {0, 0};
-		if (setsid() < 0 || chdir("/workspace") < 0)
-			err[1] = errno;
-		// Move sources out of the way of the targets, then place them.
-		for (int i = 0; !err[1] && i < nfds; i++) {
-			if (fds[i] != i && fds[i] < nfds) {
-				int d = fcntl(fds[i], F_DUPFD_CLOEXEC, nfds);
-				if (d < 0)
-					err[1] = errno;
-				fds[i] = d;
-			}
-		}
-		for (int i = 0; !err[1] && i < nfds; i++) {
-			if (fds[i] == i) {
-				if (fcntl(i, F_SETFD, 0) < 0)
-					err[1] = errno;
-			} else if (dup2(fds[i], i) < 0) {
-				err[1] = errno;
-			}
-		}
-		for (uint32_t i = 0; !err[1] && i < nrl; i++) {
-			struct rlimit l = {rl[i].value, rl[i].value};
-			// The CPU limit's hard value is one second above the soft one: SIGXCPU
-			// first, SIGKILL as the backstop.
-			if (rl[i].res == RLIMIT_CPU)
-				l.rlim_max = rl[i].value + 1;
-			if (setrlimit((int)rl[i].res, &l) < 0) {
-				err[0] = 1;
-				err[1] = errno;
-			}
-		}
-		if (!err[1]) {
-			execve(argv[0], argv, env);
-			err[0] = 2;
-			err[1] = errno;
-		}
-		write_all(errp[1], err, sizeof err);
-		_exit(127);
-	}
-	close(errp[1]);
-	int err[2] = {0, 0};
-	ssize_t n;
-	do
-		n = read(errp[0], err, sizeof err);
-	while (n < 0 && errno == EINTR);
-	close(errp[0]);
-	if (n > 0) {
+		fail(stage, "clone");
+	if (sp.err) {
 		int ws;
 		while (waitpid(pid, &ws, __WALL) < 0 && errno == EINTR)
 			;
-		errno = err[1];
-		fail(err[0] == 1 ? "rlimits" : stage, err[0] == 1 ? "setrlimit" : err[0] == 2 ? "execve" : "descriptors");
+		errno = sp.err;
+		fail(sp.what == 1 ? "rlimits" : stage, sp.what == 1 ? "setrlimit" : sp.what == 2 ? "execve" : "descriptors");
 	}
 	return pid;
 }
