@@ -62,6 +62,13 @@ func TestPoolMatchesColdRun(t *testing.T) {
 		{"javascript", "exit code", "console.log('x'); process.exit(5)", nil, ""},
 		{"javascript", "require main", "console.log(require.main === module)", nil, ""},
 		{"javascript", "throw", "throw new Error('boom')", nil, ""},
+		{"javascript", "exit listeners", "process.on('exit', c => { console.log('exit', c, process.exitCode); process.exitCode = 4 }); process.exitCode = 3; setTimeout(() => console.log('later'), 20)", nil, ""},
+		{"javascript", "beforeExit", "let n = 0; process.on('beforeExit', () => { if (n++ < 2) setTimeout(() => console.log('again', n), 1) })", nil, ""},
+		{"javascript", "throw in exit listener", "process.on('exit', () => { throw new Error('late') }); console.log('x')", nil, ""},
+		{"javascript", "big stdout", "process.stdout.write('x'.repeat(1 << 20)); process.stderr.write('e'.repeat(100000))", nil, ""},
+		{"javascript", "unhandled rejection", "Promise.reject(new Error('nope')); setTimeout(() => console.log('not reached'), 50)", nil, ""},
+		{"javascript", "handled uncaught exception", "process.on('uncaughtException', e => console.log('caught', e.message)); setTimeout(() => { throw new Error('t') }, 1)", nil, ""},
+		{"javascript", "exit inside a promise", "Promise.resolve().then(() => { console.log('p'); process.exit(6) })", nil, ""},
 		{"bash", "echo", "echo \"$0\" \"$@\"; read x; echo got $x; exit 3", []string{"p q", "r"}, "line\n"},
 	}
 	for _, c := range cases {
