@@ -22,6 +22,7 @@
 #include <grp.h>
 #include <limits.h>
 #include <poll.h>
+#include <pthread.h>
 #include <linux/capability.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
@@ -632,75 +633,66 @@ static void await(int sync, char want) {
 // setup builds the sandbox up to the point where a program can start. The order is
 // fixed:
 //
-//	mounts (while a helper creates the network namespace) → join it → pivot_root → seal root → hostname → dumpable off → close-on-exec fds ≥ 3
+//	mounts (while a thread creates the network namespace) → join it → pivot_root → seal root → hostname → dumpable off → close-on-exec fds ≥ 3
 //	→ drop capabilities → cgroup ns → seccomp
 //
 // Seccomp comes last, so the fewest syscalls run under it before exec; it applies to
 // the init too, which needs nothing it denies from then on.
-// A network namespace costs ~0.8 ms to create, most of a whole clone's, so the init
-// has a helper create it while it builds the root, then joins it (net_helper, join_net).
-struct net_helper {
-	pid_t pid;
-	int status; // read end: the helper writes its unshare errno, 0 for success
+// A network namespace costs ~0.8 ms to create, most of a whole clone's, so a thread of
+// the init creates it while the main thread builds the root, then the init joins it
+// (start_net, join_net). A thread, not a process: forking the init cost more than it
+// saved. The thread's namespace is reached through its descriptor, opened before the
+// thread exits.
+struct net_thread {
+	pthread_t thread;
+	int fd;  // the new namespace, or -1
+	int err; // why there is none
 };
 
-static struct net_helper start_net_helper(void) {
-	// Dumpable until setup turns it off: the credential change made the init (and so
-	// the helper) non-dumpable for its original, host-owned memory map, and only a
-	// dumpable helper's /proc/<pid>/ns/net can be opened from this user namespace.
-	// Nothing but the init and the helper runs until then.
-	if (prctl(PR_SET_DUMPABLE, 1, 0, 0, 0) < 0)
-		fail("network namespace", "prctl dumpable");
-	int p[2];
-	if (pipe2(p, O_CLOEXEC) < 0)
-		fail("network namespace", "pipe");
-	pid_t pid = fork();
-	if (pid < 0)
-		fail("network namespace", "fork");
-	if (pid == 0) {
-		int err = unshare(CLONE_NEWNET) < 0 ? errno : 0;
-		write_all(p[1], &err, sizeof err);
-		for (;;)
-			pause(); // until the init has joined the namespace and kills us
+static void *net_thread_main(void *arg) {
+	struct net_thread *n = arg;
+	if (unshare(CLONE_NEWNET) < 0) {
+		n->err = errno;
+		return NULL;
 	}
-	close(p[1]);
-	return (struct net_helper){pid, p[0]};
+	n->fd = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+	if (n->fd < 0)
+		n->err = errno;
+	return NULL;
 }
 
-// join_net moves the init into the helper's new network namespace, through the
-// sandbox's own /proc (mounted under the new root by now), and ends the helper.
-static void join_net(struct net_helper *h) {
-	int err = -1;
-	ssize_t n;
-	do
-		n = read(h->status, &err, sizeof err);
-	while (n < 0 && errno == EINTR);
-	close(h->status);
-	if (n != sizeof err || err != 0) {
-		kill(h->pid, SIGKILL);
-		failf("network namespace", n == sizeof err ? err : EIO, "unshare: %s",
-		      n == sizeof err ? strerror(err) : "the helper died");
+static void start_net(struct net_thread *n) {
+	n->fd = -1;
+	n->err = 0;
+	int e = pthread_create(&n->thread, NULL, net_thread_main, n);
+	if (e != 0) {
+		errno = e;
+		fail("network namespace", "thread");
 	}
-	char path[64];
-	snprintf(path, sizeof path, NEW_ROOT "/proc/%d/ns/net", h->pid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0 || setns(fd, CLONE_NEWNET) < 0) {
-		int e = errno;
-		kill(h->pid, SIGKILL);
-		failf("network namespace", e, "join %s: %s", path, strerror(e));
+}
+
+static void join_net(struct net_thread *n) {
+	int e = pthread_join(n->thread, NULL);
+	if (e != 0) {
+		errno = e;
+		fail("network namespace", "join thread");
 	}
-	close(fd);
-	kill(h->pid, SIGKILL);
-	while (waitpid(h->pid, NULL, 0) < 0 && errno == EINTR)
-		;
+	if (n->fd < 0) {
+		errno = n->err;
+		fail("network namespace", "unshare");
+	}
+	if (setns(n->fd, CLONE_NEWNET) < 0)
+		fail("network namespace", "setns");
+	close(n->fd);
 }
 
 static void setup(const struct config *cfg) {
-	struct net_helper net = {0, -1};
-	if (cfg->clone_flags & CLONE_NEWNET)
-		net = start_net_helper();
+	struct net_thread net;
+	int new_net = (cfg->clone_flags & CLONE_NEWNET) != 0;
+	if (new_net)
+		start_net(&net);
 	build_root(cfg);
-	if (net.pid)
+	if (new_net)
 		join_net(&net);
 	pivot();
 	seal();
@@ -1283,7 +1275,7 @@ static void __attribute__((noreturn)) spawner(void) {
 	int sync[2];
 	if (pipe2(sync, O_CLOEXEC) < 0)
 		fail("clone namespaces", "pipe");
-	// The network namespace comes later, from the init's helper (join_net).
+	// The network namespace comes later, from a thread of the init (join_net).
 	pid_t pid = (pid_t)syscall(SYS_clone, (unsigned long)(cfg.clone_flags & ~CLONE_NEWNET) | SIGCHLD, NULL, NULL, NULL, NULL);
 	if (pid < 0)
 		fail("clone namespaces", "clone");
