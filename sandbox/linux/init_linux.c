@@ -290,7 +290,6 @@ struct config {
 	uint32_t flags;
 	uint32_t clone_flags; // the namespaces
 	uint32_t host_uid, host_gid; // what the sandbox's uid and gid map to
-	char **cgroup_tasks; // v1: the tasks files the spawner moves itself into
 	char *hostname;
 	uint32_t nops;
 	struct op *ops;
@@ -311,7 +310,6 @@ static void read_config(struct config *cfg) {
 	cfg->clone_flags = rd_u32(&c);
 	cfg->host_uid = rd_u32(&c);
 	cfg->host_gid = rd_u32(&c);
-	cfg->cgroup_tasks = rd_strv(&c);
 	cfg->hostname = rd_str(&c);
 	cfg->nops = rd_u32(&c);
 	if (c.bad || cfg->nops > 4096)
@@ -1262,7 +1260,13 @@ static void __attribute__((noreturn)) spawner(void) {
 	// Into the v1 cgroup first, so the init is born in it. A thread that moves itself
 	// ("0" to tasks) skips the global lock whose RCU synchronisation made moving
 	// another process cost a grace period, up to 25 ms after an idle spell here.
-	for (char **p = cfg.cgroup_tasks; *p; p++) {
+	// The cgroup frame comes after the config: the server creates the cgroup while the
+	// spawner starts.
+	struct cur cg = read_frame("join cgroup");
+	char **tasks = rd_strv(&cg);
+	if (cg.bad || cg.n != 0)
+		failf("join cgroup", EINVAL, "malformed cgroup frame");
+	for (char **p = tasks; *p; p++) {
 		if (write_file(*p, "0") < 0) {
 			int e = errno;
 			failf("join cgroup", e, "write %s: %s", *p, strerror(e));

@@ -88,6 +88,12 @@ func newLaunch(sb *Sandbox, spec sandbox.Spec, cg *cgroup) *launch {
 // builds the sandbox up to the handover (and starts a preloaded interpreter).
 func (l *launch) start(cfg *initConfig) (err error) {
 	l.applyAS = cfg.RlimitAS
+	cfg.CloneFlags = l.sb.cloneFlags(cfg.Network)
+	cfg.HostUID, cfg.HostGID = uint32(l.sb.hostUID), uint32(l.sb.hostGID)
+	frame, err := encodeConfig(cfg, realFS{})
+	if err != nil {
+		return err
+	}
 	l.rules = cfg.FilterRules
 	var closers []*os.File
 	defer func() {
@@ -199,20 +205,19 @@ func (l *launch) start(cfg *initConfig) (err error) {
 		l.finish()
 		return err
 	}
-	// The spawner starts while its v1 cgroup is created; its config names the cgroup.
+	// The config goes as soon as the spawner exists; the cgroup it joins follows once
+	// created (it was being created while the spawner started). A send that fails
+	// means the spawner has already gone, most often after reporting a setup failure:
+	// its report, not the broken pipe, is what the result will say.
+	_, _ = l.cfgW.Write(frame)
 	if err := l.awaitCgroup(); err != nil {
 		return fail(fmt.Errorf("%w: %w", errCgroup, err))
 	}
-	cfg.CloneFlags = l.sb.cloneFlags(cfg.Network)
-	cfg.HostUID, cfg.HostGID = uint32(l.sb.hostUID), uint32(l.sb.hostGID)
-	cfg.CgroupTasks = l.cg.tasksFiles()
-	frame, err := encodeConfig(cfg, realFS{})
+	cgFrame, err := encodeCgroup(l.cg.tasksFiles())
 	if err != nil {
 		return fail(err)
 	}
-	// A send that fails means the spawner has already gone, most often after reporting
-	// a setup failure: its report, not the broken pipe, is what the result will say.
-	_, _ = l.cfgW.Write(frame)
+	_, _ = l.cfgW.Write(cgFrame)
 	return nil
 }
 

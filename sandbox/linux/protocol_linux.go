@@ -18,8 +18,9 @@ const initName = "airlock-sandbox-init"
 // Fixed descriptors of the spawner and the init: the parent hands them over as
 // ExtraFiles.
 const (
-	// configFD carries frames from the parent: the config, then the handover with the
-	// call itself, which a warm pool sends only when a call arrives.
+	// configFD carries frames from the parent: the config, the cgroup the spawner
+	// joins, then the handover with the call itself, which a warm pool sends only when
+	// a call arrives.
 	configFD = 3
 	reportFD = 4 // frames of reports, written by the init
 )
@@ -60,11 +61,10 @@ type initConfig struct {
 	// (the startup self-check).
 	SetupOnly bool
 
-	// Set by the launch: the namespaces to create, the host ids the sandbox's ids map
-	// to, and the v1 tasks files the spawner moves itself into before the clone.
+	// Set by the launch: the namespaces to create and the host ids the sandbox's ids
+	// map to.
 	CloneFlags       uint32
 	HostUID, HostGID uint32
-	CgroupTasks      []string
 }
 
 // handover is the call itself: the last frame on configFD.
@@ -189,10 +189,6 @@ func encodeConfig(cfg *initConfig, host hostFS) ([]byte, error) {
 	e.u32(cfg.CloneFlags)
 	e.u32(cfg.HostUID)
 	e.u32(cfg.HostGID)
-	if err := noNUL("cgroup path", cfg.CgroupTasks...); err != nil {
-		return nil, err
-	}
-	e.strs(cfg.CgroupTasks)
 	e.str(hostname)
 	plan := rootPlan(cfg, host)
 	e.u32(uint32(len(plan)))
@@ -223,6 +219,17 @@ func encodeConfig(cfg *initConfig, host hostFS) ([]byte, error) {
 	e.u32(maxArtifactEntries)
 	e.u32(maxArtifactDepth)
 	e.rlimits(rlimits(cfg.Limits, cfg.RlimitAS))
+	return e.frame(), nil
+}
+
+// encodeCgroup is the frame after the config: the v1 tasks files the spawner moves
+// itself into before it clones the init (none without v1 cgroups).
+func encodeCgroup(tasks []string) ([]byte, error) {
+	if err := noNUL("cgroup path", tasks...); err != nil {
+		return nil, err
+	}
+	var e encoder
+	e.strs(tasks)
 	return e.frame(), nil
 }
 
