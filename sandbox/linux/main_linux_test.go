@@ -7,8 +7,10 @@ import (
 	"github.com/airlock-mcp/airlock/sandbox"
 )
 
-// The test binary is its own sandbox init: re-executed with argv[0] = initName, it runs
-// the init instead of the tests.
+// The test binary is its own sandbox spawner and init: re-executed with the init's
+// argv[0], its C constructor (sandbox/linux/init_linux.c) runs them before the Go runtime
+// starts, so the tests never run there. sandbox.Init dispatches the roles other backends
+// register.
 func TestMain(m *testing.M) {
 	if sandbox.Init() {
 		return

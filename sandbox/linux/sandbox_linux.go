@@ -1,9 +1,10 @@
 // Package linux is airlock's Linux sandbox: user, pid, mount, net, ipc, uts and cgroup
 // namespaces, a minimal read-only root, cgroups and rlimits, no_new_privs and seccomp.
 //
-// One Run is one sandbox: the server re-executes itself as the sandbox's init (pid 1
-// of a fresh pid namespace), the init builds the root, starts the program and reaps
-// everything, and the whole tree dies with the init.
+// One Run is one sandbox: the server re-executes itself, and in that fresh process a C
+// constructor (init_linux.c), running before the Go runtime, is the sandbox's spawner:
+// it clones the init (pid 1 of a fresh pid namespace), which builds the root, starts
+// the program and reaps everything; the whole tree dies with the init.
 package linux
 
 import (
