@@ -191,27 +191,27 @@ static struct cur read_frame(const char *stage) {
 	return (struct cur){p, n, 0};
 }
 
-static uint32_t rd_u32(struct cur *c) {
-	uint32_t v = 0;
-	if (c->n < 4) {
+// rd_fixed copies the next n bytes into out, or marks the frame bad and zeroes out.
+static void rd_fixed(struct cur *c, void *out, size_t n) {
+	if (c->n < n) {
 		c->bad = 1;
-		return 0;
+		memset(out, 0, n);
+		return;
 	}
-	memcpy(&v, c->p, 4);
-	c->p += 4;
-	c->n -= 4;
+	memcpy(out, c->p, n);
+	c->p += n;
+	c->n -= n;
+}
+
+static uint32_t rd_u32(struct cur *c) {
+	uint32_t v;
+	rd_fixed(c, &v, sizeof v);
 	return v;
 }
 
 static uint64_t rd_u64(struct cur *c) {
-	uint64_t v = 0;
-	if (c->n < 8) {
-		c->bad = 1;
-		return 0;
-	}
-	memcpy(&v, c->p, 8);
-	c->p += 8;
-	c->n -= 8;
+	uint64_t v;
+	rd_fixed(c, &v, sizeof v);
 	return v;
 }
 
