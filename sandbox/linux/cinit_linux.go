@@ -1,8 +1,8 @@
 package linux
 
-// The sandbox's init is C (init_linux.c), run from an ELF constructor before the Go
-// runtime starts in a process named initName; this import compiles it into every
-// binary that links this package.
+// The zygote, the spawners and the sandbox's init are C (init_linux.c), run from an ELF
+// constructor before the Go runtime starts in a process started as initName "zygote";
+// this import compiles it into every binary that links this package.
 
 // #cgo CFLAGS: -O2 -Wall -Wextra -Wno-unused-parameter -Werror
 import "C"

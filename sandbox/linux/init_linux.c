@@ -1,13 +1,14 @@
 // The sandbox's init (pid 1 of its namespaces), in C.
 //
-// The server re-executes its own binary with argv[0] = "airlock-sandbox-init". This
-// constructor runs before the Go runtime starts and sees that name: the process is a
-// sandbox's spawner, which clones the init into new namespaces (spawner below); the
-// init builds the sandbox, runs the program, reaps everything, reports, and exits.
-// Neither ever starts the Go runtime. A Go init cost ~2.3 ms of runtime and package start-up per sandbox,
-// its threads, and a signal handler for every signal (which pid 1 must then ignore by
-// hand). A C pid 1 with default dispositions is immune to every signal sent from
-// inside its pid namespace, SIGKILL included, by the kernel's own rule.
+// The server starts its own binary once as argv "airlock-sandbox-init zygote". This
+// constructor runs before the Go runtime starts and sees that: the process is the
+// zygote, which forks one spawner per sandbox (zygote below); the spawner clones the
+// init into new namespaces (spawner); the init builds the sandbox, runs the program,
+// reaps everything, reports, and exits. None of them ever starts the Go runtime. A Go
+// init cost ~2.3 ms of runtime and package start-up per sandbox, its threads, and a
+// signal handler for every signal (which pid 1 must then ignore by hand). A C pid 1
+// with default dispositions is immune to every signal sent from inside its pid
+// namespace, SIGKILL included, by the kernel's own rule.
 //
 // The parent (launch_linux.go) plans everything: the mount plan, the rlimits, the
 // seccomp program, the files. This code executes that plan, in a fixed order, and
@@ -36,6 +37,7 @@
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/syscall.h>
@@ -1224,7 +1226,19 @@ static int write_file(const char *path, const char *s) {
 }
 
 static volatile pid_t init_pid;
-static char *spawner_argv0;
+
+// The process name as ps and leak checks see it: argv[0], rewritten in place (its area
+// is as long as INIT_NAME, the longest name used).
+static char *name_area;
+static size_t name_len;
+
+static void set_name(const char *name) {
+	size_t n = strlen(name);
+	if (name_area && n <= name_len) {
+		memset(name_area, 0, name_len);
+		memcpy(name_area, name, n);
+	}
+}
 
 static void kill_init(int sig) {
 	(void)sig;
@@ -1232,24 +1246,13 @@ static void kill_init(int sig) {
 		kill(init_pid, SIGKILL);
 }
 
-// rename_spawner tells the spawner apart from the init on the host (ps, leak checks):
-// it overwrites its own argv[0] in place, which is at least as long.
-static void rename_spawner(void) {
-	static const char name[] = "airlock-spawner";
-	size_t n = strlen(spawner_argv0);
-	if (n >= sizeof name - 1) {
-		memset(spawner_argv0, 0, n);
-		memcpy(spawner_argv0, name, sizeof name - 1);
-	}
-}
-
-// spawner is the process the server starts: a small, freshly exec'd process, so the
-// clone with new namespaces copies almost nothing, unlike a clone of the server
-// itself (whose page tables and copy-on-write faults cost ~18% of all CPU under load).
-// It moves itself into the sandbox's v1 cgroup, clones the init into new user, pid,
-// mount, ipc, uts and (usually) net namespaces, writes its uid and gid maps, and then
-// only waits for it, to pass its exit status on. The server kills the spawner to kill the sandbox: the
-// init dies with it (PDEATHSIG), and the whole pid namespace with the init.
+// spawner is one sandbox's first process, forked by the zygote: small, so the clone
+// with new namespaces copies almost nothing, unlike a clone of the server itself (whose
+// page tables and copy-on-write faults cost ~18% of all CPU under load). It moves
+// itself into the sandbox's v1 cgroup, clones the init into new user, pid, mount, ipc
+// and uts namespaces, writes its uid and gid maps, and then only waits for it. The
+// server ends the sandbox with SIGTERM to the spawner (kill_init); the init also dies
+// with the spawner (Pdeathsig), and the whole pid namespace with the init.
 static void __attribute__((noreturn)) spawner(void) {
 	// The init inherits these: a pid 1 with default dispositions is immune to every
 	// signal sent from inside its pid namespace, SIGKILL included, while signals from
@@ -1295,7 +1298,7 @@ static void __attribute__((noreturn)) spawner(void) {
 	init_pid = pid;
 	struct sigaction sa = {.sa_handler = kill_init};
 	sigaction(SIGTERM, &sa, NULL);
-	rename_spawner();
+	set_name("airlock-spawner");
 	char path[64], map[64];
 	static const char *const files[] = {"setgroups", "uid_map", "gid_map"};
 	for (int i = 0; i < 3; i++) {
@@ -1331,6 +1334,7 @@ static void __attribute__((noreturn)) spawner(void) {
 // sandbox, runs the program and reports.
 static void __attribute__((noreturn)) sandbox_init(struct config *parsed, int sync) {
 	struct config cfg = *parsed;
+	set_name(INIT_NAME);
 	await(sync, 'm');
 	become_sandbox_user();
 	// A spawner that died before the Pdeathsig request took has closed its end.
@@ -1399,16 +1403,141 @@ static void __attribute__((noreturn)) sandbox_init(struct config *parsed, int sy
 	_exit(0);
 }
 
+// ---- the zygote ---------------------------------------------------------------------
+
+// The server starts one zygote (its own binary, argv INIT_NAME "zygote") and asks it
+// for each sandbox's spawner over a SOCK_SEQPACKET socket on fd 3. A request carries
+// the spawner's five descriptors (stdin, stdout, stderr, config, report) and, for cgroup
+// v2, the cgroup to start it in; the answer is the spawner's pid and a pidfd for it.
+// Forking a small process that is already running saves each sandbox an exec and the C
+// library's start-up (~0.8 ms here, CPUID exits in a VM among it).
+
+#define SPAWN_FDS 5
+#ifndef CLONE_PIDFD
+#define CLONE_PIDFD 0x00001000
+#endif
+#ifndef CLONE_INTO_CGROUP
+#define CLONE_INTO_CGROUP 0x200000000ULL
+#endif
+
+struct clone3_args {
+	uint64_t flags, pidfd, child_tid, parent_tid, exit_signal, stack, stack_size, tls, set_tid, set_tid_size,
+	    cgroup;
+};
+
+static void reap_spawners(int sig) {
+	(void)sig;
+	int e = errno;
+	while (waitpid(-1, NULL, WNOHANG) > 0)
+		;
+	errno = e;
+}
+
+// answer sends the spawner's pid (0 with errno on failure) and its pidfd.
+static void answer(int sock, int32_t pid, int32_t err, int pidfd) {
+	int32_t msg[2] = {pid, err};
+	struct iovec iov = {msg, sizeof msg};
+	char cbuf[CMSG_SPACE(sizeof(int))];
+	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
+	if (pidfd >= 0) {
+		memset(cbuf, 0, sizeof cbuf);
+		mh.msg_control = cbuf;
+		mh.msg_controllen = sizeof cbuf;
+		struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+		cm->cmsg_level = SOL_SOCKET;
+		cm->cmsg_type = SCM_RIGHTS;
+		cm->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(cm), &pidfd, sizeof(int));
+	}
+	while (sendmsg(sock, &mh, MSG_NOSIGNAL) < 0 && errno == EINTR)
+		;
+}
+
+static void __attribute__((noreturn)) zygote(void) {
+	default_signals();
+	set_name("airlock-zygote");
+	struct sigaction sa = {.sa_handler = reap_spawners, .sa_flags = SA_RESTART | SA_NOCLDSTOP};
+	sigaction(SIGCHLD, &sa, NULL);
+	const int sock = CONFIG_FD;
+	for (;;) {
+		int32_t want_cgroup = 0;
+		struct iovec iov = {&want_cgroup, sizeof want_cgroup};
+		char cbuf[CMSG_SPACE((SPAWN_FDS + 1) * sizeof(int))];
+		struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof cbuf};
+		ssize_t n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			_exit(0); // the server is gone, or closed us
+		int fds[SPAWN_FDS + 1], nfds = 0;
+		for (struct cmsghdr *cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm)) {
+			if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS) {
+				int k = (int)((cm->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+				for (int i = 0; i < k; i++) {
+					int fd;
+					memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int), sizeof fd);
+					if (nfds < SPAWN_FDS + 1)
+						fds[nfds++] = fd;
+					else
+						close(fd);
+				}
+			}
+		}
+		if (n != sizeof want_cgroup || (mh.msg_flags & MSG_CTRUNC) || nfds != SPAWN_FDS + (want_cgroup ? 1 : 0)) {
+			for (int i = 0; i < nfds; i++)
+				close(fds[i]);
+			answer(sock, 0, EINVAL, -1);
+			continue;
+		}
+		int pidfd = -1;
+		struct clone3_args ca = {.flags = CLONE_PIDFD, .pidfd = (uint64_t)(uintptr_t)&pidfd, .exit_signal = SIGCHLD};
+		if (want_cgroup) {
+			ca.flags |= CLONE_INTO_CGROUP;
+			ca.cgroup = (uint64_t)fds[SPAWN_FDS];
+		}
+		pid_t zygote_pid = getpid();
+		long pid = syscall(SYS_clone3, &ca, sizeof ca);
+		if (pid == 0) {
+			// The spawner: its descriptors at 0-4 and nothing else, dying with the
+			// zygote (and so with the server).
+			if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0 || getppid() != zygote_pid)
+				_exit(EXIT_SETUP_FAILED);
+			for (int i = 0; i < SPAWN_FDS; i++) {
+				if (fds[i] < SPAWN_FDS) {
+					int d = fcntl(fds[i], F_DUPFD_CLOEXEC, SPAWN_FDS);
+					if (d < 0)
+						_exit(EXIT_SETUP_FAILED);
+					fds[i] = d;
+				}
+			}
+			for (int i = 0; i < SPAWN_FDS; i++) {
+				if (dup2(fds[i], i) < 0)
+					_exit(EXIT_SETUP_FAILED);
+			}
+			syscall(SYS_close_range, SPAWN_FDS, ~0U, 0);
+			spawner();
+		}
+		int err = pid < 0 ? errno : 0;
+		for (int i = 0; i < nfds; i++)
+			close(fds[i]);
+		answer(sock, pid < 0 ? 0 : (int32_t)pid, err, pidfd);
+		if (pidfd >= 0)
+			close(pidfd);
+	}
+}
+
 // airlock_sandbox_init runs before main and before the Go runtime, in every process of
-// this binary; it does nothing unless this process is a sandbox's init.
+// this binary; it does nothing unless this process is airlock's zygote.
 __attribute__((constructor)) static void airlock_sandbox_init(int argc, char **argv, char **envp) {
 	(void)envp;
-	if (argc < 1 || !argv[0])
+	if (argc != 2 || !argv[0] || strcmp(argv[1], "zygote") != 0)
 		return;
 	const char *base = strrchr(argv[0], '/');
 	base = base ? base + 1 : argv[0];
 	if (strcmp(base, INIT_NAME) != 0)
 		return;
-	spawner_argv0 = argv[0];
-	spawner();
+	name_area = argv[0];
+	name_len = strlen(argv[0]);
+	memset(argv[1], 0, strlen(argv[1]));
+	zygote();
 }

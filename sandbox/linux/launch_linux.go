@@ -9,8 +9,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
-	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -61,7 +59,8 @@ type launch struct {
 	arts    []sandbox.Artifact
 	setup   *SetupError
 	rules   int
-	applyAS bool // the config's RlimitAS, for the handover's rlimits
+	applyAS bool     // the config's RlimitAS, for the handover's rlimits
+	pidfd   *os.File // the spawner's; closed once the sandbox is released
 	kill    func()
 }
 
@@ -145,32 +144,15 @@ func (l *launch) start(cfg *initConfig) (err error) {
 	closers = append(closers, errW)
 	l.cfgW, l.stdinW, l.outR, l.errR = cfgW, inW, outR, errR
 
-	cmd := &exec.Cmd{
-		Path:        l.sb.self,
-		Args:        []string{initName},
-		Env:         []string{}, // nothing of the server's; the init needs none
-		Stdin:       inR,
-		Stdout:      outW,
-		Stderr:      errW,
-		ExtraFiles:  initFiles(cfgR, repW),
-		SysProcAttr: l.sb.procAttr(l.cg),
+	cgroupFD := -1
+	if l.cg != nil && l.cg.fd >= 0 {
+		cgroupFD = l.cg.fd // v2: the spawner starts in the sandbox's cgroup
 	}
-	// Pdeathsig follows the thread that started the child: start and wait on one locked
-	// thread, so the sandbox dies with the server and never earlier.
-	startErr := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		if err := cmd.Start(); err != nil {
-			startErr <- err
-			return
-		}
-		startErr <- nil
-		st, _ := cmd.Process.Wait()
-		l.waited <- st
-	}()
-	err = <-startErr
-	// The child's ends belong to the child now (or to nobody): only with our copies
+	// The spawner's descriptors, in order: stdin, stdout, stderr, config, report.
+	files := []*os.File{inR, outW, errW, nil, nil}
+	files[configFD], files[reportFD] = cfgR, repW
+	pidfd, err := l.sb.zyg.spawn(files, cgroupFD)
+	// The child's ends belong to the spawner now (or to nobody): only with our copies
 	// closed do the pipes reach EOF when the sandbox is gone.
 	for _, f := range closers {
 		f.Close()
@@ -183,11 +165,15 @@ func (l *launch) start(cfg *initConfig) (err error) {
 		repR.Close()
 		return l.sb.startError(err)
 	}
+	l.pidfd = pidfd
+	go func() {
+		waitPidfd(pidfd)
+		l.waited <- nil
+	}()
 	var once sync.Once
 	// SIGTERM asks the spawner to kill the init and wait for it, so the spawner's exit
-	// (which the locked goroutine above waits for) means every process of the sandbox
-	// is dead.
-	l.kill = func() { once.Do(func() { _ = cmd.Process.Signal(syscall.SIGTERM) }) }
+	// (which the goroutine above waits for) means every process of the sandbox is dead.
+	l.kill = func() { once.Do(func() { signalPidfd(pidfd, syscall.SIGTERM) }) }
 	l.running = true
 
 	// Output readers: the capture keeps the cap, the reader keeps counting, and a flood
@@ -219,14 +205,6 @@ func (l *launch) start(cfg *initConfig) (err error) {
 	}
 	_, _ = l.cfgW.Write(cgFrame)
 	return nil
-}
-
-// initFiles places the config and report pipes at the init's configFD and reportFD
-// (ExtraFiles[i] becomes descriptor 3+i).
-func initFiles(cfg, report *os.File) []*os.File {
-	files := make([]*os.File, max(configFD, reportFD)-2)
-	files[configFD-3], files[reportFD-3] = cfg, report
-	return files
 }
 
 type cgroupResult struct {

@@ -75,12 +75,15 @@ func (s *Sandbox) Warm(templates []sandbox.Spec, size int) {
 	s.pool.Store(p)
 }
 
-// Close drains the pool: every waiting sandbox is killed and its cgroup removed.
+// Close drains the pool (every waiting sandbox is killed and its cgroup removed), waits
+// for the cleanup of finished sandboxes and stops the zygote. A sandbox still running
+// dies with the zygote; Run must not be called after Close.
 func (s *Sandbox) Close() error {
 	if p := s.pool.Swap(nil); p != nil {
 		p.close()
 	}
 	s.cleanup.Wait()
+	s.zyg.stop()
 	return nil
 }
 

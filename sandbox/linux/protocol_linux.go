@@ -12,7 +12,8 @@ import (
 	"github.com/airlock-mcp/airlock/sandbox"
 )
 
-// initName is argv[0] of the re-executed sandbox init (INIT_NAME in init_linux.c).
+// initName is argv[0] of the zygote (started with the argument "zygote"), and the name
+// the sandbox's init shows (INIT_NAME in init_linux.c).
 const initName = "airlock-sandbox-init"
 
 // Fixed descriptors of the spawner and the init: the parent hands them over as

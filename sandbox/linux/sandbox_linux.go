@@ -1,10 +1,11 @@
 // Package linux is airlock's Linux sandbox: user, pid, mount, net, ipc, uts and cgroup
 // namespaces, a minimal read-only root, cgroups and rlimits, no_new_privs and seccomp.
 //
-// One Run is one sandbox: the server re-executes itself, and in that fresh process a C
-// constructor (init_linux.c), running before the Go runtime, is the sandbox's spawner:
-// it clones the init (pid 1 of a fresh pid namespace), which builds the root, starts
-// the program and reaps everything; the whole tree dies with the init.
+// One Run is one sandbox. The server keeps one helper, the zygote: its own binary, whose
+// C constructor (init_linux.c) runs before the Go runtime and never lets it start. For
+// each sandbox the zygote forks a spawner, which clones the init (pid 1 of a fresh pid
+// namespace); the init builds the root, starts the program and reaps everything, and
+// the whole tree dies with the init.
 package linux
 
 import (
@@ -19,7 +20,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -39,6 +39,7 @@ type Sandbox struct {
 	log     *slog.Logger
 	cleanup sync.WaitGroup
 	pool    atomic.Pointer[pool]
+	zyg     *zygote
 }
 
 // New checks this host once and returns the backend. It fails closed, with an error
@@ -51,6 +52,7 @@ func New(opts sandbox.Options) (*Sandbox, error) {
 		root: os.Geteuid() == 0,
 		log:  slog.Default().With("component", "sandbox"),
 	}
+	s.zyg = newZygote(s.self, s.log)
 	s.hostUID, s.hostGID = os.Geteuid(), os.Getegid()
 	if s.root {
 		name := opts.HostUser
@@ -90,6 +92,8 @@ func New(opts sandbox.Options) (*Sandbox, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
 	defer cancel()
 	if _, err := s.selfTest(ctx); err != nil {
+		s.Wait()
+		s.zyg.stop()
 		return nil, err
 	}
 	return s, nil
@@ -109,19 +113,6 @@ func lookupUser(name string) (int, int, error) {
 		return 0, 0, err
 	}
 	return uid, gid, nil
-}
-
-// procAttr is how the spawner is started: a plain fork and exec (Go's vfork fast path:
-// nothing of the server's address space is copied), killed with the server, and, with
-// cgroup v2, started straight in the sandbox's cgroup. The spawner creates the
-// namespaces (init_linux.c).
-func (s *Sandbox) procAttr(cg *cgroup) *syscall.SysProcAttr {
-	attr := &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if cg != nil && cg.fd >= 0 {
-		attr.UseCgroupFD = true
-		attr.CgroupFD = cg.fd
-	}
-	return attr
 }
 
 // cloneFlags are the init's namespaces: all of them, but the network one when the
@@ -286,6 +277,7 @@ func (s *Sandbox) release(l *launch) {
 		if l.running {
 			l.kill() // the program is dead; the init may still be on its way out
 			l.finish()
+			l.pidfd.Close()
 		}
 		_ = l.awaitCgroup()
 		if l.cg == nil {

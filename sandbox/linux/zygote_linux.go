@@ -1,0 +1,202 @@
+package linux
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"runtime"
+	"sync"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// zygote is the server's one long-lived helper (the zygote in init_linux.c): it forks
+// each sandbox's spawner, so no sandbox pays for an exec and the C library's start-up.
+// It is the server's own binary, started with argv initName "zygote"; it dies with the
+// server (Pdeathsig) and exits when its socket closes. If it dies otherwise, the next
+// spawn starts a new one.
+type zygote struct {
+	self string
+	log  *slog.Logger
+
+	mu   sync.Mutex
+	sock int           // our end of the SOCK_SEQPACKET pair; -1 when not running
+	pid  int           // the running zygote's
+	done chan struct{} // closed when the running zygote has exited
+}
+
+func newZygote(self string, log *slog.Logger) *zygote {
+	return &zygote{self: self, log: log, sock: -1}
+}
+
+// start runs a zygote. Called with z.mu held.
+func (z *zygote) start() error {
+	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("zygote socket: %w", err)
+	}
+	theirs := os.NewFile(uintptr(pair[1]), "zygote-socket")
+	defer theirs.Close()
+	cmd := &exec.Cmd{
+		Path:       z.self,
+		Args:       []string{initName, "zygote"},
+		Env:        []string{}, // nothing of the server's; the sandboxes get their own
+		ExtraFiles: []*os.File{theirs},
+		// Pdeathsig follows the thread that started the child: this one stays locked
+		// to its goroutine for as long as the zygote lives.
+		SysProcAttr: &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL},
+	}
+	started := make(chan error, 1)
+	done := make(chan struct{})
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread ends with this goroutine
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		_ = cmd.Wait()
+		close(done)
+	}()
+	if err := <-started; err != nil {
+		unix.Close(pair[0])
+		return fmt.Errorf("start the zygote: %w", err)
+	}
+	z.sock, z.pid, z.done = pair[0], cmd.Process.Pid, done
+	return nil
+}
+
+// stop closes the zygote's socket, which ends it, and waits for it. Spawners it forked
+// die with it, and every sandbox with its spawner.
+func (z *zygote) stop() {
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	z.stopLocked()
+}
+
+func (z *zygote) stopLocked() {
+	if z.sock < 0 {
+		return
+	}
+	unix.Close(z.sock)
+	<-z.done
+	z.sock = -1
+}
+
+var errZygote = errors.New("the zygote did not answer")
+
+// spawn asks for a spawner with files as its descriptors 0-4 (and, with cgroupFD ≥ 0,
+// started in that cgroup v2 directory). It returns a pidfd for the spawner, the only
+// handle the server keeps: the spawner is the zygote's child, not ours.
+func (z *zygote) spawn(files []*os.File, cgroupFD int) (*os.File, error) {
+	fds := make([]int, 0, len(files)+1)
+	for _, f := range files {
+		fds = append(fds, int(f.Fd()))
+	}
+	var req [4]byte
+	if cgroupFD >= 0 {
+		fds = append(fds, cgroupFD)
+		binary.NativeEndian.PutUint32(req[:], 1)
+	}
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	var pidfd *os.File
+	var err error
+	for attempt := 0; attempt < 2; attempt++ {
+		if z.sock < 0 {
+			if err = z.start(); err != nil {
+				return nil, err
+			}
+		}
+		pidfd, err = z.ask(req[:], fds)
+		if !errors.Is(err, errZygote) {
+			break
+		}
+		// A zygote that died (it should not) is replaced once, here.
+		z.log.Warn("sandbox zygote gone; starting a new one", "err", err)
+		z.stopLocked()
+	}
+	runtime.KeepAlive(files)
+	return pidfd, err
+}
+
+// ask sends one request and reads its answer. Called with z.mu held.
+func (z *zygote) ask(req []byte, fds []int) (*os.File, error) {
+	if err := unix.Sendmsg(z.sock, req, unix.UnixRights(fds...), nil, unix.MSG_NOSIGNAL); err != nil {
+		return nil, fmt.Errorf("%w: send: %w", errZygote, err)
+	}
+	var ans [8]byte
+	oob := make([]byte, unix.CmsgSpace(4))
+	var n, oobn int
+	var err error
+	for {
+		n, oobn, _, _, err = unix.Recvmsg(z.sock, ans[:], oob, unix.MSG_CMSG_CLOEXEC)
+		if err != unix.EINTR {
+			break
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: receive: %w", errZygote, err)
+	}
+	if n != len(ans) {
+		return nil, fmt.Errorf("%w: a %d-byte answer", errZygote, n)
+	}
+	var pidfd = -1
+	if msgs, err := unix.ParseSocketControlMessage(oob[:oobn]); err == nil {
+		for _, m := range msgs {
+			if rights, err := unix.ParseUnixRights(&m); err == nil {
+				for _, fd := range rights {
+					if pidfd < 0 {
+						pidfd = fd
+					} else {
+						unix.Close(fd)
+					}
+				}
+			}
+		}
+	}
+	pid, errno := int32(binary.NativeEndian.Uint32(ans[:4])), syscall.Errno(binary.NativeEndian.Uint32(ans[4:]))
+	if pid <= 0 || pidfd < 0 {
+		if pidfd >= 0 {
+			unix.Close(pidfd)
+		}
+		if errno == 0 {
+			errno = syscall.EIO
+		}
+		return nil, fmt.Errorf("fork a spawner: %w", errno)
+	}
+	// Non-blocking, so the runtime's poller can wait for the spawner's exit.
+	if err := unix.SetNonblock(pidfd, true); err != nil {
+		unix.Close(pidfd)
+		return nil, fmt.Errorf("pidfd: %w", err)
+	}
+	return os.NewFile(uintptr(pidfd), fmt.Sprintf("pidfd:%d", pid)), nil
+}
+
+// signalPidfd sends sig through a pidfd; a process that is gone is not an error.
+func signalPidfd(f *os.File, sig syscall.Signal) {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return
+	}
+	_ = rc.Control(func(fd uintptr) {
+		_ = unix.PidfdSendSignal(int(fd), sig, nil, 0)
+	})
+}
+
+// waitPidfd blocks until the process behind the pidfd has exited.
+func waitPidfd(f *os.File) {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return
+	}
+	_ = rc.Read(func(fd uintptr) bool {
+		p := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		n, err := unix.Poll(p, 0)
+		return err != nil || n > 0
+	})
+}

@@ -1,0 +1,90 @@
+package linux
+
+import (
+	"context"
+	"os"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/airlock-mcp/airlock/sandbox"
+)
+
+func zygotePID(s *Sandbox) int {
+	s.zyg.mu.Lock()
+	defer s.zyg.mu.Unlock()
+	return s.zyg.pid
+}
+
+func alive(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	return err == nil && !containsState(string(b), "Z")
+}
+
+func containsState(stat, state string) bool {
+	for i := len(stat) - 1; i >= 0; i-- {
+		if stat[i] == ')' {
+			return len(stat) > i+2 && stat[i+2:i+3] == state
+		}
+	}
+	return false
+}
+
+// A zygote that dies is replaced at the next call, and a sandbox it was serving dies
+// with it (its spawner's Pdeathsig) instead of running on unsupervised.
+func TestZygoteReplacedAfterDeath(t *testing.T) {
+	s, err := New(sandbox.Options{})
+	requireSandbox(t, err)
+	t.Cleanup(func() { s.Close() })
+	marker := newMarker()
+	done := make(chan sandbox.Result, 1)
+	go func() {
+		res, _ := s.Run(context.Background(), shSpec("sleep 60", marker))
+		done <- res
+	}()
+	waitHostProc(t, marker, 5*time.Second)
+	old := zygotePID(s)
+	if err := syscall.Kill(old, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case res := <-done:
+		if res.Status == sandbox.StatusOK {
+			t.Errorf("the run outlived its zygote: %s", brief(res))
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the run did not end when its zygote was killed")
+	}
+	// Without the spawner's orderly kill, the pid namespace ends as its init's Pdeathsig
+	// lands: soon, not necessarily before Run returns.
+	deadline := time.Now().Add(2 * time.Second)
+	for len(hostProcsWith(marker)) > 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	assertNoSurvivors(t, marker)
+	res, err := s.Run(context.Background(), sandbox.Spec{Argv: []string{"/bin/echo", "again"}})
+	if err != nil || res.Status != sandbox.StatusOK || string(res.Stdout.Bytes()) != "again\n" {
+		t.Fatalf("the next run: %v %s", err, brief(res))
+	}
+	if now := zygotePID(s); now == old || !alive(now) {
+		t.Errorf("zygote %d, want a new live one (the old was %d)", now, old)
+	}
+}
+
+// Close ends the zygote: a server that stopped leaves no helper behind.
+func TestCloseStopsZygote(t *testing.T) {
+	s, err := New(sandbox.Options{})
+	requireSandbox(t, err)
+	if res, err := s.Run(context.Background(), sandbox.Spec{Argv: []string{"/bin/true"}}); err != nil || res.Status != sandbox.StatusOK {
+		t.Fatalf("%v %s", err, brief(res))
+	}
+	pid := zygotePID(s)
+	if !alive(pid) {
+		t.Fatalf("zygote %d is not running", pid)
+	}
+	s.Close()
+	if alive(pid) {
+		t.Errorf("zygote %d still running after Close", pid)
+	}
+}
