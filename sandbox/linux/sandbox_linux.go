@@ -20,6 +20,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -346,6 +347,9 @@ func (s *Sandbox) selfTest(ctx context.Context) (int, error) {
 // startError explains a failure to create the init, which almost always means user
 // namespaces are not allowed here.
 func (s *Sandbox) startError(err error) error {
+	if errors.Is(err, syscall.ENOSYS) {
+		return fmt.Errorf("%w: cannot start a sandbox: %w (airlock needs Linux 5.3 or later, for clone3 and pidfds)", sandbox.ErrUnavailable, err)
+	}
 	return fmt.Errorf("%w: cannot create the sandbox's namespaces: %w%s", sandbox.ErrUnavailable, err, diagnose())
 }
 
