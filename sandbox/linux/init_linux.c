@@ -396,25 +396,22 @@ static void read_handover(struct handover *h) {
 // ---- the root -----------------------------------------------------------------------
 
 // mkdir_p creates path and its parents; existing directories are fine.
+static int mkdir_parent(const char *path);
+
+// mkdir_p creates path and its parents; an existing directory is fine. Most parents
+// already exist, so it tries path itself first and climbs only on ENOENT: one syscall
+// for most of the root plan's steps instead of one per component.
 static int mkdir_p(const char *path, mode_t mode) {
-	char buf[PATH_MAX];
-	size_t n = strlen(path);
-	if (n == 0 || n >= sizeof buf) {
-		errno = ENAMETOOLONG;
+	if (mkdir(path, mode) == 0)
+		return 0;
+	if (errno == ENOENT) {
+		if (mkdir_parent(path) < 0)
+			return -1;
+		if (mkdir(path, mode) == 0)
+			return 0;
+	}
+	if (errno != EEXIST)
 		return -1;
-	}
-	memcpy(buf, path, n + 1);
-	for (char *p = buf + 1;; p++) {
-		if (*p == '/' || *p == 0) {
-			char saved = *p;
-			*p = 0;
-			if (mkdir(buf, mode) < 0 && errno != EEXIST)
-				return -1;
-			if (saved == 0)
-				break;
-			*p = saved;
-		}
-	}
 	struct stat st;
 	if (stat(path, &st) < 0)
 		return -1;

@@ -148,6 +148,15 @@ func (l *launch) start(cfg *initConfig) (err error) {
 	if l.cg != nil && l.cg.fd >= 0 {
 		cgroupFD = l.cg.fd // v2: the spawner starts in the sandbox's cgroup
 	}
+	// The config waits in the pipe when it fits, so the spawner reads it as it starts
+	// instead of waiting for our next turn. (A bigger one is sent after the spawn: the
+	// write would block until the spawner reads.)
+	early := false
+	if size, err := unix.FcntlInt(cfgW.Fd(), unix.F_GETPIPE_SZ, 0); err == nil && len(frame) <= size {
+		if _, err := cfgW.Write(frame); err == nil {
+			early = true
+		}
+	}
 	// The spawner's descriptors, in order: stdin, stdout, stderr, config, report.
 	files := []*os.File{inR, outW, errW, nil, nil}
 	files[configFD], files[reportFD] = cfgR, repW
@@ -191,11 +200,13 @@ func (l *launch) start(cfg *initConfig) (err error) {
 		l.finish()
 		return err
 	}
-	// The config goes as soon as the spawner exists; the cgroup it joins follows once
-	// created (it was being created while the spawner started). A send that fails
-	// means the spawner has already gone, most often after reporting a setup failure:
-	// its report, not the broken pipe, is what the result will say.
-	_, _ = l.cfgW.Write(frame)
+	// The cgroup the spawner joins follows once created (it was being created while the
+	// spawner started). A send that fails means the spawner has already gone, most
+	// often after reporting a setup failure: its report, not the broken pipe, is what
+	// the result will say.
+	if !early {
+		_, _ = l.cfgW.Write(frame)
+	}
 	if err := l.awaitCgroup(); err != nil {
 		return fail(fmt.Errorf("%w: %w", errCgroup, err))
 	}
