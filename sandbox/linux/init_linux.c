@@ -22,6 +22,7 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <limits.h>
+#include <poll.h>
 #include <pthread.h>
 #include <linux/capability.h>
 #include <linux/filter.h>
@@ -614,84 +615,6 @@ static void load_seccomp(const struct config *cfg) {
 		fail("seccomp", "seccomp: load");
 }
 
-// The v1 cgroup join. The server creates the cgroup while the spawner starts, so the
-// spawner clones the init at once and sends it the cgroup's tasks files, opened here
-// (as the server's user) once the server has named them, while the init builds the
-// root. The init moves itself with them: a thread that writes "0" skips the global lock
-// whose RCU synchronisation made moving another process cost a grace period (up to
-// 25 ms after an idle spell here), and the kernel checks the opener's credentials, not
-// the writer's. The init does so before anything of the call exists.
-#define MAX_CGROUP_FILES 8
-
-static void send_cgroup(int sock, pid_t init) {
-	struct cur cg = read_frame("join cgroup");
-	char **tasks = rd_strv(&cg);
-	if (cg.bad || cg.n != 0) {
-		kill(init, SIGKILL);
-		failf("join cgroup", EINVAL, "malformed cgroup frame");
-	}
-	int fds[MAX_CGROUP_FILES], n = 0;
-	for (char **p = tasks; *p; p++) {
-		if (n == MAX_CGROUP_FILES || (fds[n] = open(*p, O_WRONLY | O_CLOEXEC)) < 0) {
-			int e = n == MAX_CGROUP_FILES ? E2BIG : errno;
-			kill(init, SIGKILL);
-			failf("join cgroup", e, "open %s: %s", *p, strerror(e));
-		}
-		n++;
-	}
-	char j = 'j';
-	struct iovec iov = {&j, 1};
-	char cbuf[CMSG_SPACE(MAX_CGROUP_FILES * sizeof(int))];
-	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
-	if (n > 0) {
-		memset(cbuf, 0, sizeof cbuf);
-		mh.msg_control = cbuf;
-		mh.msg_controllen = CMSG_SPACE(n * sizeof(int));
-		struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
-		cm->cmsg_level = SOL_SOCKET;
-		cm->cmsg_type = SCM_RIGHTS;
-		cm->cmsg_len = CMSG_LEN(n * sizeof(int));
-		memcpy(CMSG_DATA(cm), fds, n * sizeof(int));
-	}
-	ssize_t r;
-	do
-		r = sendmsg(sock, &mh, MSG_NOSIGNAL);
-	while (r < 0 && errno == EINTR);
-	if (r < 0) {
-		kill(init, SIGKILL);
-		fail("join cgroup", "send");
-	}
-	for (int i = 0; i < n; i++)
-		close(fds[i]);
-}
-
-// join_cgroup receives the tasks files and moves the init into the cgroup. No message
-// means the spawner is gone, and the init goes too.
-static void join_cgroup(int sock) {
-	char j = 0;
-	struct iovec iov = {&j, 1};
-	char cbuf[CMSG_SPACE(MAX_CGROUP_FILES * sizeof(int))];
-	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof cbuf};
-	ssize_t r;
-	do
-		r = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC);
-	while (r < 0 && errno == EINTR);
-	if (r != 1 || j != 'j' || (mh.msg_flags & MSG_CTRUNC))
-		_exit(EXIT_SETUP_FAILED);
-	for (struct cmsghdr *cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm)) {
-		if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
-			continue;
-		int k = (int)((cm->cmsg_len - CMSG_LEN(0)) / sizeof(int));
-		for (int i = 0; i < k; i++) {
-			int fd;
-			memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int), sizeof fd);
-			if (write_all(fd, "0", 1) < 0)
-				fail("join cgroup", "write tasks");
-			close(fd);
-		}
-	}
-}
-
 // await reads the spawner's next byte, which must be want. Anything else means the
 // spawner failed (and reported why) or is gone: the init leaves without a word.
 static void await(int sync, char want) {
@@ -707,8 +630,7 @@ static void await(int sync, char want) {
 // setup builds the sandbox up to the point where a program can start. The order is
 // fixed:
 //
-//	mounts (while a thread creates the network namespace) → join it → join the cgroup →
-//	pivot_root → seal root → hostname → dumpable off → close-on-exec fds ≥ 3
+//	mounts (while a thread creates the network namespace) → join it → pivot_root → seal root → hostname → dumpable off → close-on-exec fds ≥ 3
 //	→ drop capabilities → cgroup ns → seccomp
 //
 // Seccomp comes last, so the fewest syscalls run under it before exec; it applies to
@@ -761,7 +683,7 @@ static void join_net(struct net_thread *n) {
 	close(n->fd);
 }
 
-static void setup(const struct config *cfg, int sync) {
+static void setup(const struct config *cfg) {
 	struct net_thread net;
 	int new_net = (cfg->clone_flags & CLONE_NEWNET) != 0;
 	if (new_net)
@@ -769,7 +691,6 @@ static void setup(const struct config *cfg, int sync) {
 	build_root(cfg);
 	if (new_net)
 		join_net(&net);
-	join_cgroup(sync);
 	pivot();
 	seal();
 	if (sethostname(cfg->hostname, strlen(cfg->hostname)) < 0)
@@ -1336,15 +1257,28 @@ static void __attribute__((noreturn)) spawner(void) {
 	default_signals();
 	struct config cfg;
 	read_config(&cfg);
+	// Into the v1 cgroup first, so the init is born in it. A thread that moves itself
+	// ("0" to tasks) skips the global lock whose RCU synchronisation made moving
+	// another process cost a grace period, up to 25 ms after an idle spell here.
+	// The cgroup frame comes after the config: the server creates the cgroup while the
+	// spawner starts.
+	struct cur cg = read_frame("join cgroup");
+	char **tasks = rd_strv(&cg);
+	if (cg.bad || cg.n != 0)
+		failf("join cgroup", EINVAL, "malformed cgroup frame");
+	for (char **p = tasks; *p; p++) {
+		if (write_file(*p, "0") < 0) {
+			int e = errno;
+			failf("join cgroup", e, "write %s: %s", *p, strerror(e));
+		}
+	}
 	// A root server's supplementary groups (root's own among them) must not follow
 	// into the sandbox, where they would still grant group access to host files.
 	if (geteuid() == 0 && setgroups(0, NULL) < 0)
 		fail("drop supplementary groups", "setgroups");
-	// The spawner's line to the init: "m" once the id maps are written, then "j" with
-	// the cgroup's tasks files (SCM_RIGHTS).
 	int sync[2];
-	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sync) < 0)
-		fail("clone namespaces", "socketpair");
+	if (pipe2(sync, O_CLOEXEC) < 0)
+		fail("clone namespaces", "pipe");
 	// The network namespace comes later, from a thread of the init (join_net).
 	pid_t pid = (pid_t)syscall(SYS_clone, (unsigned long)(cfg.clone_flags & ~CLONE_NEWNET) | SIGCHLD, NULL, NULL, NULL, NULL);
 	if (pid < 0)
@@ -1380,7 +1314,6 @@ static void __attribute__((noreturn)) spawner(void) {
 		kill(pid, SIGKILL);
 		fail("clone namespaces", "sync");
 	}
-	send_cgroup(sync[1], pid);
 	// The sandbox's pipes are the init's alone: the server sees EOF when it is done.
 	// The sync pipe stays open while the spawner lives: the init checks it once it has
 	// asked to die with the spawner.
@@ -1401,10 +1334,12 @@ static void __attribute__((noreturn)) sandbox_init(struct config *parsed, int sy
 	set_name(INIT_NAME);
 	await(sync, 'm');
 	become_sandbox_user();
-	// The cgroup message comes after the Pdeathsig request took: a spawner that died
-	// in between leaves none, and the init leaves too (join_cgroup).
-	setup(&cfg, sync);
+	// A spawner that died before the Pdeathsig request took has closed its end.
+	struct pollfd gone = {sync, POLLIN, 0};
+	if (poll(&gone, 1, 0) != 0)
+		_exit(EXIT_SETUP_FAILED);
 	close(sync);
+	setup(&cfg);
 	if (cfg.flags & CFG_SETUP_ONLY) {
 		report(REP_STARTED, NULL);
 		struct wbuf b = {0};
