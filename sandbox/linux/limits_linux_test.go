@@ -7,8 +7,12 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"os"
 	"runtime"
+	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -361,4 +365,61 @@ time.sleep(1000)
 	}
 	assertNoSurvivors(t, marker)
 	t.Logf("cancel: Run returned %s after cancel", late)
+}
+
+// TestProcessesInTheirCgroup: the init and the program are in the sandbox's own cgroup
+// for every controller, seen from the host, while the program runs (the spawner joins
+// it before it clones the init, which is born in it).
+func TestProcessesInTheirCgroup(t *testing.T) {
+	t.Parallel()
+	s := testSandbox(t)
+	if s.cg.version != 1 {
+		t.Skipf("SKIPPING: cgroup v1 not in use here (%s); membership in a v2 cgroup comes from CLONE_INTO_CGROUP", s.cg.reason)
+	}
+	marker := newMarker()
+	spec := shSpec("sleep 30; true", marker)
+	spec.ID = "member-" + randHex(4)
+	spec.Limits.Wall = 20 * time.Second
+	done := make(chan sandbox.Result, 1)
+	go func() {
+		res, _ := s.Run(context.Background(), spec)
+		done <- res
+	}()
+	prog := waitHostProc(t, marker, 5*time.Second)
+	init := parentOf(t, prog)
+	want := "/airlock/" + runName(spec.ID)
+	for _, pid := range []int{prog, init} {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ctrl := range []string{"memory", "pids", "cpu"} {
+			found := false
+			for _, line := range strings.Split(string(b), "\n") {
+				f := strings.SplitN(line, ":", 3)
+				if len(f) == 3 && slices.Contains(strings.Split(f[1], ","), ctrl) {
+					found = strings.HasSuffix(f[2], want)
+				}
+			}
+			if !found {
+				t.Errorf("pid %d is not in its sandbox's %s cgroup %s:\n%s", pid, ctrl, want, b)
+			}
+		}
+	}
+	syscall.Kill(prog, syscall.SIGKILL)
+	<-done
+}
+
+func parentOf(t *testing.T, pid int) int {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+	ppid, err := strconv.Atoi(f[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ppid
 }
