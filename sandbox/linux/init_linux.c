@@ -1397,7 +1397,12 @@ static void __attribute__((noreturn)) sandbox_init(struct config *parsed, int sy
 	wb_u32(&b, c.listed);
 	wb_put(&b, c.out.p, c.out.n);
 	report(REP_EXIT, &b);
-	_exit(0);
+	// Every process of the sandbox is dead and the report is out. The init's own exit
+	// (the namespaces' teardown, a network namespace's above all) waits for the server,
+	// which ends it after delivering the result, so the teardown does not compete with
+	// that delivery for the CPUs.
+	for (;;)
+		pause();
 }
 
 // ---- the zygote ---------------------------------------------------------------------

@@ -269,6 +269,16 @@ func (l *launch) handover(spec sandbox.Spec, h *handover) error {
 	return nil
 }
 
+// exitReported reports whether the init has reported the program's exit.
+func (l *launch) exitReported() bool {
+	select {
+	case <-l.exitCh:
+		return true
+	default:
+		return false
+	}
+}
+
 // discard kills a sandbox that will never be handed a call, and waits for it.
 func (l *launch) discard() {
 	l.kill()

@@ -360,7 +360,10 @@ time.sleep(1000)
 	if res.Status != sandbox.StatusCancelled {
 		t.Fatalf("status %s, want cancelled: %s", res.Status, brief(res))
 	}
-	if late > 500*time.Millisecond {
+	// Milliseconds when the machine is quiet; the bound only has to tell "cancelled"
+	// from "ran on" (the program sleeps 1000 s) on a CI machine busy with fork bombs
+	// from parallel tests, where one run took 557 ms.
+	if late > 3*time.Second {
 		t.Errorf("Run returned %s after the cancellation", late)
 	}
 	assertNoSurvivors(t, marker)

@@ -276,7 +276,12 @@ func (s *Sandbox) release(l *launch) {
 	go func() {
 		defer s.cleanup.Done()
 		if l.running {
-			l.kill() // the program is dead; the init may still be on its way out
+			// After a reported exit the program is dead and the init waits to be ended:
+			// its teardown starts once the caller has had a moment to deliver the result.
+			if l.exitReported() {
+				time.Sleep(teardownDelay)
+			}
+			l.kill()
 			l.finish()
 			l.pidfd.Close()
 		}
@@ -289,6 +294,11 @@ func (s *Sandbox) release(l *launch) {
 		}
 	}()
 }
+
+// teardownDelay is how long a finished sandbox's init is left waiting before it is
+// ended, so the namespaces' teardown (~1 ms of CPU, a network namespace's mostly) does
+// not compete with the delivery of the result it has just reported.
+const teardownDelay = 3 * time.Millisecond
 
 // Wait blocks until background cleanup of finished sandboxes is done (tests, shutdown).
 func (s *Sandbox) Wait() { s.cleanup.Wait() }
