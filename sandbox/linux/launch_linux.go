@@ -176,7 +176,15 @@ func (l *launch) start(cfg *initConfig) (err error) {
 	}
 	l.pidfd = pidfd
 	go func() {
-		waitPidfd(pidfd)
+		if err := waitPidfd(pidfd); err != nil {
+			// Cannot happen with a pidfd the kernel gave us; if it does, the sandbox
+			// is ended rather than left unsupervised.
+			l.sb.log.Error("cannot wait for a sandbox's spawner; killing it", "id", l.spec.ID, "err", err)
+			signalPidfd(pidfd, syscall.SIGKILL)
+			for i := 0; i < 100 && waitPidfd(pidfd) != nil; i++ {
+				time.Sleep(10 * time.Millisecond)
+			}
+		}
 		l.waited <- nil
 	}()
 	var once sync.Once

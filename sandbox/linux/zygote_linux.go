@@ -188,15 +188,35 @@ func signalPidfd(f *os.File, sig syscall.Signal) {
 	})
 }
 
-// waitPidfd blocks until the process behind the pidfd has exited.
-func waitPidfd(f *os.File) {
+// waitPidfd blocks until the process behind the pidfd has exited. Only the pidfd
+// turning readable ends the wait: an interrupted poll (the runtime's preemption signals
+// interrupt syscalls) is asked again, never taken for an exit, because the caller reads
+// "exited" as "every process of the sandbox is dead".
+func waitPidfd(f *os.File) error { return waitPidfdPolling(f, unix.Poll) }
+
+// waitPidfdPolling is waitPidfd with its poll(2) given (a test interrupts it).
+func waitPidfdPolling(f *os.File, poll func([]unix.PollFd, int) (int, error)) error {
 	rc, err := f.SyscallConn()
 	if err != nil {
-		return
+		return err
 	}
-	_ = rc.Read(func(fd uintptr) bool {
-		p := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-		n, err := unix.Poll(p, 0)
-		return err != nil || n > 0
+	var perr error
+	err = rc.Read(func(fd uintptr) bool {
+		for {
+			p := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+			n, err := poll(p, 0)
+			switch {
+			case err == unix.EINTR:
+				continue
+			case err != nil:
+				perr = err
+				return true
+			}
+			return n > 0 && p[0].Revents&(unix.POLLIN|unix.POLLHUP) != 0
+		}
 	})
+	if err != nil {
+		return err
+	}
+	return perr
 }

@@ -3,10 +3,13 @@ package linux
 import (
 	"context"
 	"os"
+	"os/exec"
 	"strconv"
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/airlock-mcp/airlock/sandbox"
 )
@@ -87,4 +90,36 @@ func TestCloseStopsZygote(t *testing.T) {
 	if alive(pid) {
 		t.Errorf("zygote %d still running after Close", pid)
 	}
+}
+
+// waitPidfd must not take an interrupted poll for an exit: the launch reads "the
+// spawner exited" as "every process of the sandbox is dead" and stops supervising.
+// (A soak of 2000 calls once hung that way: the run never ended.)
+func TestWaitPidfdSurvivesEINTR(t *testing.T) {
+	cmd := exec.Command("/bin/sleep", "0.3")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	fd, err := unix.PidfdOpen(cmd.Process.Pid, unix.PIDFD_NONBLOCK)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := os.NewFile(uintptr(fd), "pidfd")
+	defer f.Close()
+	interrupted := 0
+	poll := func(p []unix.PollFd, timeout int) (int, error) {
+		if interrupted < 3 {
+			interrupted++
+			return 0, unix.EINTR
+		}
+		return unix.Poll(p, timeout)
+	}
+	start := time.Now()
+	if err := waitPidfdPolling(f, poll); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took < 250*time.Millisecond || interrupted < 3 {
+		t.Fatalf("waitPidfd returned after %s (%d interruptions), before the process exited", took, interrupted)
+	}
+	_ = cmd.Wait()
 }
