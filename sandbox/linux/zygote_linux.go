@@ -126,8 +126,18 @@ func (z *zygote) spawn(files []*os.File, cgroupFD int) (*os.File, error) {
 
 // ask sends one request and reads its answer. Called with z.mu held.
 func (z *zygote) ask(req []byte, fds []int) (*os.File, error) {
-	if err := unix.Sendmsg(z.sock, req, unix.UnixRights(fds...), nil, unix.MSG_NOSIGNAL); err != nil {
-		return nil, fmt.Errorf("%w: send: %w", errZygote, err)
+	// An interrupted send sent nothing (a SOCK_SEQPACKET message goes whole or not at
+	// all): ask again. Taking it for a dead zygote would restart it, and every sandbox
+	// in flight would die with the old one.
+	for {
+		err := unix.Sendmsg(z.sock, req, unix.UnixRights(fds...), nil, unix.MSG_NOSIGNAL)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%w: send: %w", errZygote, err)
+		}
+		break
 	}
 	var ans [8]byte
 	oob := make([]byte, unix.CmsgSpace(4))
