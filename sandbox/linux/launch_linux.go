@@ -43,7 +43,7 @@ type launch struct {
 
 	cfgW, stdinW *os.File
 	outR, errR   *os.File
-	waited       chan *os.ProcessState
+	waited       chan struct{} // closed when the spawner has exited: the sandbox is gone
 	readyCh      chan struct{} // closed when the init reports "ready" (a preloaded interpreter)
 	startedCh    chan struct{} // closed when the init reports "started"
 	exitCh       chan struct{} // closed when the init reports the program's exit
@@ -75,7 +75,7 @@ func newLaunch(sb *Sandbox, spec sandbox.Spec, cg *cgroup) *launch {
 		sb: sb, spec: spec, cg: cg,
 		stdout:    sandbox.NewCapture(spec.Limits.Output),
 		stderr:    sandbox.NewCapture(spec.Limits.Output),
-		waited:    make(chan *os.ProcessState, 1),
+		waited:    make(chan struct{}),
 		readyCh:   make(chan struct{}),
 		startedCh: make(chan struct{}),
 		exitCh:    make(chan struct{}),
@@ -185,7 +185,7 @@ func (l *launch) start(cfg *initConfig) (err error) {
 				time.Sleep(10 * time.Millisecond)
 			}
 		}
-		l.waited <- nil
+		close(l.waited)
 	}()
 	var once sync.Once
 	// SIGTERM asks the spawner to kill the init and wait for it, so the spawner's exit
@@ -296,13 +296,11 @@ func (l *launch) discard() {
 }
 
 // finish waits for the init to be reaped and the pipes to drain.
-func (l *launch) finish() *os.ProcessState {
-	st := <-l.waited
-	l.waited <- st
+func (l *launch) finish() {
+	<-l.waited
 	<-l.reportDone
 	l.drain()
 	l.closeParentEnds()
-	return st
 }
 
 func (l *launch) closeParentEnds() {
@@ -318,13 +316,12 @@ func (l *launch) closeParentEnds() {
 // dead by then) and the output is drained; the init's own exit and the namespaces'
 // teardown are left to release.
 func (l *launch) wait(ctx context.Context) sandbox.Result {
-	var st *os.ProcessState
 	if l.supervise(ctx) {
 		l.drain()
 	} else {
-		st = l.finish()
+		l.finish()
 	}
-	return l.result(sandbox.Result{ID: l.spec.ID, Status: sandbox.StatusSandboxError, ExitCode: -1}, st)
+	return l.result(sandbox.Result{ID: l.spec.ID, Status: sandbox.StatusSandboxError, ExitCode: -1})
 }
 
 // drain waits for stdout and stderr to reach EOF, which they do once the program and
@@ -361,8 +358,7 @@ func (l *launch) supervise(ctx context.Context) bool {
 		select {
 		case <-l.exitCh:
 			return true
-		case st := <-l.waited:
-			l.waited <- st
+		case <-l.waited:
 			<-l.reportDone
 			select {
 			case <-l.exitCh:
@@ -460,7 +456,7 @@ func (l *launch) readReports(r *os.File, done chan<- struct{}) {
 
 // result maps what happened to a Result. The order of the checks is the order of
 // precedence: a kill by the supervisor explains everything after it.
-func (l *launch) result(res sandbox.Result, state *os.ProcessState) sandbox.Result {
+func (l *launch) result(res sandbox.Result) sandbox.Result {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	res.Stdout = l.stdout.Stream()
@@ -475,8 +471,6 @@ func (l *launch) result(res sandbox.Result, state *os.ProcessState) sandbox.Resu
 	if l.exit != nil {
 		res.CPU = time.Duration(l.exit.CPUUsec) * time.Microsecond
 		res.PeakMemory = l.exit.MaxRSS
-	} else if state != nil {
-		res.CPU = state.SystemTime() + state.UserTime()
 	}
 	if cs.CPU > 0 {
 		res.CPU = cs.CPU
@@ -501,9 +495,6 @@ func (l *launch) result(res sandbox.Result, state *os.ProcessState) sandbox.Resu
 	case l.exit == nil:
 		res.Status = sandbox.StatusSandboxError
 		res.Detail = "sandbox init ended without a report"
-		if state != nil {
-			res.Detail += " (" + state.String() + ")"
-		}
 		if cs.OOMKills > 0 {
 			res.Status = sandbox.StatusMemoryLimit
 			res.Detail = fmt.Sprintf("the sandbox ran out of memory (limit %d bytes)", l.spec.Limits.Memory)

@@ -169,8 +169,7 @@ func (p *pool) prepare(tmpl sandbox.Spec) (*launch, error) {
 	select {
 	case <-l.readyCh:
 		return l, nil
-	case st := <-l.waited:
-		l.waited <- st
+	case <-l.waited:
 		err = errDied
 	case <-timer.C:
 		err = fmt.Errorf("prepared sandbox not ready within %s", setupTimeout)
@@ -242,8 +241,7 @@ func effectiveAS(l sandbox.Limits) int64 {
 // dead reports whether the init already exited.
 func (l *launch) dead() bool {
 	select {
-	case st := <-l.waited:
-		l.waited <- st
+	case <-l.waited:
 		return true
 	default:
 		return false

@@ -31,7 +31,7 @@ import (
 // Sandbox is the Linux backend. It is safe for concurrent use.
 type Sandbox struct {
 	opts    sandbox.Options
-	self    string // the binary re-executed as the init
+	self    string // the binary started as the zygote
 	root    bool   // the server runs as host root
 	hostUID int    // host id the sandbox's uid/gid map to
 	hostGID int
