@@ -9,8 +9,12 @@ import (
 	"strings"
 )
 
-// initName is the argv[0] of every sandbox's init (sandbox/linux's initName).
-const initName = "airlock-sandbox-init"
+// initName is the argv[0] of every sandbox's init (sandbox/linux's initName), and
+// spawnerName the name of the process that clones it and waits for it (init_linux.c).
+const (
+	initName    = "airlock-sandbox-init"
+	spawnerName = "airlock-spawner"
+)
 
 // Proc is a process found on the host.
 type Proc struct {
@@ -43,6 +47,25 @@ func Procs(marker string, serverPID int) (marked, inits []Proc) {
 		}
 	}
 	return marked, inits
+}
+
+// Spawners counts the sandbox spawners of the server serverPID. A finished sandbox's
+// spawner and init linger a few milliseconds after its result, and a pool refill has a
+// spawner before it has an init: equal counts of both mean no sandbox is coming or going.
+func Spawners(serverPID int) int {
+	n := 0
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err == nil && bytes.HasPrefix(b, []byte(spawnerName)) && ownedBy(pid, serverPID) {
+			n++
+		}
+	}
+	return n
 }
 
 func ownedBy(pid, serverPID int) bool {

@@ -269,6 +269,7 @@ func names(dirs []string) map[string]bool {
 // server's stats.
 func settle(pid int, marker string, want Stats, pool int) (Stats, error) {
 	deadline := time.Now().Add(5 * time.Second)
+	steady := 0
 	for {
 		st, err := StatsOf(pid)
 		if err != nil {
@@ -276,9 +277,15 @@ func settle(pid int, marker string, want Stats, pool int) (Stats, error) {
 		}
 		marked, inits := Procs(marker, pid)
 		cgs := names(Cgroups(CgroupBases(pid), pid))
-		// The warm pool must be full again, so that its sandboxes' fds count the same in
-		// the baseline and at the end.
-		if (len(marked) == 0 && len(inits) == pool && len(cgs) == pool && st.FDs <= want.FDs) || time.Now().After(deadline) {
+		// The warm pool must be full again, and no sandbox coming or going (a finished
+		// one lingers a few milliseconds), so that the fds count the same in the baseline
+		// and at the end: the same state twice in a row.
+		if len(marked) == 0 && len(inits) == pool && len(cgs) == pool && Spawners(pid) == pool && st.FDs <= want.FDs {
+			steady++
+		} else {
+			steady = 0
+		}
+		if steady == 2 || time.Now().After(deadline) {
 			return st, nil
 		}
 		time.Sleep(50 * time.Millisecond)
