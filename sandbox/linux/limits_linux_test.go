@@ -74,7 +74,12 @@ while True:
 			start := time.Now()
 			res := run(t, spec)
 			took := time.Since(start)
-			if res.Status != tc.status {
+			// The shell bomb's own shell can lose the race for the last process slot
+			// (`sleep 30` cannot fork) and end at once with the limit named: contained
+			// all the same.
+			lostRace := tc.name == "shell-bomb" && res.Status == sandbox.StatusError &&
+				strings.Contains(res.Detail, "process limit")
+			if res.Status != tc.status && !lostRace {
 				t.Fatalf("status %s, want %s: %s", res.Status, tc.status, brief(res))
 			}
 			// From the program's start to the result: the wall limit plus the teardown of
