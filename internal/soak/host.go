@@ -27,6 +27,15 @@ type Proc struct {
 // parent chain reaches it. Other servers' sandboxes (tests running alongside) are not
 // counted.
 func Procs(marker string, serverPID int) (marked, inits []Proc) {
+	marked, inits, _ = scan(marker, serverPID)
+	return marked, inits
+}
+
+// scan reads every command line in /proc once and sorts the processes into marked ones
+// and the server's sandbox inits and spawners. A finished sandbox's spawner and init
+// linger a few milliseconds after its result, and a pool refill has a spawner before it
+// has an init: equal counts of both mean no sandbox is coming or going.
+func scan(marker string, serverPID int) (marked, inits, spawners []Proc) {
 	entries, _ := os.ReadDir("/proc")
 	self := os.Getpid()
 	for _, e := range entries {
@@ -44,28 +53,11 @@ func Procs(marker string, serverPID int) (marked, inits []Proc) {
 			marked = append(marked, Proc{pid, cmd})
 		case strings.HasPrefix(cmd, initName) && ownedBy(pid, serverPID):
 			inits = append(inits, Proc{pid, cmd})
+		case strings.HasPrefix(cmd, spawnerName) && ownedBy(pid, serverPID):
+			spawners = append(spawners, Proc{pid, cmd})
 		}
 	}
-	return marked, inits
-}
-
-// Spawners counts the sandbox spawners of the server serverPID. A finished sandbox's
-// spawner and init linger a few milliseconds after its result, and a pool refill has a
-// spawner before it has an init: equal counts of both mean no sandbox is coming or going.
-func Spawners(serverPID int) int {
-	n := 0
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err == nil && bytes.HasPrefix(b, []byte(spawnerName)) && ownedBy(pid, serverPID) {
-			n++
-		}
-	}
-	return n
+	return marked, inits, spawners
 }
 
 func ownedBy(pid, serverPID int) bool {

@@ -275,12 +275,12 @@ func settle(pid int, marker string, want Stats, pool int) (Stats, error) {
 		if err != nil {
 			return st, err
 		}
-		marked, inits := Procs(marker, pid)
+		marked, inits, spawners := scan(marker, pid)
 		cgs := names(Cgroups(CgroupBases(pid), pid))
 		// The warm pool must be full again, and no sandbox coming or going (a finished
 		// one lingers a few milliseconds), so that the fds count the same in the baseline
 		// and at the end: the same state twice in a row.
-		if len(marked) == 0 && len(inits) == pool && len(cgs) == pool && Spawners(pid) == pool && st.FDs <= want.FDs {
+		if len(marked) == 0 && len(inits) == pool && len(cgs) == pool && len(spawners) == pool && st.FDs <= want.FDs {
 			steady++
 		} else {
 			steady = 0
