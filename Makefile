@@ -52,10 +52,7 @@ run: ## build, then serve MCP over stdio with the embedded defaults
 	@$(BUILD_ENV) $(GO) build $(BUILD_FLAGS) -trimpath -ldflags '$(LDFLAGS)' -o bin/airlock . >&2
 	@exec ./bin/airlock serve
 
-test: vet fmt-check test-go test-darwin-compile fuzz-short ## the whole suite: vet, gofmt, race tests, darwin compile, short fuzz, unprivileged run
-	@if [ -x scripts/test-unprivileged.sh ]; then \
-	  echo "== scripts/test-unprivileged.sh"; scripts/test-unprivileged.sh; \
-	else echo "== no scripts/test-unprivileged.sh: unprivileged run not part of this tree"; fi
+test: vet fmt-check test-go test-darwin-compile fuzz-short ## the whole suite: vet, gofmt, race tests (the sandbox suite again as nobody: TestUnprivileged), darwin compile, short fuzz
 	@echo "make test: all passed"
 
 test-go: ## go test -race over every package
