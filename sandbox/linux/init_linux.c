@@ -544,11 +544,14 @@ static void apply_op(const struct op *o) {
 	}
 }
 
-static void build_root(const struct config *cfg) {
-	// Private, so nothing mounted here propagates to the host and nothing the host
-	// mounts later appears in the sandbox.
+// make_private cuts the mount namespace off from the host's: nothing mounted here
+// propagates out, and nothing the host mounts later appears in the sandbox.
+static void make_private(void) {
 	if (mount("", "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
 		fail("mount: make / private", "mount");
+}
+
+static void build_root(const struct config *cfg) {
 	// The skeleton's size and inodes are the first step's data (rootPlan).
 	if (cfg->nops == 0 || cfg->ops[0].kind != OP_TMPFS || strcmp(cfg->ops[0].target, "/") != 0)
 		failf("mount: root tmpfs", EINVAL, "the plan does not start with the root tmpfs");
@@ -683,14 +686,11 @@ static void join_net(struct net_thread *n) {
 	close(n->fd);
 }
 
-static void setup(const struct config *cfg) {
-	struct net_thread net;
+static void setup(const struct config *cfg, struct net_thread *net) {
 	int new_net = (cfg->clone_flags & CLONE_NEWNET) != 0;
-	if (new_net)
-		start_net(&net);
 	build_root(cfg);
 	if (new_net)
-		join_net(&net);
+		join_net(net);
 	pivot();
 	seal();
 	if (sethostname(cfg->hostname, strlen(cfg->hostname)) < 0)
@@ -1188,12 +1188,16 @@ static void default_signals(void) {
 // spawner has written the maps, keeping the full capability set the namespace's
 // creator holds there for the setup steps. It then asks to die with the spawner: a
 // credential change clears that request, so it comes after.
+// become_sandbox_user takes uid and gid 1000, keeping the capabilities the rest of the
+// setup needs. Raw syscalls: glibc's wrappers would stop every thread to change its ids
+// too, and so wait for the network thread's unshare; that thread only creates the
+// namespace and ends.
 static void become_sandbox_user(void) {
 	if (prctl(PR_SET_KEEPCAPS, 1, 0, 0, 0) < 0)
 		fail("set the sandbox user", "keepcaps");
-	if (setresgid(1000, 1000, 1000) < 0)
+	if (syscall(SYS_setresgid, 1000, 1000, 1000) < 0)
 		fail("set the sandbox user", "setresgid");
-	if (setresuid(1000, 1000, 1000) < 0)
+	if (syscall(SYS_setresuid, 1000, 1000, 1000) < 0)
 		fail("set the sandbox user", "setresuid");
 	struct __user_cap_header_struct hdr = {_LINUX_CAPABILITY_VERSION_3, 0};
 	struct __user_cap_data_struct data[2];
@@ -1332,6 +1336,13 @@ static void __attribute__((noreturn)) spawner(void) {
 static void __attribute__((noreturn)) sandbox_init(struct config *parsed, int sync) {
 	struct config cfg = *parsed;
 	set_name(INIT_NAME);
+	// Neither needs the id maps, only the capabilities the clone gave in the new user
+	// namespace, so both overlap with the spawner writing the maps (~70 us, plus the
+	// wake-up of this process that follows).
+	struct net_thread net;
+	if (cfg.clone_flags & CLONE_NEWNET)
+		start_net(&net);
+	make_private();
 	await(sync, 'm');
 	become_sandbox_user();
 	// A spawner that died before the Pdeathsig request took has closed its end.
@@ -1339,7 +1350,7 @@ static void __attribute__((noreturn)) sandbox_init(struct config *parsed, int sy
 	if (poll(&gone, 1, 0) != 0)
 		_exit(EXIT_SETUP_FAILED);
 	close(sync);
-	setup(&cfg);
+	setup(&cfg, &net);
 	if (cfg.flags & CFG_SETUP_ONLY) {
 		report(REP_STARTED, NULL);
 		struct wbuf b = {0};
