@@ -237,6 +237,7 @@ var catalogue = []probeDef{
 	{name: "io-uring", category: "kernel", program: "kernel", only: onLinux, why: "probes linux syscalls", amd64: true, judge: byProgram, fix: seccompFix},
 	{name: "kexec-load", category: "kernel", program: "kernel", only: onLinux, why: "probes linux syscalls", amd64: true, judge: byProgram, fix: seccompFix},
 	{name: "tiocsti", category: "kernel", program: "kernel", only: onLinux, why: "probes linux syscalls", amd64: true, judge: byProgram, fix: seccompFix},
+	{name: "inotify", category: "kernel", program: "kernel", only: onLinux, why: "probes linux syscalls", amd64: true, judge: byProgram, fix: seccompFix},
 
 	// identity and secrets
 	{name: "uid", category: "identity", program: "identity", setup: func(a *attempt) error {

@@ -14,6 +14,8 @@ CALLS = {
     "io-uring": [("io_uring_setup", 425, (1, BAD))],
     "kexec-load": [("kexec_load", 246, (0, 0x7fffffff, BAD, 0))],
     "tiocsti": [("ioctl TIOCSTI", 16, (-1, 0x5412, BAD))],
+    # A watch on the host's read-only system files would see the host and other runs use them.
+    "inotify": [("inotify_init1", 294, (0,)), ("inotify_add_watch", 254, (-1, BAD, 0x20))],
 }
 
 

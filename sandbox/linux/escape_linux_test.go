@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -594,6 +595,9 @@ func TestSyscallsDenied(t *testing.T) {
 		"move_mount":        {429, []int64{-1, bad, -1, bad, 0}, "EPERM"},
 		"mount_setattr":     {442, []int64{-1, bad, 0, bad, 32}, "EPERM"},
 		"fanotify_init":     {300, []int64{0, 0}, "EPERM"},
+		"inotify_init":      {253, nil, "EPERM"},
+		"inotify_init1":     {294, []int64{0}, "EPERM"},
+		"inotify_add_watch": {254, []int64{-1, bad, 0x20}, "EPERM"},
 		"memfd_secret":      {447, []int64{0}, "EPERM"},
 		"quotactl":          {179, []int64{0, bad, 0, bad}, "EPERM"},
 		// personality: only the values Docker allows; anything else is unlisted.
@@ -637,6 +641,68 @@ func TestSyscallsDenied(t *testing.T) {
 			t.Errorf("%s (nr %d): got %s, want %s", name, c.nr, got[name], c.want)
 		}
 	}
+}
+
+// hostActivityWatcher watches the host's own files the sandbox can read (its read-only
+// system directories) for opens and reads, with inotify, for argv[2] seconds (it waits
+// that long even when it cannot watch), and prints {"events": n, "errors": [...]}. Any
+// event means the program saw someone else use them.
+const hostActivityWatcher = `
+import ctypes, json, os, select, sys, time
+libc = ctypes.CDLL(None, use_errno=True)
+out = {"events": 0, "errors": []}
+end = time.time() + float(sys.argv[2])
+fd = libc.inotify_init1(0)
+if fd < 0:
+    out["errors"].append("inotify_init1: " + os.strerror(ctypes.get_errno()))
+else:
+    for path in (b"/usr/bin/true", b"/usr/bin", b"/etc/ssl"):
+        if libc.inotify_add_watch(fd, path, 0x1 | 0x20 | 0x10) < 0:  # ACCESS, OPEN, CLOSE_NOWRITE
+            out["errors"].append("watch %s: %s" % (path.decode(), os.strerror(ctypes.get_errno())))
+while time.time() < end:
+    if fd >= 0 and select.select([fd], [], [], 0.1)[0]:
+        os.read(fd, 65536)
+        out["events"] += 1
+    elif fd < 0:
+        time.sleep(0.1)
+print(json.dumps(out))
+`
+
+// The read-only system files are the host's: the sandbox must not see the host, or
+// other runs, use them. (With inotify it could learn when the host runs git or ssh, or
+// which modules another run imports.) The host execs /usr/bin/true throughout.
+func TestHostActivityInvisible(t *testing.T) {
+	stop := make(chan struct{})
+	ran := make(chan int)
+	go func() {
+		n := 0
+		for {
+			select {
+			case <-stop:
+				ran <- n
+				return
+			case <-time.After(20 * time.Millisecond):
+				if exec.Command("/usr/bin/true").Run() == nil {
+					n++
+				}
+			}
+		}
+	}()
+	spec := pySpec(hostActivityWatcher, newMarker())
+	spec.Argv = append(spec.Argv, "1.5")
+	var got struct {
+		Events int      `json:"events"`
+		Errors []string `json:"errors"`
+	}
+	runJSON(t, spec, &got)
+	close(stop)
+	if n := <-ran; n < 10 {
+		t.Fatalf("the host ran /usr/bin/true only %d times while the program watched", n)
+	}
+	if got.Events > 0 {
+		t.Errorf("the sandbox saw %d inotify events from the host's use of its files", got.Events)
+	}
+	t.Logf("watch attempts: %v", got.Errors)
 }
 
 // TestForeignArchSyscallKills runs a 32-bit int 0x80 getpid and an x32-ABI syscall

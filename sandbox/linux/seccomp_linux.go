@@ -35,8 +35,7 @@ var allowedSyscalls = []string{
 	"getgid", "getgroups", "getitimer", "getpeername", "getpgid", "getpgrp", "getpid",
 	"getppid", "getpriority", "getrandom", "getresgid", "getresuid", "getrlimit",
 	"get_robust_list", "getrusage", "getsid", "getsockname", "getsockopt", "gettid",
-	"gettimeofday", "getuid", "getxattr", "inotify_add_watch", "inotify_init",
-	"inotify_init1", "inotify_rm_watch", "kill", "landlock_add_rule",
+	"gettimeofday", "getuid", "getxattr", "kill", "landlock_add_rule",
 	"landlock_create_ruleset", "landlock_restrict_self", "lchown", "lgetxattr", "link",
 	"linkat", "listen", "listxattr", "llistxattr", "lremovexattr", "lseek", "lsetxattr",
 	"lstat", "madvise", "map_shadow_stack", "membarrier", "memfd_create", "mincore",
@@ -76,6 +75,9 @@ var deniedSyscalls = []string{
 	"fsopen", "fsconfig", "fsmount", "fspick", "move_mount", "open_tree", "mount_setattr",
 	// Reading or writing other processes.
 	"process_vm_readv", "process_vm_writev", "pidfd_getfd", "kcmp", "process_madvise",
+	// Watching files: the read-only system files are the host's own, so a watch on
+	// /usr/bin/git would see the host (and every other run) use it.
+	"inotify_init", "inotify_init1", "inotify_add_watch", "inotify_rm_watch",
 	// Kernel keyring, BPF, perf, userfaultfd, io_uring.
 	"keyctl", "add_key", "request_key", "bpf", "perf_event_open", "userfaultfd",
 	"io_uring_setup", "io_uring_enter", "io_uring_register",
