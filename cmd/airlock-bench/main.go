@@ -177,6 +177,13 @@ func ms(d time.Duration) string {
 	return strconv.FormatFloat(float64(d.Microseconds())/1000, 'f', 1, 64)
 }
 
+func signedMS(d time.Duration) string {
+	if d >= 0 {
+		return "+" + ms(d)
+	}
+	return ms(d)
+}
+
 func ratio(a, b time.Duration) float64 { return float64(a) / float64(b) }
 
 func run(bin string, rounds, parallel int, dur time.Duration) error {
@@ -225,11 +232,20 @@ func run(bin string, rounds, parallel int, dur time.Duration) error {
 			}
 		}
 		hits1, _, _ := warm.poolStats(ctx)
+		// The sandbox's own cost, paired within each round so machine drift between rounds
+		// cancels: the ratio to bare moves with how fast the bare interpreter starts that
+		// day, this much less.
+		dc, dp := make([]time.Duration, len(b)), make([]time.Duration, len(b))
+		for i := range b {
+			dc[i], dp[i] = c[i]-b[i], p[i]-b[i]
+		}
+		overCold, overPooled := summarise(dc).p50, summarise(dp).p50
 		sb, sc, sp := summarise(b), summarise(c), summarise(p)
 		results[l.name] = map[string]stats{"bare": sb, "cold": sc, "pooled": sp}
 		fmt.Fprintf(os.Stderr, "%-11s %-7s %8s %8s %8s %9s %9s\n", l.name, "bare", ms(sb.p50), ms(sb.p90), ms(sb.p99), "1.00", "1.00")
 		fmt.Fprintf(os.Stderr, "%-11s %-7s %8s %8s %8s %9.2f %9.2f\n", "", "cold", ms(sc.p50), ms(sc.p90), ms(sc.p99), ratio(sc.p50, sb.p50), ratio(sc.p90, sb.p90))
 		fmt.Fprintf(os.Stderr, "%-11s %-7s %8s %8s %8s %9.2f %9.2f   (%d/%d from the pool)\n", "", "pooled", ms(sp.p50), ms(sp.p90), ms(sp.p99), ratio(sp.p50, sb.p50), ratio(sp.p90, sb.p90), hits1-hits0, rounds+2)
+		fmt.Fprintf(os.Stderr, "%-11s time over bare, median of per-round differences: cold %s ms, pooled %s ms\n", "", signedMS(overCold), signedMS(overPooled))
 	}
 
 	// Throughput: parallel clients as fast as they can, bare and through each server.
