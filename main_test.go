@@ -395,6 +395,45 @@ func TestE2ERunCommand(t *testing.T) {
 	}
 }
 
+// Node's heap is capped (NODE_OPTIONS) only where RLIMIT_AS bounds memory: under a
+// memory cgroup the cgroup bounds it, and the flag would cost every cold start node's
+// built-in code cache (~8 ms). The server decides from its own probe, so the run says
+// which case it was in ("degraded" when there is no cgroup).
+func TestE2ENodeHeapCapOnlyWithoutCgroup(t *testing.T) {
+	bin := needSandbox(t)
+	if _, err := exec.LookPath("node"); err != nil {
+		t.Skipf("SKIPPING: node is not installed: %v", err)
+	}
+	cases := 0
+	for _, extra := range [][]string{nil, {"--cgroups", "off"}} {
+		args := append([]string{"run", "--languages", "javascript", "--language", "javascript"}, extra...)
+		cmd := exec.Command(bin, append(args, "-")...)
+		cmd.Stdin = strings.NewReader(`console.log(process.env.NODE_OPTIONS ?? "unset")`)
+		out, err := cmd.Output()
+		var res struct {
+			Status   string `json:"status"`
+			Stdout   string `json:"stdout"`
+			Degraded bool   `json:"degraded"`
+		}
+		if jerr := json.Unmarshal(out, &res); err != nil || jerr != nil || res.Status != "ok" {
+			t.Fatalf("%v: %v %v\n%s", extra, err, jerr, out)
+		}
+		got := strings.TrimSpace(res.Stdout)
+		switch {
+		case res.Degraded && !strings.HasPrefix(got, "--max-old-space-size="):
+			t.Errorf("%v, memory bounded by RLIMIT_AS: NODE_OPTIONS %q, want the heap cap", extra, got)
+		case !res.Degraded && got != "unset":
+			t.Errorf("%v, memory bounded by a cgroup: NODE_OPTIONS %q, want none", extra, got)
+		}
+		if !res.Degraded {
+			cases++
+		}
+	}
+	if cases == 0 {
+		t.Log("no memory cgroup on this host: only the RLIMIT_AS case was checked")
+	}
+}
+
 // rawStdio is airlock serve driven by raw lines: every stdout line must be a JSON-RPC
 // message in valid UTF-8, or the test fails.
 type rawStdio struct {

@@ -31,6 +31,7 @@ func build(ctx context.Context, cfg config.Config, strict bool) (tools.Deps, err
 		sb = broken{sbErr}
 	}
 	degraded := false
+	memBound := policy.BoundByRlimit
 	if sbErr == nil {
 		rep, err := sb.Probe(ctx)
 		switch {
@@ -46,6 +47,11 @@ func build(ctx context.Context, cfg config.Config, strict bool) (tools.Deps, err
 			for _, l := range rep.Layers {
 				if !l.Active {
 					off = append(off, l)
+				}
+			}
+			for _, l := range rep.Layers {
+				if l.Name == "cgroups" && l.Active {
+					memBound = policy.BoundByCgroup
 				}
 			}
 			if len(off) > 0 {
@@ -69,8 +75,8 @@ func build(ctx context.Context, cfg config.Config, strict bool) (tools.Deps, err
 		Network: sandbox.Network(cfg.Network), MaxCodeBytes: int(cfg.MaxCodeBytes), MaxStdinBytes: int(cfg.MaxStdinBytes),
 		FileCaps: cfg.FileCaps(), OutDir: cfg.Artifacts.Dir, Artifacts: cfg.ArtifactLimits(),
 		Limiter:  runner.NewLimiter(cfg.Concurrency.MaxParallel, cfg.Concurrency.QueueSize, time.Duration(cfg.Concurrency.QueueTimeout)),
-		Degraded: degraded,
-		Log:      slog.Default().With("component", "runner"),
+		Degraded: degraded, MemoryBound: memBound,
+		Log: slog.Default().With("component", "runner"),
 	}
 	// The audit log is on unless audit.path is "off": the default lives in the user's
 	// state dir, and a log that cannot be opened refuses to start.

@@ -42,7 +42,7 @@ func hostPython(t testing.TB) Language {
 // fresh workspace), directly on the host with the real interpreter.
 func runGuarded(t testing.TB, p Imports, code string, args ...string) (sandbox.Result, string) {
 	t.Helper()
-	spec := p.Apply(hostPython(t).Spec([]byte(code), args, DefaultBounds().Clamp(Request{})))
+	spec := p.Apply(hostPython(t).Spec([]byte(code), args, DefaultBounds().Clamp(Request{}), BoundByRlimit))
 	dir := t.TempDir()
 	files := append([]sandbox.File{{Path: spec.CodeFile, Data: spec.Code}}, spec.Files...)
 	for _, f := range files {
@@ -195,7 +195,7 @@ func TestGuardExitCodeMatches(t *testing.T) {
 
 func TestApply(t *testing.T) {
 	py := Language{Name: "python", File: "main.py", Argv: []string{"/usr/bin/python3", "-E", "-s", "-B", "main.py"}}
-	in := py.Spec([]byte("x"), []string{"main.py", "arg"}, sandbox.Limits{})
+	in := py.Spec([]byte("x"), []string{"main.py", "arg"}, sandbox.Limits{}, BoundByRlimit)
 	in.Files = make([]sandbox.File, 1, 4)
 	in.Files[0] = sandbox.File{Path: "data.txt"}
 	p := Imports{DenyImport: []string{"os", "bad,name"}, DenyFrom: []string{"os.system"}}
@@ -215,7 +215,7 @@ func TestApply(t *testing.T) {
 	if got := (Imports{}).Apply(in); !slices.Equal(got.Argv, in.Argv) || len(got.Files) != 1 {
 		t.Fatalf("empty policy changed the spec: %q", got.Argv)
 	}
-	js := Language{Name: "javascript", File: "main.js", Argv: []string{"/usr/bin/node", "main.js"}}.Spec(nil, nil, sandbox.Limits{})
+	js := Language{Name: "javascript", File: "main.js", Argv: []string{"/usr/bin/node", "main.js"}}.Spec(nil, nil, sandbox.Limits{}, BoundByRlimit)
 	if got := p.Apply(js); !slices.Equal(got.Argv, js.Argv) || len(got.Files) != 0 {
 		t.Fatalf("javascript changed: %q", got.Argv)
 	}

@@ -213,7 +213,7 @@ func TestSpec(t *testing.T) {
 	limits := DefaultBounds().Clamp(Request{})
 	py := Language{Name: "python", Interpreter: "/usr/bin/python3.11", File: "main.py",
 		Argv: []string{"/usr/bin/python3.11", "-I", "main.py"}, Env: []string{"A=1"}, Mounts: []string{"/opt/py"}}
-	s := py.Spec([]byte("print(1)"), []string{"x", "y"}, limits)
+	s := py.Spec([]byte("print(1)"), []string{"x", "y"}, limits, BoundByRlimit)
 	if !slices.Equal(s.Argv, []string{"/usr/bin/python3.11", "-I", "main.py", "x", "y"}) || s.CodeFile != "main.py" ||
 		s.Language != "python" || string(s.Code) != "print(1)" || s.Limits.AddressSpace != limits.Memory ||
 		!slices.Equal(s.Env, []string{"A=1"}) || !slices.Equal(s.Mounts, []string{"/opt/py"}) {
@@ -225,12 +225,18 @@ func TestSpec(t *testing.T) {
 	}
 
 	node := Language{Name: "javascript", Interpreter: "/usr/bin/node", File: "main.js", Argv: []string{"/usr/bin/node", "main.js"}}
-	s = node.Spec(nil, nil, limits)
+	s = node.Spec(nil, nil, limits, BoundByRlimit)
 	if s.Limits.AddressSpace != limits.Memory+nodeAddressReserve {
 		t.Fatalf("node address space %d", s.Limits.AddressSpace)
 	}
 	if want := "NODE_OPTIONS=--max-old-space-size=384"; !slices.Contains(s.Env, want) {
 		t.Fatalf("node env %v, want %s", s.Env, want)
+	}
+	// Under a memory cgroup the heap is not capped: the cgroup bounds it, and the flag
+	// would cost node its built-in code cache at every start.
+	s = node.Spec(nil, nil, limits, BoundByCgroup)
+	if len(s.Env) != 0 || s.Limits.AddressSpace != limits.Memory+nodeAddressReserve {
+		t.Fatalf("node under a memory cgroup: env %v, address space %d", s.Env, s.Limits.AddressSpace)
 	}
 }
 
@@ -251,7 +257,7 @@ func TestNodeAddressSpace(t *testing.T) {
 		t.Skipf("node not installed: %v", err)
 	}
 	limits := DefaultBounds().Clamp(Request{Memory: 256 << 20})
-	spec := node.Spec(nil, nil, limits)
+	spec := node.Spec(nil, nil, limits, BoundByRlimit)
 	run := func(as int64, js string) (string, error) {
 		cmd := exec.Command(prlimit, "--as="+strconv.FormatInt(as, 10), node.Interpreter, "-e", js)
 		cmd.Env = spec.Env

@@ -76,7 +76,9 @@ type Runner struct {
 	Artifacts sandbox.ArtifactLimits
 	Limiter   *Limiter
 	Degraded  bool
-	Log       *slog.Logger
+	// MemoryBound is what enforces the memory limit on this host (the sandbox's probe).
+	MemoryBound policy.MemoryBound
+	Log         *slog.Logger
 	// Audit, when set, gets one record per call, refused calls included.
 	Audit *Audit
 }
@@ -270,7 +272,7 @@ func newID() string {
 // spec is how every call in lang is run, whatever its code: the one place a Spec is
 // built, so warm-pool templates match the calls they serve.
 func (r *Runner) spec(lang policy.Language, code []byte, args []string, limits sandbox.Limits) sandbox.Spec {
-	spec := lang.Spec(code, args, limits)
+	spec := lang.Spec(code, args, limits, r.MemoryBound)
 	spec.Language = lang.Name
 	spec.Network = r.Network
 	if r.OutDir != "" && r.Artifacts.MaxFiles > 0 {

@@ -37,7 +37,7 @@ func TestPoolMatchesColdRun(t *testing.T) {
 	limits := sandbox.Limits{Wall: 10 * time.Second, Memory: 256 << 20, Pids: 32, Output: 1 << 20}
 	var templates []sandbox.Spec
 	for _, l := range langs {
-		templates = append(templates, l.Spec(nil, nil, limits))
+		templates = append(templates, l.Spec(nil, nil, limits, policy.BoundByRlimit))
 	}
 	warm.Warm(templates, 1)
 	t.Cleanup(func() { warm.Close() })
@@ -73,7 +73,7 @@ func TestPoolMatchesColdRun(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.lang+"/"+c.name, func(t *testing.T) {
-			spec := langs[c.lang].Spec([]byte(c.code), c.args, limits)
+			spec := langs[c.lang].Spec([]byte(c.code), c.args, limits, policy.BoundByRlimit)
 			spec.Stdin = []byte(c.stdin)
 			want, err := cold.Run(context.Background(), spec)
 			if err != nil {
@@ -121,7 +121,7 @@ func TestPoolHonoursCallLimits(t *testing.T) {
 	langs := poolLanguages(t)
 	s := testSandbox(t)
 	limits := sandbox.Limits{Wall: 30 * time.Second, CPU: 30 * time.Second, Memory: 256 << 20, Pids: 32, Output: 1 << 20}
-	tmpl := langs["python"].Spec(nil, nil, limits)
+	tmpl := langs["python"].Spec(nil, nil, limits, policy.BoundByRlimit)
 	s.Warm([]sandbox.Spec{tmpl}, 1)
 	t.Cleanup(func() { s.Close() })
 	waitReady := func() {
@@ -135,7 +135,7 @@ func TestPoolHonoursCallLimits(t *testing.T) {
 	lower := limits
 	lower.Wall = 500 * time.Millisecond
 	start := time.Now()
-	res, err := s.Run(context.Background(), langs["python"].Spec([]byte("import time; time.sleep(5)"), nil, lower))
+	res, err := s.Run(context.Background(), langs["python"].Spec([]byte("import time; time.sleep(5)"), nil, lower, policy.BoundByRlimit))
 	if err != nil || res.Status != sandbox.StatusTimeout {
 		t.Fatalf("wall: %v %s %s", err, res.Status, res.Detail)
 	}
@@ -146,7 +146,7 @@ func TestPoolHonoursCallLimits(t *testing.T) {
 	waitReady()
 	lower = limits
 	lower.Memory = 64 << 20
-	res, err = s.Run(context.Background(), langs["python"].Spec([]byte("b = bytearray(200 << 20); print(len(b))"), nil, lower))
+	res, err = s.Run(context.Background(), langs["python"].Spec([]byte("b = bytearray(200 << 20); print(len(b))"), nil, lower, policy.BoundByRlimit))
 	if err != nil || res.Status != sandbox.StatusMemoryLimit {
 		t.Fatalf("memory: %v %s %s %q", err, res.Status, res.Detail, res.Stderr.Bytes())
 	}
@@ -154,7 +154,7 @@ func TestPoolHonoursCallLimits(t *testing.T) {
 	waitReady()
 	lower = limits
 	lower.FileSize = 1 << 20
-	res, err = s.Run(context.Background(), langs["python"].Spec([]byte("open('f','wb').write(b'x' * (4 << 20))"), nil, lower))
+	res, err = s.Run(context.Background(), langs["python"].Spec([]byte("open('f','wb').write(b'x' * (4 << 20))"), nil, lower, policy.BoundByRlimit))
 	if err != nil || res.Status == sandbox.StatusOK {
 		t.Fatalf("file size: a 4 MiB write passed a 1 MiB limit: %v %s", err, res.Status)
 	}
@@ -164,7 +164,7 @@ func TestPoolHonoursCallLimits(t *testing.T) {
 	higher := limits
 	higher.Memory = 512 << 20
 	misses := s.PoolStats().Hits
-	res, err = s.Run(context.Background(), langs["python"].Spec([]byte("print(1)"), nil, higher))
+	res, err = s.Run(context.Background(), langs["python"].Spec([]byte("print(1)"), nil, higher, policy.BoundByRlimit))
 	if err != nil || res.Status != sandbox.StatusOK || s.PoolStats().Hits != misses {
 		t.Fatalf("higher limits: %v %s, stats %+v", err, res.Status, s.PoolStats())
 	}

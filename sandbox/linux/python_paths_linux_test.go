@@ -18,7 +18,7 @@ func TestPythonImportsItsOwnModules(t *testing.T) {
 	cold := testSandbox(t)
 	warm := testSandbox(t)
 	limits := sandbox.Limits{Wall: 10 * time.Second, Memory: 256 << 20, Pids: 32, Output: 1 << 20}
-	warm.Warm([]sandbox.Spec{py.Spec(nil, nil, limits)}, 1)
+	warm.Warm([]sandbox.Spec{py.Spec(nil, nil, limits, policy.BoundByRlimit)}, 1)
 	t.Cleanup(func() { warm.Close() })
 	files := []sandbox.File{
 		{Path: "helper.py", Data: []byte("GREETING = 'hello from helper'\n")},
@@ -27,7 +27,7 @@ func TestPythonImportsItsOwnModules(t *testing.T) {
 	const code = "import sys, helper\nprint(helper.GREETING, sys.path[0])\n"
 	const want = "hello from helper /workspace\n"
 
-	spec := py.Spec([]byte(code), nil, limits)
+	spec := py.Spec([]byte(code), nil, limits, policy.BoundByRlimit)
 	spec.Files = files
 	res, err := cold.Run(context.Background(), spec)
 	if err != nil || string(res.Stdout.Bytes()) != want {
