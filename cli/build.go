@@ -45,12 +45,10 @@ func build(ctx context.Context, cfg config.Config, strict bool) (tools.Deps, err
 			// then bounded by RLIMIT_AS) does not stop the server, but every result says so.
 			var off []sandbox.Layer
 			for _, l := range rep.Layers {
-				if !l.Active {
+				switch {
+				case !l.Active:
 					off = append(off, l)
-				}
-			}
-			for _, l := range rep.Layers {
-				if l.Name == "cgroups" && l.Active {
+				case l.Name == "cgroups":
 					memBound = policy.BoundByCgroup
 				}
 			}

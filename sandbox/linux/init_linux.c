@@ -1187,11 +1187,9 @@ static void default_signals(void) {
 // become_sandbox_user makes the init uid and gid 1000 of its user namespace once the
 // spawner has written the maps, keeping the full capability set the namespace's
 // creator holds there for the setup steps. It then asks to die with the spawner: a
-// credential change clears that request, so it comes after.
-// become_sandbox_user takes uid and gid 1000, keeping the capabilities the rest of the
-// setup needs. Raw syscalls: glibc's wrappers would stop every thread to change its ids
-// too, and so wait for the network thread's unshare; that thread only creates the
-// namespace and ends.
+// credential change clears that request, so it comes after. Raw syscalls: glibc's
+// wrappers would stop every thread to change its ids too, and so wait for the network
+// thread's unshare; that thread only creates the namespace and ends.
 static void become_sandbox_user(void) {
 	if (prctl(PR_SET_KEEPCAPS, 1, 0, 0, 0) < 0)
 		fail("set the sandbox user", "keepcaps");
