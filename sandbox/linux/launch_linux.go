@@ -278,9 +278,12 @@ func (l *launch) handover(spec sandbox.Spec, h *handover) error {
 }
 
 // exitReported reports whether the init has reported the program's exit.
-func (l *launch) exitReported() bool {
+func (l *launch) exitReported() bool { return closed(l.exitCh) }
+
+// closed reports, without waiting, whether ch has been closed.
+func closed(ch <-chan struct{}) bool {
 	select {
-	case <-l.exitCh:
+	case <-ch:
 		return true
 	default:
 		return false
@@ -360,12 +363,7 @@ func (l *launch) supervise(ctx context.Context) bool {
 			return true
 		case <-l.waited:
 			<-l.reportDone
-			select {
-			case <-l.exitCh:
-				return true
-			default:
-				return false
-			}
+			return l.exitReported()
 		case <-startedCh:
 			startedCh = nil
 			setup.Stop()

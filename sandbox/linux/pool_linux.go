@@ -239,14 +239,7 @@ func effectiveAS(l sandbox.Limits) int64 {
 }
 
 // dead reports whether the init already exited.
-func (l *launch) dead() bool {
-	select {
-	case <-l.waited:
-		return true
-	default:
-		return false
-	}
-}
+func (l *launch) dead() bool { return closed(l.waited) }
 
 // runPooled serves spec from a prepared sandbox: the cgroup limits are lowered to the
 // call's, the call is handed over, and the wall clock starts when the program does.
