@@ -2,12 +2,18 @@
 # It loads the interpreter before the call exists, says so on fd 4, then waits on fd 3 for the program's
 # argv (main.py and its args, each NUL-terminated) and runs main.py as __main__ the way
 # `python3 <flags> main.py args...` would: same sys.argv, a fresh __main__ module,
-# tracebacks that start in main.py, SystemExit codes, threads joined and atexit handlers
-# run before exit. Finalisation is skipped (os._exit): nothing survives the sandbox.
+# tracebacks that start in main.py, SystemExit codes. It ends by raising SystemExit, so the
+# interpreter's own shutdown runs as after main.py: threads joined, atexit handlers, and the
+# module teardown that flushes files the program left open and calls __del__ (skipping it
+# lost buffered writes to out/).
 import os, sys
 
 
 def _airlock_argv():
+    # What is loaded now is the interpreter's own: kept out of every collection, so the
+    # shutdown's full collection walks only the program's objects (pooled print(1): 9.3 → 7.3 ms).
+    import gc
+    gc.freeze()
     os.write(4, b"\n")  # loaded: the pool may hand this sandbox a call
     os.close(4)
     buf = bytearray()
@@ -38,8 +44,13 @@ def _airlock_main():
     path = os.path.abspath(sys.argv[0])
     # `python3 main.py` puts the script's directory first on sys.path; `-c` put "".
     sys.path[0] = os.path.dirname(path)
+    # The rest of what python gives a script's __main__, down to sys.orig_argv.
+    sys.orig_argv[-2:] = sys.argv
     main = type(sys)("__main__")
     main.__file__ = path
+    main.__cached__ = None
+    main.__annotations__ = {}
+    main.__loader__ = sys.modules["_frozen_importlib_external"].SourceFileLoader("__main__", path)
     main.__builtins__ = __builtins__
     sys.modules["__main__"] = main
     try:
@@ -57,22 +68,7 @@ def _airlock_main():
         e.__traceback__ = tb
         sys.excepthook(type(e), e, tb)
         status = 1
-    try:
-        threading = sys.modules.get("threading")
-        if threading is not None:
-            threading._shutdown()
-        import atexit
-        atexit._run_exitfuncs()
-    except SystemExit as e:
-        status = _airlock_exit_code(e.code)
-    except BaseException as e:
-        sys.excepthook(type(e), e, e.__traceback__)
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except Exception:
-            pass
-    os._exit(status)
+    raise SystemExit(status)
 
 
 _airlock_main()

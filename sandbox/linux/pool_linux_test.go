@@ -2,6 +2,8 @@ package linux
 
 import (
 	"context"
+	"fmt"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -35,9 +37,16 @@ func TestPoolMatchesColdRun(t *testing.T) {
 	cold := testSandbox(t)
 	warm := testSandbox(t)
 	limits := sandbox.Limits{Wall: 10 * time.Second, Memory: 256 << 20, Pids: 32, Output: 1 << 20}
+	// Files left in out/ come back as artifacts, so what the interpreter's shutdown
+	// writes is compared too.
+	withOut := func(spec sandbox.Spec) sandbox.Spec {
+		spec.OutDir = "out"
+		spec.Artifacts = sandbox.ArtifactLimits{MaxFiles: 4, MaxFileBytes: 1 << 16, MaxTotal: 1 << 16}
+		return spec
+	}
 	var templates []sandbox.Spec
 	for _, l := range langs {
-		templates = append(templates, l.Spec(nil, nil, limits, policy.BoundByRlimit))
+		templates = append(templates, withOut(l.Spec(nil, nil, limits, policy.BoundByRlimit)))
 	}
 	warm.Warm(templates, 1)
 	t.Cleanup(func() { warm.Close() })
@@ -56,8 +65,14 @@ func TestPoolMatchesColdRun(t *testing.T) {
 		{"python", "syntax error", "def f(:\n", nil, ""},
 		{"python", "main guard", "if __name__ == '__main__':\n    print(__name__, __file__)", nil, ""},
 		{"python", "atexit and threads", "import atexit, threading, time\natexit.register(lambda: print('atexit'))\nthreading.Thread(target=lambda: (time.sleep(0.1), print('thread'))).start()", nil, ""},
+		{"python", "file left open", "import os\nf = open('out/r.txt', 'w')\nf.write('buffered, never closed')\nprint('done')", nil, ""},
+		{"python", "stdout copy left open", "import os\nf = os.fdopen(os.dup(1), 'w')\nf.write('flushed at shutdown\\n')", nil, ""},
+		{"python", "__del__ at shutdown", "class A:\n    def __del__(self):\n        print('bye')\na = A()\nprint('hi')", nil, ""},
+		{"python", "exit in atexit handler", "import atexit, sys\natexit.register(lambda: sys.exit(5))\nprint('x')", nil, ""},
+		{"python", "main module", "import sys\nfor k, v in sorted(globals().items()):\n    print(k, type(v).__name__, v if v is None or isinstance(v, (str, dict)) else '')\nprint(sys.orig_argv[-2:], sys.argv)", []string{"x"}, ""},
 		{"python", "pickle main class", "import pickle\nclass A: pass\nprint(type(pickle.loads(pickle.dumps(A()))).__name__)", nil, ""},
 		{"javascript", "print", "console.log('hello')", nil, ""},
+		{"javascript", "stream left open", "const s = require('fs').createWriteStream('out/r.txt'); for (let i = 0; i < 1000; i++) s.write('line\\n')", nil, ""},
 		{"javascript", "argv", "console.log(JSON.stringify(process.argv.slice(2)))", []string{"a", "b c"}, ""},
 		{"javascript", "exit code", "console.log('x'); process.exit(5)", nil, ""},
 		{"javascript", "require main", "console.log(require.main === module)", nil, ""},
@@ -73,7 +88,7 @@ func TestPoolMatchesColdRun(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.lang+"/"+c.name, func(t *testing.T) {
-			spec := langs[c.lang].Spec([]byte(c.code), c.args, limits, policy.BoundByRlimit)
+			spec := withOut(langs[c.lang].Spec([]byte(c.code), c.args, limits, policy.BoundByRlimit))
 			spec.Stdin = []byte(c.stdin)
 			want, err := cold.Run(context.Background(), spec)
 			if err != nil {
@@ -99,22 +114,36 @@ func TestPoolMatchesColdRun(t *testing.T) {
 					want.Status, want.ExitCode, want.Stdout.Bytes(), want.Stderr.Bytes(),
 					got.Status, got.ExitCode, got.Stdout.Bytes(), got.Stderr.Bytes())
 			}
+			if a, b := artifactSums(want.Artifacts), artifactSums(got.Artifacts); a != b {
+				t.Errorf("pooled run left other files than the cold run\ncold:   %s\npooled: %s", a, b)
+			}
 		})
 	}
 }
 
-// normalise drops what legitimately differs between runs (node prints its own pid-free
-// but path-laden stack frames for internals).
+// artifactSums lists artifacts by path, size and hash.
+func artifactSums(as []sandbox.Artifact) string {
+	var b strings.Builder
+	for _, a := range as {
+		fmt.Fprintf(&b, "%s %d %.12s; ", a.Path, a.Size, a.SHA256)
+	}
+	return b.String()
+}
+
+// normalise drops what legitimately differs between runs: node's stack frames for its
+// internals, and object addresses (python's "<function <lambda> at 0x7f…>").
 func normalise(b []byte) string {
 	var keep []string
 	for _, line := range strings.Split(string(b), "\n") {
 		if strings.Contains(line, "node:internal") || strings.Contains(line, "[eval]") {
 			continue
 		}
-		keep = append(keep, line)
+		keep = append(keep, address.ReplaceAllString(line, "0x…"))
 	}
 	return strings.Join(keep, "\n")
 }
+
+var address = regexp.MustCompile(`0x[0-9a-f]{6,}`)
 
 // A pooled sandbox honours a call's lower limits and its own wall clock.
 func TestPoolHonoursCallLimits(t *testing.T) {
