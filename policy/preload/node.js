@@ -14,6 +14,9 @@ fs.closeSync(3);
 const argv = buf.toString('utf8').split('\0');
 argv.pop();
 process.argv = [process.argv[0], path.resolve(argv[0]), ...argv.slice(1)];
+// `node main.js` has no -e: drop it and this source from what the program can see.
+process.execArgv = process.execArgv.slice(0, -2);
+delete process._eval;
 // Once every 'exit' listener has run, end the process the way process.exit() does,
 // skipping the teardown of a natural exit (~4 ms of freeing the isolate): nothing
 // survives the sandbox, and nothing of the program can run or be observed after its

@@ -75,6 +75,8 @@ func TestPoolMatchesColdRun(t *testing.T) {
 		{"javascript", "stream left open", "const s = require('fs').createWriteStream('out/r.txt'); for (let i = 0; i < 1000; i++) s.write('line\\n')", nil, ""},
 		{"javascript", "argv", "console.log(JSON.stringify(process.argv.slice(2)))", []string{"a", "b c"}, ""},
 		{"javascript", "exit code", "console.log('x'); process.exit(5)", nil, ""},
+		{"javascript", "execArgv", "console.log(JSON.stringify(process.execArgv), typeof process._eval)", nil, ""},
+		{"javascript", "fork", "require('fs').writeFileSync('c.js', 'console.log(process.argv.length)'); require('child_process').fork('c.js').on('exit', c => console.log('exit', c))", nil, ""},
 		{"javascript", "require main", "console.log(require.main === module)", nil, ""},
 		{"javascript", "throw", "throw new Error('boom')", nil, ""},
 		{"javascript", "exit listeners", "process.on('exit', c => { console.log('exit', c, process.exitCode); process.exitCode = 4 }); process.exitCode = 3; setTimeout(() => console.log('later'), 20)", nil, ""},
