@@ -70,6 +70,7 @@ func TestPoolMatchesColdRun(t *testing.T) {
 		{"python", "__del__ at shutdown", "class A:\n    def __del__(self):\n        print('bye')\na = A()\nprint('hi')", nil, ""},
 		{"python", "exit in atexit handler", "import atexit, sys\natexit.register(lambda: sys.exit(5))\nprint('x')", nil, ""},
 		{"python", "main module", "import sys\nfor k, v in sorted(globals().items()):\n    print(k, type(v).__name__, v if v is None or isinstance(v, (str, dict)) else '')\nprint(sys.orig_argv[-2:], sys.argv)", []string{"x"}, ""},
+		{"python", "modules", "import sys\nprint(sorted(sys.modules))", nil, ""},
 		{"python", "pickle main class", "import pickle\nclass A: pass\nprint(type(pickle.loads(pickle.dumps(A()))).__name__)", nil, ""},
 		{"javascript", "print", "console.log('hello')", nil, ""},
 		{"javascript", "stream left open", "const s = require('fs').createWriteStream('out/r.txt'); for (let i = 0; i < 1000; i++) s.write('line\\n')", nil, ""},
