@@ -107,6 +107,17 @@ func startSleeper(t *testing.T, c *client.Client, mark string) (context.CancelFu
 // the pid namespace dies with it), and the next start removes the dead server's cgroups
 // and logs it.
 func TestFaultKill9KillsSandboxesAndNextStartCleansCgroups(t *testing.T) {
+	// The next start must find the dead server's cgroups itself, before any other
+	// airlock on the host (other test packages) cleans them.
+	restore, err := soak.PrivateCgroup(fmt.Sprintf("airlock-fault-%d", os.Getpid()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := restore(); err != nil {
+			t.Error(err)
+		}
+	})
 	srv, dir := faultServer(t)
 	mark := marker(t)
 	pid := srv.PID()
@@ -122,7 +133,10 @@ func TestFaultKill9KillsSandboxesAndNextStartCleansCgroups(t *testing.T) {
 		t.Fatalf("sandbox inits of the dead server: %v", inits)
 	}
 	stale := soak.Cgroups(bases, pid)
-	t.Logf("cgroups left by the dead server: %d", len(stale))
+	t.Logf("cgroups left by the dead server: %d, under %v", len(stale), bases)
+	if len(bases) > 0 && len(stale) == 0 {
+		t.Fatal("the killed server left no cgroup behind, so the next start's cleanup is not tested")
+	}
 	next, _ := faultServer(t)
 	defer next.CloseStdin(10 * time.Second)
 	if left := soak.Cgroups(bases, pid); len(left) != 0 {

@@ -2,9 +2,11 @@ package soak
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -99,6 +101,27 @@ const cgroupDir = "airlock"
 // CgroupBases are the directories the server pid creates sandbox cgroups in:
 // <mount>/<its own cgroup>/airlock for each hierarchy it belongs to.
 func CgroupBases(pid int) []string {
+	seen := map[string]bool{}
+	var bases []string
+	for _, h := range hierarchies(pid) {
+		d := filepath.Join(h.mount, h.path, cgroupDir)
+		if st, err := os.Stat(d); err == nil && st.IsDir() && !seen[d] {
+			seen[d] = true
+			bases = append(bases, d)
+		}
+	}
+	return bases
+}
+
+// hierarchy is one cgroup hierarchy a process belongs to.
+type hierarchy struct {
+	controllers []string // empty for cgroup2
+	mount       string
+	path        string // the process's cgroup in it
+}
+
+// hierarchies lists the mounted cgroup hierarchies of pid.
+func hierarchies(pid int) []hierarchy {
 	mi, err := os.ReadFile("/proc/self/mountinfo")
 	if err != nil {
 		return nil
@@ -123,26 +146,80 @@ func CgroupBases(pid int) []string {
 	if err != nil {
 		return nil
 	}
-	seen := map[string]bool{}
-	var bases []string
+	var out []hierarchy
 	for _, line := range strings.Split(strings.TrimSpace(string(own)), "\n") {
 		parts := strings.SplitN(line, ":", 3)
 		if len(parts) != 3 {
 			continue
 		}
-		for _, c := range strings.Split(parts[1], ",") {
-			mnt, ok := mounts[c]
-			if !ok {
-				continue
-			}
-			d := filepath.Join(mnt, parts[2], cgroupDir)
-			if st, err := os.Stat(d); err == nil && st.IsDir() && !seen[d] {
-				seen[d] = true
-				bases = append(bases, d)
+		var ctrls []string
+		if parts[1] != "" {
+			ctrls = strings.Split(parts[1], ",")
+		}
+		for _, c := range append(ctrls, "") {
+			if mnt, ok := mounts[c]; ok && (c != "" || len(ctrls) == 0) {
+				out = append(out, hierarchy{controllers: ctrls, mount: mnt, path: parts[2]})
+				break
 			}
 		}
 	}
-	return bases
+	return out
+}
+
+// PrivateCgroup moves this process into a new child cgroup, named name, of its own cgroup
+// in each v1 hierarchy airlock uses (memory, pids, cpu), so the airlock servers it starts
+// from then on keep their sandbox cgroups under a base that no other airlock process
+// scans. Every airlock start removes the cgroups of dead servers under its own base:
+// without this, a check that the next start after a crash cleans up and says so races
+// with any other airlock starting on the host meanwhile (in CI, the other test packages'
+// sandboxes, many a second), which may clean them first. The returned function moves the
+// process back and removes what is left. Without root or with no v1 hierarchy (airlock
+// then uses cgroup v2 or none), it does nothing.
+func PrivateCgroup(name string) (restore func() error, err error) {
+	type moved struct{ parent, dir string }
+	var done []moved
+	pid := []byte(strconv.Itoa(os.Getpid()))
+	restore = func() error {
+		var errs []error
+		for _, m := range done {
+			if err := os.WriteFile(filepath.Join(m.parent, "cgroup.procs"), pid, 0); err != nil {
+				errs = append(errs, err)
+			}
+			base := filepath.Join(m.dir, cgroupDir)
+			entries, _ := os.ReadDir(base)
+			for _, e := range entries {
+				if e.IsDir() {
+					errs = append(errs, fmt.Errorf("left behind: %s", filepath.Join(base, e.Name())))
+				}
+			}
+			for _, d := range []string{base, m.dir} {
+				if err := os.Remove(d); err != nil && !os.IsNotExist(err) {
+					errs = append(errs, err)
+				}
+			}
+		}
+		return errors.Join(errs...)
+	}
+	if os.Geteuid() != 0 {
+		return restore, nil
+	}
+	for _, h := range hierarchies(os.Getpid()) {
+		if !slices.ContainsFunc(h.controllers, func(c string) bool { return c == "memory" || c == "pids" || c == "cpu" }) {
+			continue
+		}
+		parent := filepath.Join(h.mount, h.path)
+		dir := filepath.Join(parent, name)
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			restore()
+			return nil, fmt.Errorf("private cgroup: %w", err)
+		}
+		done = append(done, moved{parent, dir})
+		if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), pid, 0); err != nil {
+			restore()
+			return nil, fmt.Errorf("private cgroup: join %s: %w", dir, err)
+		}
+	}
+	return restore, nil
 }
 
 // Cgroups lists the cgroup directories named after serverPID under bases.

@@ -76,6 +76,7 @@ type Report struct {
 	ExitInits      int
 	ExitCgroups    int
 	StaleRemoved   string
+	NextLog        string // the restarted server's log, for a failure's evidence
 	CgroupBases    []string
 	MountsAdded    []string
 	TempLeft       []string
@@ -121,6 +122,16 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	for _, k := range Kinds {
 		r.Kinds[k.Name] = &KindStats{Statuses: map[string]int{}}
 	}
+	// The restart after SIGQUIT must find the dead server's cgroups itself.
+	restore, err := PrivateCgroup(fmt.Sprintf("airlock-soak-%d", os.Getpid()))
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err := restore(); err != nil {
+			r.fail("private cgroup: %v", err)
+		}
+	}()
 	env := func(audit string) []string {
 		return ServerEnv(o.Dir, "AIRLOCK_MEMORY="+o.Memory,
 			fmt.Sprintf("AIRLOCK_MAX_PARALLEL=%d", o.Parallel), "AIRLOCK_QUEUE_SIZE=64", "AIRLOCK_QUEUE_TIMEOUT=120s",
@@ -226,7 +237,8 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			if code, _, err := next.CloseStdin(10 * time.Second); err != nil || code != 0 {
 				r.fail("restarted server exit on stdin EOF: code %d: %v", code, err)
 			}
-			for _, line := range strings.Split(next.Log(), "\n") {
+			r.NextLog = next.Log()
+			for _, line := range strings.Split(r.NextLog, "\n") {
 				if strings.Contains(line, "removed stale sandbox cgroups") {
 					r.StaleRemoved = line
 				}
@@ -447,7 +459,7 @@ func (r *Report) check() {
 			r.IdleProcs, r.IdleInits, r.IdleCgroups, o.Pool, r.ExitProcs, r.ExitInits, r.ExitCgroups)
 	}
 	if o.GoroutineSlack > 0 && o.Pool > 0 && len(r.CgroupBases) > 0 && r.StaleRemoved == "" {
-		r.fail("the server started after the SIGQUIT did not log removing the pool's stale cgroups")
+		r.fail("the server started after the SIGQUIT did not log removing the pool's stale cgroups; its log:\n%s", r.NextLog)
 	}
 	if len(r.MountsAdded) > 0 {
 		r.fail("mounts left: %v", r.MountsAdded)
