@@ -209,13 +209,13 @@ func PrivateCgroup(name string) (restore func() error, err error) {
 		}
 		parent := filepath.Join(h.mount, h.path)
 		dir := filepath.Join(parent, name)
-		if err := os.Mkdir(dir, 0o755); err != nil {
-			restore()
+		if err := os.Mkdir(dir, 0o750); err != nil {
+			_ = restore()
 			return nil, fmt.Errorf("private cgroup: %w", err)
 		}
 		done = append(done, moved{parent, dir})
 		if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), pid, 0); err != nil {
-			restore()
+			_ = restore()
 			return nil, fmt.Errorf("private cgroup: join %s: %w", dir, err)
 		}
 	}
