@@ -39,3 +39,21 @@ func BenchmarkRunCodeHandlerLargeOutput(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkBindRunCodeArgs is the argument check alone: decoding run_code's arguments
+// strictly against their schema (unknown fields and wrong types refused), with two files.
+func BenchmarkBindRunCodeArgs(b *testing.B) {
+	req := mcp.CallToolRequest{}
+	req.Params.Name = "run_code"
+	req.Params.Arguments = map[string]any{"code": "print(1)", "language": "python", "timeout_seconds": 10.0,
+		"stdin": "input", "args": []any{"a", "b"}, "files": []any{
+			map[string]any{"path": "data/in.csv", "content": "a,b\n1,2\n"},
+			map[string]any{"path": "img.png", "content": "iVBORw0KGgo=", "encoding": "base64"},
+		}}
+	for b.Loop() {
+		var args RunCodeArgs
+		if err := bindStrict(req, &args, runCodeArgNames); err != nil || len(args.Files) != 2 {
+			b.Fatal(err, args)
+		}
+	}
+}
