@@ -47,8 +47,9 @@ def _airlock_main():
     path = os.path.abspath(sys.argv[0])
     # `python3 main.py` puts the script's directory first on sys.path; `-c` put "".
     sys.path[0] = os.path.dirname(path)
-    # The rest of what python gives a script's __main__, down to sys.orig_argv.
-    sys.orig_argv[-2:] = sys.argv
+    # The rest of what python gives a script's __main__, down to sys.orig_argv (3.10+).
+    if hasattr(sys, "orig_argv"):
+        sys.orig_argv[-2:] = sys.argv
     main = type(sys)("__main__")
     main.__file__ = path
     main.__cached__ = None
