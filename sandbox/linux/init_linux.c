@@ -395,7 +395,7 @@ static void read_handover(struct handover *h) {
 
 // ---- the root -----------------------------------------------------------------------
 
-// mkdir_p creates path and its parents; existing directories are fine.
+// mkdir_parent creates the directories above path (it and mkdir_p call each other).
 static int mkdir_parent(const char *path);
 
 // mkdir_p creates path and its parents; an existing directory is fine. Most parents
@@ -630,14 +630,6 @@ static void await(int sync, char want) {
 		_exit(EXIT_SETUP_FAILED);
 }
 
-// setup builds the sandbox up to the point where a program can start. The order is
-// fixed:
-//
-//	mounts (while a thread creates the network namespace) → join it → pivot_root → seal root → hostname → dumpable off → close-on-exec fds ≥ 3
-//	→ drop capabilities → cgroup ns → seccomp
-//
-// Seccomp comes last, so the fewest syscalls run under it before exec; it applies to
-// the init too, which needs nothing it denies from then on.
 // A network namespace costs ~0.8 ms to create, most of a whole clone's, so a thread of
 // the init creates it while the main thread builds the root, then the init joins it
 // (start_net, join_net). A thread, not a process: forking the init cost more than it
@@ -686,6 +678,15 @@ static void join_net(struct net_thread *n) {
 	close(n->fd);
 }
 
+// setup builds the sandbox up to the point where a program can start. The order is
+// fixed:
+//
+//	mounts (while a thread creates the network namespace) → join it → pivot_root
+//	→ seal root → hostname → dumpable off → close-on-exec fds ≥ 3
+//	→ drop capabilities → cgroup ns → seccomp
+//
+// Seccomp comes last, so the fewest syscalls run under it before exec; it applies to
+// the init too, which needs nothing it denies from then on.
 static void setup(const struct config *cfg, struct net_thread *net) {
 	int new_net = (cfg->clone_flags & CLONE_NEWNET) != 0;
 	build_root(cfg);
