@@ -67,6 +67,33 @@ type RunCodeResult struct {
 	Degraded        bool       `json:"degraded,omitempty"`
 	Violation       *Violation `json:"violation,omitempty"`
 	Artifacts       []Artifact `json:"artifacts,omitempty"`
+	// Lowered is never silent: a call that asked for more than the server allows ran
+	// with less, and must know it.
+	Lowered []LoweredLimit `json:"lowered,omitempty" jsonschema:"description=Limits the call asked for above the server's maximum and the values it ran with."`
+}
+
+// LoweredLimit is one limit a call asked for above the server's maximum.
+type LoweredLimit struct {
+	Limit     string  `json:"limit" jsonschema:"description=The argument that asked for it, e.g. timeout_seconds."`
+	Requested float64 `json:"requested"`
+	Granted   float64 `json:"granted" jsonschema:"description=The value the program ran with: the server's maximum."`
+	Unit      string  `json:"unit" jsonschema:"enum=seconds,enum=bytes"`
+	Setting   string  `json:"setting" jsonschema:"description=The server setting that holds the maximum, e.g. limits.max.wall."`
+}
+
+// loweredOf names each lowered limit after the argument that asks for it.
+func loweredOf(ls []policy.Lowering) []LoweredLimit {
+	var out []LoweredLimit
+	for _, l := range ls {
+		ll := LoweredLimit{Limit: l.Limit + "_bytes", Requested: float64(l.Requested), Granted: float64(l.Granted),
+			Unit: "bytes", Setting: l.Setting}
+		if l.Duration {
+			ll.Requested, ll.Granted = time.Duration(l.Requested).Seconds(), time.Duration(l.Granted).Seconds()
+			ll.Unit, ll.Limit = "seconds", l.Limit+"_seconds"
+		}
+		out = append(out, ll)
+	}
+	return out
 }
 
 // maxTimeoutSeconds rejects values no operator maximum could mean (a day); smaller
@@ -249,7 +276,7 @@ func resultOf(o runner.Outcome, arts []Artifact) RunCodeResult {
 		WallMs: r.Wall.Milliseconds(), CPUMs: r.CPU.Milliseconds(), PeakMemoryBytes: r.PeakMemory,
 		TimeoutSeconds: o.Limits.Wall.Seconds(),
 		Language:       o.Language.Name, LanguageVersion: o.Language.Version,
-		Detail: sanitize.String(r.Detail), Degraded: o.Degraded,
+		Detail: sanitize.String(r.Detail), Degraded: o.Degraded, Lowered: loweredOf(o.Lowered),
 	}
 	if o.Violation != nil {
 		res.Violation = &Violation{Module: o.Violation.Module, Line: o.Violation.Line}
@@ -292,6 +319,9 @@ func renderRun(r RunCodeResult, l sandbox.Limits) string {
 	}
 	if r.Violation != nil {
 		fmt.Fprintf(&b, "\nviolation: import %q at line %d", r.Violation.Module, r.Violation.Line)
+	}
+	for _, l := range r.Lowered {
+		fmt.Fprintf(&b, "\nnote: %s %g was lowered to %g, the server's maximum (%s)", l.Limit, l.Requested, l.Granted, l.Setting)
 	}
 	if r.Degraded {
 		b.WriteString("\nwarning: the server runs in degraded isolation mode (see probe_sandbox)")

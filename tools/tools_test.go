@@ -6,10 +6,12 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -244,8 +246,24 @@ func TestRunCodeTimeoutClamped(t *testing.T) {
 	if r.IsError {
 		t.Fatal(text(r))
 	}
-	if got := structured(t, r).TimeoutSeconds; got != d.Runner.Bounds.Max.Wall.Seconds() || wall != d.Runner.Bounds.Max.Wall {
+	res := structured(t, r)
+	if got := res.TimeoutSeconds; got != d.Runner.Bounds.Max.Wall.Seconds() || wall != d.Runner.Bounds.Max.Wall {
 		t.Errorf("reported %gs, ran with %v; want the maximum %v", got, wall, d.Runner.Bounds.Max.Wall)
+	}
+	// The lowering is said, in the structure and in the text a model reads.
+	want := []LoweredLimit{{Limit: "timeout_seconds", Requested: 3000, Granted: d.Runner.Bounds.Max.Wall.Seconds(),
+		Unit: "seconds", Setting: "limits.max.wall"}}
+	if !reflect.DeepEqual(res.Lowered, want) {
+		t.Errorf("lowered = %+v, want %+v", res.Lowered, want)
+	}
+	note := fmt.Sprintf("note: timeout_seconds 3000 was lowered to %g, the server's maximum (limits.max.wall)", d.Runner.Bounds.Max.Wall.Seconds())
+	if !strings.Contains(text(r), note) {
+		t.Errorf("text does not say the timeout was lowered:\n%s", text(r))
+	}
+	// A request within the maximum is not reported.
+	if r := call(t, c, "run_code", map[string]any{"code": "1", "timeout_seconds": 2}); structured(t, r).Lowered != nil ||
+		strings.Contains(text(r), "lowered") {
+		t.Errorf("a timeout within the maximum was reported lowered: %s", text(r))
 	}
 }
 
