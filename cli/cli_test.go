@@ -196,10 +196,10 @@ func TestCompletionBashCompletes(t *testing.T) {
 	}
 	script := completion("bash")
 	for line, want := range map[string]string{
-		"airlock con":            "config",
-		"airlock run --tim":      "--timeout",
-		"airlock probe --js":     "--json",
-		"airlock completion fi":  "fish",
+		"airlock con":           "config",
+		"airlock run --tim":     "--timeout",
+		"airlock probe --js":    "--json",
+		"airlock completion fi": "fish",
 	} {
 		words := strings.Fields(line)
 		prog := script + "\nCOMP_WORDS=(" + strings.Join(words, " ") + ")\nCOMP_CWORD=" +
