@@ -53,15 +53,18 @@ type launch struct {
 
 	mu      sync.Mutex
 	started time.Time // when the program began running
-	killed  sandbox.Status
-	detail  string
-	exit    *exitInfo
-	arts    []sandbox.Artifact
-	setup   *SetupError
-	rules   int
-	applyAS bool     // the config's RlimitAS, for the handover's rlimits
-	pidfd   *os.File // the spawner's; closed once the sandbox is released
-	kill    func()
+	// cpuBefore is the cgroup's CPU time at the handover: the init's setup and a
+	// preloaded interpreter's start, which are not the call's.
+	cpuBefore time.Duration
+	killed    sandbox.Status
+	detail    string
+	exit      *exitInfo
+	arts      []sandbox.Artifact
+	setup     *SetupError
+	rules     int
+	applyAS   bool     // the config's RlimitAS, for the handover's rlimits
+	pidfd     *os.File // the spawner's; closed once the sandbox is released
+	kill      func()
 }
 
 func newID() string {
@@ -245,10 +248,15 @@ func (l *launch) awaitCgroup() error {
 // handover sends the call to a started sandbox; the init writes its files and starts
 // the program (or releases the preloaded interpreter). Stdin is fed in the background.
 func (l *launch) handover(spec sandbox.Spec, h *handover) error {
+	var cpuBefore time.Duration
+	if l.cg != nil {
+		cpuBefore = l.cg.cpu()
+	}
 	l.mu.Lock()
 	l.spec.Limits = spec.Limits
 	l.spec.Progress = spec.Progress
 	l.spec.ID = spec.ID
+	l.cpuBefore = cpuBefore
 	l.mu.Unlock()
 	l.stdout.SetLimit(spec.Limits.Output)
 	l.stderr.SetLimit(spec.Limits.Output)
@@ -471,7 +479,7 @@ func (l *launch) result(res sandbox.Result) sandbox.Result {
 		res.PeakMemory = l.exit.MaxRSS
 	}
 	if cs.CPU > 0 {
-		res.CPU = cs.CPU
+		res.CPU = max(cs.CPU-l.cpuBefore, 0)
 	}
 	if cs.PeakMemory > 0 {
 		res.PeakMemory = cs.PeakMemory
