@@ -26,7 +26,10 @@ endif
 
 GO_MIN       := 1.26
 VERSION      ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-LDFLAGS      := -X github.com/airlock-mcp/airlock/cli.Version=$(VERSION) $(STATIC_LD)
+# The commit is stamped by hand too: Go's own VCS stamping is off wherever GOFLAGS has
+# -buildvcs=false (as on the shared build hosts), and `airlock version` must still say it.
+COMMIT       ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+LDFLAGS      := -X github.com/airlock-mcp/airlock/cli.Version=$(VERSION) -X github.com/airlock-mcp/airlock/cli.Commit=$(COMMIT) $(STATIC_LD)
 TOOLS        := $(CURDIR)/.tools/bin
 GOLANGCI_VERSION := v2.15.0
 GOLANGCI     := $(TOOLS)/golangci-lint

@@ -19,8 +19,13 @@ import (
 	"github.com/airlock-mcp/airlock/config"
 )
 
-// Version is set at build time with -ldflags "-X github.com/airlock-mcp/airlock/cli.Version=v1.2.3".
-var Version = ""
+// Version and Commit are set at build time (the Makefile does) with -ldflags
+// "-X github.com/airlock-mcp/airlock/cli.Version=v1.2.3 -X ...cli.Commit=<sha>". Without
+// Commit, `airlock version` takes the commit Go's VCS stamping recorded, if any.
+var (
+	Version = ""
+	Commit  = ""
+)
 
 // Exit codes.
 const (
@@ -157,19 +162,24 @@ func version() string {
 func versionText(bi *debug.BuildInfo) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "airlock %s\n", version())
-	commit, modified, when, goVersion := "unknown", false, "", runtime.Version()
+	commit, modified, when, goVersion := Commit, false, "", runtime.Version()
 	if bi != nil {
 		goVersion = bi.GoVersion
 		for _, s := range bi.Settings {
 			switch s.Key {
 			case "vcs.revision":
-				commit = s.Value
+				if commit == "" {
+					commit = s.Value
+				}
 			case "vcs.modified":
 				modified = s.Value == "true"
 			case "vcs.time":
 				when = s.Value
 			}
 		}
+	}
+	if commit == "" {
+		commit = "unknown"
 	}
 	if modified {
 		commit += " (with uncommitted changes)"

@@ -152,7 +152,14 @@ func TestVersion(t *testing.T) {
 	if got := versionText(nil); !strings.Contains(got, "commit: unknown\n") || !strings.Contains(got, runtime.Version()) {
 		t.Errorf("without build info: %q", got)
 	}
-	if r := run(t, nil, "", "version"); r.code != 0 || !strings.HasPrefix(r.stdout, "airlock v1.2.3\ncommit: ") {
+	// The Makefile stamps the commit itself (Go's VCS stamping may be off).
+	oldCommit := Commit
+	Commit = "a76ce45"
+	t.Cleanup(func() { Commit = oldCommit })
+	if got := versionText(&debug.BuildInfo{GoVersion: "go1.26.0"}); !strings.Contains(got, "\ncommit: a76ce45\n") {
+		t.Errorf("stamped commit: %q", got)
+	}
+	if r := run(t, nil, "", "version"); r.code != 0 || !strings.HasPrefix(r.stdout, "airlock v1.2.3\ncommit: a76ce45") {
 		t.Errorf("airlock version: %d %q", r.code, r.stdout)
 	}
 }
@@ -346,5 +353,58 @@ func TestProbeUnavailableSandboxNamesThePlatform(t *testing.T) {
 	first, _, _ := strings.Cut(out.String(), "\n")
 	if code != exitFailed || first != "verdict: unsafe ("+runtime.GOOS+")" || !strings.Contains(out.String(), "no user namespaces") {
 		t.Errorf("exit %d:\n%s", code, out.String())
+	}
+}
+
+// The client examples must work as they are: every stdio entry's arguments, with serve
+// swapped for config, load a valid configuration (no flag typo, no file nobody created).
+func TestClientExamplesWorkAsIs(t *testing.T) {
+	paths, err := filepath.Glob("../examples/*.json")
+	if err != nil || len(paths) < 3 {
+		t.Fatalf("examples: %v %v", paths, err)
+	}
+	for _, p := range paths {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var file struct {
+			MCPServers map[string]json.RawMessage `json:"mcpServers"`
+			Servers    map[string]json.RawMessage `json:"servers"`
+		}
+		if err := json.Unmarshal(data, &file); err != nil {
+			t.Fatalf("%s: %v", p, err)
+		}
+		entries := file.MCPServers
+		if entries == nil {
+			entries = file.Servers
+		}
+		stdio := 0
+		for name, raw := range entries {
+			var e struct {
+				Command string            `json:"command"`
+				Args    []string          `json:"args"`
+				Env     map[string]string `json:"env"`
+			}
+			if err := json.Unmarshal(raw, &e); err != nil {
+				t.Fatalf("%s %s: %v", p, name, err)
+			}
+			if e.Command == "" {
+				continue // an HTTP entry
+			}
+			stdio++
+			if !filepath.IsAbs(e.Command) || len(e.Args) == 0 || e.Args[0] != "serve" {
+				t.Errorf("%s %s: want an absolute command and serve, got %q %q", p, name, e.Command, e.Args)
+				continue
+			}
+			args := append([]string{"config"}, e.Args[1:]...)
+			r := run(t, nil, "", args...)
+			if r.code != 0 {
+				t.Errorf("%s %s: airlock %s fails as written: %s", p, name, strings.Join(e.Args, " "), r.stderr)
+			}
+		}
+		if stdio == 0 {
+			t.Errorf("%s: no stdio entry", p)
+		}
 	}
 }
