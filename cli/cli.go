@@ -125,8 +125,17 @@ func split(args []string) (cmd string, rest []string) {
 		return a, args[1:]
 	}
 	fs := newFlags("", IO{Stderr: io.Discard}).fs
-	if err := fs.Parse(args); err != nil || fs.NArg() == 0 || !slices.Contains(commandNames(), fs.Arg(0)) {
-		// A flag of serve's own, a typo (serve's parse says so) or no command at all.
+	if err := fs.Parse(args); err != nil {
+		// A typo or a command's own flag before the command: the command's parse says
+		// which (`airlock --timout 5 run x.py` is run's typo). No command: serve's flag.
+		for i, a := range args {
+			if slices.Contains(commandNames(), a) {
+				return a, append(slices.Clone(args[:i]), args[i+1:]...)
+			}
+		}
+		return "serve", args
+	}
+	if fs.NArg() == 0 || !slices.Contains(commandNames(), fs.Arg(0)) {
 		return "serve", args
 	}
 	global := args[:len(args)-fs.NArg()]

@@ -88,6 +88,7 @@ func TestFlagTypoSuggestsTheNearestFlag(t *testing.T) {
 		{[]string{"run", "--timout", "5"}, "airlock run: unknown flag --timout; did you mean --timeout?\nRun \"airlock run --help\" for its flags.\n"},
 		{[]string{"serve", "--langauges", "python"}, "airlock serve: unknown flag --langauges; did you mean --languages?\nRun \"airlock serve --help\" for its flags.\n"},
 		{[]string{"--max-paralel", "2"}, "airlock serve: unknown flag --max-paralel; did you mean --max-parallel?\nRun \"airlock serve --help\" for its flags.\n"},
+		{[]string{"--timout", "5", "run", "x.py"}, "airlock run: unknown flag --timout; did you mean --timeout?\nRun \"airlock run --help\" for its flags.\n"},
 		{[]string{"probe", "--zzz"}, "airlock probe: unknown flag --zzz\nRun \"airlock probe --help\" for its flags.\n"},
 		{[]string{"confg"}, "airlock: unknown command \"confg\"; did you mean config?\nRun \"airlock --help\" for the commands.\n"},
 	}

@@ -212,7 +212,7 @@ func readProgram(name string, stdin io.Reader, max int64) ([]byte, error) {
 		return nil, fmt.Errorf("read program: %w", err)
 	}
 	if int64(len(b)) > max {
-		return nil, fmt.Errorf("program is larger than max_code_bytes (%d)", max)
+		return nil, fmt.Errorf("program is larger than max_code_bytes (%s)", policy.FormatSize(max))
 	}
 	return b, nil
 }

@@ -304,10 +304,11 @@ func (c Config) Validate() error {
 		}
 	}
 	if c.MaxCodeBytes > 64<<20 {
-		bad("max_code_bytes", "must be at most 64MiB, got %d", c.MaxCodeBytes)
+		bad("max_code_bytes", "must be at most 64MiB, got %s", policy.FormatSize(int64(c.MaxCodeBytes)))
 	}
 	if c.HTTP.MaxBodyBytes > 0 && c.HTTP.MaxBodyBytes < c.MaxCodeBytes+c.MaxStdinBytes {
-		bad("http.max_body_bytes", "must be at least max_code_bytes + max_stdin_bytes (%d)", c.MaxCodeBytes+c.MaxStdinBytes)
+		bad("http.max_body_bytes", "must be at least max_code_bytes + max_stdin_bytes (%s), got %s",
+			policy.FormatSize(int64(c.MaxCodeBytes+c.MaxStdinBytes)), policy.FormatSize(int64(c.HTTP.MaxBodyBytes)))
 	}
 	if c.Files.MaxFiles < 0 {
 		bad("files.max_files", "must not be negative, got %d", c.Files.MaxFiles)
