@@ -26,7 +26,7 @@ type saver struct {
 // newSaver creates dir when missing and opens it; it runs before the program does, so a
 // bad --out costs no run.
 func newSaver(dir string, force bool) (*saver, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return nil, err
 	}
 	root, err := os.OpenRoot(dir)
@@ -48,7 +48,7 @@ func (s *saver) save(name string, data []byte) error {
 		return fmt.Errorf("refused: not a plain relative file name")
 	}
 	if dir := path.Dir(name); dir != "." {
-		if err := s.root.MkdirAll(dir, 0o755); err != nil {
+		if err := s.root.MkdirAll(dir, 0o750); err != nil {
 			return err
 		}
 	}
