@@ -53,18 +53,19 @@ type launch struct {
 
 	mu      sync.Mutex
 	started time.Time // when the program began running
+	killed  sandbox.Status
+	detail  string
+	exit    *exitInfo
+	arts    []sandbox.Artifact
+	setup   *SetupError
+	rules   int
+	applyAS bool     // the config's RlimitAS, for the handover's rlimits
+	pidfd   *os.File // the spawner's; closed once the sandbox is released
+	kill    func()
+
 	// cpuBefore is the cgroup's CPU time at the handover: the init's setup and a
 	// preloaded interpreter's start, which are not the call's.
 	cpuBefore time.Duration
-	killed    sandbox.Status
-	detail    string
-	exit      *exitInfo
-	arts      []sandbox.Artifact
-	setup     *SetupError
-	rules     int
-	applyAS   bool     // the config's RlimitAS, for the handover's rlimits
-	pidfd     *os.File // the spawner's; closed once the sandbox is released
-	kill      func()
 }
 
 func newID() string {
