@@ -293,7 +293,13 @@ func renderRun(r RunCodeResult, l sandbox.Limits) string {
 	var b strings.Builder
 	switch sandbox.Status(r.Status) {
 	case sandbox.StatusOK:
-		fmt.Fprintf(&b, "status: ok (exit 0) in %d ms", r.WallMs)
+		// A pooled program starts with its interpreter loaded: print(1) takes well
+		// under a millisecond, which "in 0 ms" would misstate.
+		if r.WallMs == 0 {
+			b.WriteString("status: ok (exit 0) in <1 ms")
+		} else {
+			fmt.Fprintf(&b, "status: ok (exit 0) in %d ms", r.WallMs)
+		}
 	case sandbox.StatusError:
 		fmt.Fprintf(&b, "status: error: the program exited with code %d", r.ExitCode)
 	case sandbox.StatusTimeout:

@@ -335,3 +335,13 @@ func TestProbeSandbox(t *testing.T) {
 		t.Errorf("report = %+v", rep)
 	}
 }
+
+// The status line never says "in 0 ms": a pooled program can finish within a millisecond.
+func TestRenderRunSubMillisecond(t *testing.T) {
+	for wall, want := range map[int64]string{0: "status: ok (exit 0) in <1 ms\n", 12: "status: ok (exit 0) in 12 ms\n"} {
+		got := renderRun(RunCodeResult{Status: "ok", WallMs: wall}, sandbox.Limits{})
+		if !strings.HasPrefix(got, want) {
+			t.Errorf("wall %d ms: %q, want prefix %q", wall, got, want)
+		}
+	}
+}
