@@ -132,12 +132,14 @@ func guard(next http.Handler, opt HTTPOptions) http.Handler {
 	})
 }
 
+// tokenOK matches the auth scheme case-insensitively, as RFC 7235 §2.1 says schemes are:
+// clients send "bearer" as well as "Bearer".
 func tokenOK(header, token string) bool {
-	got, ok := strings.CutPrefix(header, "Bearer ")
-	if !ok {
+	scheme, got, ok := strings.Cut(header, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
 		return false
 	}
-	return subtle.ConstantTimeCompare([]byte(got), []byte(token)) == 1
+	return subtle.ConstantTimeCompare([]byte(strings.TrimLeft(got, " ")), []byte(token)) == 1
 }
 
 // originAllowed accepts the configured origins and loopback pages served from the same

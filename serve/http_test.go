@@ -72,6 +72,12 @@ func TestHTTPGuards(t *testing.T) {
 		{"no token", initBody, nil, 401},
 		{"bad token", initBody, map[string]string{"Authorization": "Bearer s3cre"}, 401},
 		{"not bearer", initBody, map[string]string{"Authorization": "s3cret"}, 401},
+		// RFC 7235 §2.1: the scheme is case-insensitive; the token is not.
+		{"lowercase scheme", initBody, map[string]string{"Authorization": "bearer s3cret"}, 200},
+		{"uppercase scheme", initBody, map[string]string{"Authorization": "BEARER s3cret"}, 200},
+		{"token case matters", initBody, map[string]string{"Authorization": "Bearer S3CRET"}, 401},
+		{"other scheme", initBody, map[string]string{"Authorization": "Basic s3cret"}, 401},
+		{"scheme only", initBody, map[string]string{"Authorization": "Bearer"}, 401},
 		{"body too large", strings.Repeat(" ", 5000) + initBody, map[string]string{"Authorization": auth}, 413},
 	}
 	for _, tt := range tests {
