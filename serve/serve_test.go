@@ -125,14 +125,25 @@ func TestStdioNoLateProgress(t *testing.T) {
 
 func TestStdioHugeLineAndBadInputKeepServing(t *testing.T) {
 	p := startStdio(t, fakeDeps(runnertest.Echo, 2), StdioOptions{MaxLine: 1 << 20})
-	go func() {
-		big := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"run_code","arguments":{"code":"` +
-			strings.Repeat("a", 100<<20) + `"}}}`
-		p.send(t, big)
-	}()
-	m := p.recv(t)
-	if e, ok := m["error"].(map[string]any); !ok || !strings.Contains(e["message"].(string), "message too large") {
-		t.Fatalf("100 MB line: %v", m)
+	big := strings.Repeat("a", 20<<20)
+	// The answer carries the request's own id wherever it sits: first (Go SDK, mcp-go) or
+	// last (the TypeScript SDK writes it after the params). A notification gets nothing.
+	for _, tc := range []struct {
+		line string
+		id   any
+	}{
+		{`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"run_code","arguments":{"code":"` + big + `"}}}`, float64(1)},
+		{`{"method":"notifications/message","params":{"data":"` + big + `"},"jsonrpc":"2.0"}`, nil},
+		{`{"method":"tools/call","params":{"name":"run_code","arguments":{"code":"` + big + `","id":7}},"jsonrpc":"2.0","id":"last"}`, "last"},
+	} {
+		go p.send(t, tc.line)
+		if tc.id == nil {
+			continue
+		}
+		m := p.recv(t)
+		if e, ok := m["error"].(map[string]any); !ok || m["id"] != tc.id || !strings.Contains(e["message"].(string), "message too large") {
+			t.Fatalf("20 MB line with id %v: %.300v", tc.id, m)
+		}
 	}
 	for _, bad := range []string{"this is not json", `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"nope"}}`, `[1,2`, "{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"tools/call\",\"params\":{\"name\":\"run_code\",\"arguments\":{\"code\":\"\xff\"}}}"} {
 		p.send(t, bad)
