@@ -123,6 +123,42 @@ func TestStdioNoLateProgress(t *testing.T) {
 	}
 }
 
+// Every snapshot the sandbox takes is one notification, however close together they
+// come, numbered 1, 2, 3, ... and all of them before the result. The handler used to
+// drop any that came less than 1 s after the last one sent: with the sandbox's 1 s
+// ticker and its jitter, about half.
+func TestStdioEveryProgressTickDelivered(t *testing.T) {
+	const ticks = 5
+	d := fakeDeps(func(ctx context.Context, s sandbox.Spec) (sandbox.Result, error) {
+		for i := range ticks {
+			s.Progress(sandbox.Progress{Elapsed: time.Duration(i+1) * 999 * time.Millisecond})
+		}
+		return runnertest.Echo(ctx, s)
+	}, 1)
+	p := startStdio(t, d, StdioOptions{})
+	p.send(t, callLine(1, "x", "tok"))
+	var got []float64
+	for {
+		m := p.recv(t)
+		if m["method"] == "notifications/progress" {
+			got = append(got, m["params"].(map[string]any)["progress"].(float64))
+			continue
+		}
+		if m["id"] != float64(1) {
+			t.Fatalf("unexpected message %v", m)
+		}
+		break
+	}
+	if len(got) != ticks {
+		t.Fatalf("%d progress notifications before the result, want %d: %v", len(got), ticks, got)
+	}
+	for i, v := range got {
+		if v != float64(i+1) {
+			t.Fatalf("progress values %v, want 1..%d", got, ticks)
+		}
+	}
+}
+
 func TestStdioHugeLineAndBadInputKeepServing(t *testing.T) {
 	p := startStdio(t, fakeDeps(runnertest.Echo, 2), StdioOptions{MaxLine: 1 << 20})
 	big := strings.Repeat("a", 20<<20)
@@ -136,7 +172,7 @@ func TestStdioHugeLineAndBadInputKeepServing(t *testing.T) {
 		{`{"method":"notifications/message","params":{"data":"` + big + `"},"jsonrpc":"2.0"}`, nil},
 		{`{"method":"tools/call","params":{"name":"run_code","arguments":{"code":"` + big + `","id":7}},"jsonrpc":"2.0","id":"last"}`, "last"},
 	} {
-		go p.send(t, tc.line)
+		go func() { _, _ = io.WriteString(p.in, tc.line+"\n") }()
 		if tc.id == nil {
 			continue
 		}

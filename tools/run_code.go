@@ -73,9 +73,6 @@ type RunCodeResult struct {
 // values above the maximum are clamped instead, so a model asking for "a lot" still runs.
 const maxTimeoutSeconds = 24 * 60 * 60
 
-// progressEvery throttles progress notifications.
-const progressEvery = time.Second
-
 // RunCode returns the run_code tool.
 func RunCode(d Deps) server.ServerTool {
 	enabled := d.Runner.Languages.Enabled()
@@ -308,14 +305,16 @@ func truncNote(t bool) string {
 	return ""
 }
 
-// progress sends throttled notifications/progress for one call. stop makes sure none is
-// sent after the result: the sandbox may call send from its own goroutine at any time.
+// progress sends notifications/progress for one call, one per snapshot the sandbox
+// takes. The sandbox already paces them (a 1 s ticker); a second throttle here, by the
+// time since the last one sent, dropped every tick that came a little early: about half
+// of them. stop makes sure none is sent after the result: the sandbox may call send from
+// its own goroutine at any time.
 type progress struct {
 	ctx   context.Context
 	srv   *server.MCPServer
 	token mcp.ProgressToken
 	mu    sync.Mutex
-	last  time.Time
 	n     int
 	done  bool
 }
@@ -334,11 +333,11 @@ func newProgress(ctx context.Context, req mcp.CallToolRequest) *progress {
 func (p *progress) send(s sandbox.Progress) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	now := time.Now()
-	if p.done || now.Sub(p.last) < progressEvery {
+	if p.done {
 		return
 	}
-	p.last = now
+	// The count, not the elapsed time, is the progress value: it strictly increases
+	// however the ticks jitter, as the spec requires.
 	p.n++
 	msg := fmt.Sprintf("running %.0fs, %d bytes of output", s.Elapsed.Seconds(), s.StdoutBytes+s.StderrBytes)
 	// Dropped when the notification queue is full; progress is best effort by design.
