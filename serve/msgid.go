@@ -111,6 +111,9 @@ func (s *idScanner) endID() {
 	}
 }
 
+// settled reports whether more input cannot change ID.
+func (s *idScanner) settled() bool { return s.id != nil || s.failed }
+
 // ID is the message's id, or nil when it has none a response could carry (a
 // notification, a null id, or an id past the end of what was scanned).
 func (s *idScanner) ID() json.RawMessage { return s.id }
