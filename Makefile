@@ -41,7 +41,7 @@ SOAK_PARALLEL ?= 8
 SUDO         := $(if $(filter 0,$(shell id -u)),,sudo)
 
 .PHONY: help build run test test-go test-darwin-compile fmt-check bench soak lint vet fmt \
-        update-golden fuzz-short deps
+        update-golden fuzz-short deps clients
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-20s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -85,6 +85,10 @@ update-golden: ## rewrite the golden snapshots (tool schemas, SBPL profiles)
 bench: build ## airlock vs the bare interpreter over MCP stdio, plus the Go micro-benchmarks
 	$(GO) run ./cmd/airlock-bench -airlock bin/airlock
 	$(BUILD_ENV) $(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./...
+
+clients: build ## the official MCP Go and TypeScript SDKs drive bin/airlock over stdio, Streamable HTTP and SSE (needs the Go proxy and npm)
+	cd clients/go && $(GO) vet ./... && AIRLOCK_BIN=$(CURDIR)/bin/airlock $(GO) test -count=1 ./...
+	clients/ts/run.sh bin/airlock
 
 soak: build ## many parallel calls through one server: leaks, hangs, ordering
 	@if [ ! -d cmd/airlock-soak ]; then echo "cmd/airlock-soak is not in this tree yet"; exit 1; fi

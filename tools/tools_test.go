@@ -19,6 +19,7 @@ import (
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
+	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/airlock-mcp/airlock/config"
 	"github.com/airlock-mcp/airlock/probe"
@@ -155,6 +156,43 @@ func structured(t *testing.T, r *mcp.CallToolResult) RunCodeResult {
 	return out
 }
 
+// refusedAs checks a refused call: isError, the text as the only content, and a
+// conforming structuredContent with the given status and the same text.
+func refusedAs(t *testing.T, r *mcp.CallToolResult, status string) {
+	t.Helper()
+	conforms(t, r)
+	out := structured(t, r)
+	if !r.IsError || out.Status != status || out.Detail != text(r) || len(r.Content) != 1 {
+		t.Errorf("isError=%t status=%q (want %q) detail=%q text=%q", r.IsError, out.Status, status, out.Detail, text(r))
+	}
+}
+
+// conforms checks that structuredContent validates against run_code's output schema,
+// with the validator mcp-go itself uses.
+func conforms(t *testing.T, r *mcp.CallToolResult) {
+	t.Helper()
+	var schema any
+	if err := json.Unmarshal(RunCode(fakeDeps(runnertest.Echo)).Tool.RawOutputSchema, &schema); err != nil {
+		t.Fatal(err)
+	}
+	comp := jsonschema.NewCompiler()
+	if err := comp.AddResource("run_code.output.json", schema); err != nil {
+		t.Fatal(err)
+	}
+	sch, err := comp.Compile("run_code.output.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(r.StructuredContent)
+	var v any
+	if err := json.Unmarshal(b, &v); err != nil || v == nil {
+		t.Fatalf("no structuredContent: %s", b)
+	}
+	if err := sch.Validate(v); err != nil {
+		t.Errorf("structuredContent does not validate against the output schema: %v\n%s", err, b)
+	}
+}
+
 func TestRunCodeOK(t *testing.T) {
 	c := startClient(t, fakeDeps(runnertest.Echo))
 	r := call(t, c, "run_code", map[string]any{"code": "print(1)\n", "stdin": "data"})
@@ -227,6 +265,7 @@ func TestRunCodeBadInput(t *testing.T) {
 			if !r.IsError || !strings.Contains(text(r), tt.want) {
 				t.Errorf("isError=%t text=%q, want %q", r.IsError, text(r), tt.want)
 			}
+			refusedAs(t, r, statusInvalidRequest)
 		})
 	}
 	// The server keeps serving after all of that.
@@ -286,6 +325,7 @@ func TestRunCodeBusy(t *testing.T) {
 	if !r.IsError || !strings.Contains(text(r), "busy") {
 		t.Errorf("second call: isError=%t %q", r.IsError, text(r))
 	}
+	refusedAs(t, r, statusBusy)
 	cancel()
 	<-done
 }
@@ -298,6 +338,7 @@ func TestRunCodeSandboxUnavailable(t *testing.T) {
 	if !r.IsError || !strings.Contains(text(r), "sandbox unavailable") || !strings.Contains(text(r), "user namespaces") {
 		t.Errorf("isError=%t %q", r.IsError, text(r))
 	}
+	conforms(t, r)
 }
 
 func TestGetConfigRedacted(t *testing.T) {
