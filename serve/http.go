@@ -196,6 +196,7 @@ func plain(w http.ResponseWriter, code int, msg string) {
 // end of ctx (SIGTERM) drains instead of cancelling: with a State, it waits for the
 // calls in flight for up to grace, then shuts down; whatever still runs is cancelled.
 func ServeHTTP(ctx context.Context, ln net.Listener, h http.Handler, st *State, grace time.Duration, log *slog.Logger) error {
+	log = log.With("component", "http")
 	run, cancelRun := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelRun()
 	srv := &http.Server{
