@@ -61,14 +61,6 @@ func initSession(t *testing.T, url string, hdr map[string]string) string {
 	return id
 }
 
-func with(hdr map[string]string, k, v string) map[string]string {
-	out := map[string]string{k: v}
-	for a, b := range hdr {
-		out[a] = b
-	}
-	return out
-}
-
 func TestSessionLifecycle(t *testing.T) {
 	d := fakeDeps(runnertest.Echo, 1)
 	ts := httpServer(t, d, HTTPOptions{MaxBodyBytes: 1 << 20})

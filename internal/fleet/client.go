@@ -102,8 +102,11 @@ func (c *client) initialize(ctx context.Context) error {
 	code, body, err := c.post(ctx, map[string]any{"jsonrpc": "2.0", "id": c.id, "method": "initialize",
 		"params": map[string]any{"protocolVersion": "2025-06-18", "capabilities": map[string]any{},
 			"clientInfo": map[string]any{"name": "airlock-fleet", "version": "1"}}})
-	if err != nil || code != http.StatusOK {
-		return fmt.Errorf("initialize: %d %s %v", code, body, err)
+	if err != nil {
+		return fmt.Errorf("initialize: %w", err)
+	}
+	if code != http.StatusOK {
+		return fmt.Errorf("initialize: HTTP %d: %.300s", code, body)
 	}
 	_, _, _ = c.post(ctx, map[string]any{"jsonrpc": "2.0", "method": "notifications/initialized"})
 	return nil

@@ -23,7 +23,8 @@ type replica struct {
 	dir   string
 	env   []string
 	cmd   *exec.Cmd
-	done  chan error
+	done  chan struct{} // closed when the process has been reaped; then exit is set
+	exit  error
 	start int // how many times it was started
 }
 
@@ -44,8 +45,9 @@ func (r *replica) launch(ctx context.Context) error {
 		logf.Close()
 		return fmt.Errorf("%s: %w", r.name, err)
 	}
-	r.cmd, r.done = cmd, make(chan error, 1)
-	go func() { r.done <- cmd.Wait(); logf.Close() }()
+	done := make(chan struct{})
+	r.cmd, r.done = cmd, done
+	go func() { r.exit = cmd.Wait(); logf.Close(); close(done) }()
 	return r.waitReady(ctx, 60*time.Second)
 }
 
@@ -54,8 +56,8 @@ func (r *replica) waitReady(ctx context.Context, limit time.Duration) error {
 	c := &http.Client{Timeout: time.Second}
 	for time.Now().Before(deadline) {
 		select {
-		case err := <-r.done:
-			return fmt.Errorf("%s exited while starting: %v (see %s)", r.name, err, r.dir)
+		case <-r.done:
+			return fmt.Errorf("%s exited while starting (see %s): %w", r.name, r.dir, r.exit)
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(50 * time.Millisecond):
@@ -78,9 +80,9 @@ func (r *replica) drain(limit time.Duration) (time.Duration, error) {
 		return 0, err
 	}
 	select {
-	case err := <-r.done:
-		if err != nil {
-			return time.Since(t0), fmt.Errorf("%s exited after SIGTERM with %v, want 0", r.name, err)
+	case <-r.done:
+		if r.exit != nil {
+			return time.Since(t0), fmt.Errorf("%s exited after SIGTERM, want 0: %w", r.name, r.exit)
 		}
 		return time.Since(t0), nil
 	case <-time.After(limit):
@@ -126,7 +128,8 @@ func freePort() (int, error) {
 // haproxy runs HAProxy in the foreground in front of the replicas on 127.0.0.1.
 type haproxy struct {
 	cmd  *exec.Cmd
-	done chan error
+	done chan struct{} // closed when reaped; then exit is set
+	exit error
 	port int
 }
 
@@ -178,8 +181,8 @@ backend airlock
 		logf.Close()
 		return nil, err
 	}
-	h := &haproxy{cmd: cmd, done: make(chan error, 1), port: port}
-	go func() { h.done <- cmd.Wait(); logf.Close() }()
+	h := &haproxy{cmd: cmd, done: make(chan struct{}), port: port}
+	go func() { h.exit = cmd.Wait(); logf.Close(); close(h.done) }()
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
 		if resp, err := http.Get(h.url() + "/readyz"); err == nil {
@@ -189,8 +192,8 @@ backend airlock
 			}
 		}
 		select {
-		case err := <-h.done:
-			return nil, fmt.Errorf("haproxy exited: %v (see %s)", err, dir)
+		case <-h.done:
+			return nil, fmt.Errorf("haproxy exited (see %s): %w", dir, h.exit)
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		case <-time.After(100 * time.Millisecond):
