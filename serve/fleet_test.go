@@ -435,3 +435,17 @@ func TestClientNameInAuditAndLimit(t *testing.T) {
 		t.Errorf("audit by client: %v", got)
 	}
 }
+
+// The legacy SSE transport runs nothing before the startup probes passed either.
+func TestSSERefusedUntilReady(t *testing.T) {
+	d := fakeDeps(runnertest.Echo, 1)
+	st := NewState()
+	ts := httpServer(t, d, HTTPOptions{MaxBodyBytes: 1 << 20, SSE: true, State: st})
+	if r := do(t, http.MethodPost, ts.URL+"/message?sessionId=x", call("early"), nil); r.code != 503 {
+		t.Errorf("SSE message before ready: %d %s, want 503", r.code, r.body)
+	}
+	st.SetReady()
+	if r := do(t, http.MethodPost, ts.URL+"/message?sessionId=x", call("x"), nil); r.code == 503 {
+		t.Errorf("SSE message when ready: %d %s", r.code, r.body)
+	}
+}

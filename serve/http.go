@@ -161,7 +161,7 @@ func Handler(s *server.MCPServer, base string, opt HTTPOptions) http.Handler {
 		mux.Handle("GET /metrics", opt.Metrics)
 	}
 	if opt.SSE {
-		g := guard(server.NewSSEServer(s, server.WithBaseURL(base)), opt)
+		g := guard(gate(server.NewSSEServer(s, server.WithBaseURL(base)), opt), opt)
 		mux.Handle("/sse", g)
 		mux.Handle("/message", g)
 	} else {
@@ -302,25 +302,56 @@ type envelope struct {
 	} `json:"params"`
 }
 
-// calls applies the drain and the sessions to the Streamable HTTP transport. A message
-// on the 2026-07-28 protocol has no session (SEP-2567) and is left to mcp-go.
+// message decodes what calls and gate need of the request's JSON-RPC message (the guard
+// has read the body whole); a body that does not decode is mcp-go's to answer.
+func message(r *http.Request) envelope {
+	var msg envelope
+	if b, ok := r.Body.(body); ok {
+		_ = json.Unmarshal(b.raw, &msg)
+	}
+	return msg
+}
+
+// admit counts a JSON-RPC request in, or refuses it (503, retryable) while the server
+// starts or drains; the returned func counts it out. Notifications always pass, so that
+// a cancellation still reaches a call in flight during the drain.
+func admit(w http.ResponseWriter, r *http.Request, msg envelope, st *State) (func(), bool) {
+	if r.Method != http.MethodPost || msg.Method == "" || len(msg.ID) == 0 {
+		return func() {}, true
+	}
+	if why := st.enter(); why != "" {
+		// Nothing ran, so a retry elsewhere cannot run the call twice.
+		w.Header().Set("Retry-After", "1")
+		rpcError(w, http.StatusServiceUnavailable, msg.ID, why)
+		return nil, false
+	}
+	return st.leave, true
+}
+
+// gate applies admit to the legacy SSE transport's posted messages.
+func gate(next http.Handler, opt HTTPOptions) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		leave, ok := admit(w, r, message(r), opt.State)
+		if !ok {
+			return
+		}
+		defer leave()
+		next.ServeHTTP(w, r)
+	})
+}
+
+// calls applies admit and the sessions to the Streamable HTTP transport. A message on
+// the 2026-07-28 protocol has no session (SEP-2567) and is left to mcp-go.
 func calls(next http.Handler, sess *sessions, opt HTTPOptions) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var msg envelope
-		if b, ok := r.Body.(body); ok {
-			_ = json.Unmarshal(b.raw, &msg) // a bad body is mcp-go's to answer
-		}
+		msg := message(r)
 		modern := mcp.IsModernProtocol(r.Header.Get(mcp.HeaderProtocolVersion)) || mcp.IsModernProtocol(msg.Params.Meta.ProtocolVersion())
 		id := r.Header.Get(server.HeaderKeySessionID)
-		if r.Method == http.MethodPost && msg.Method != "" && len(msg.ID) > 0 {
-			if why := opt.State.enter(); why != "" {
-				// Nothing ran, so a retry elsewhere cannot run the call twice.
-				w.Header().Set("Retry-After", "1")
-				rpcError(w, http.StatusServiceUnavailable, msg.ID, why)
-				return
-			}
-			defer opt.State.leave()
+		leave, ok := admit(w, r, msg, opt.State)
+		if !ok {
+			return
 		}
+		defer leave()
 		if modern {
 			next.ServeHTTP(w, r)
 			return
