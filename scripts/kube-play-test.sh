@@ -8,7 +8,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=${1:-bin/airlock}
-port=${KUBE_PLAY_PORT:-18765}
+port=${KUBE_PLAY_PORT:-$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')}
 image=localhost/airlock:latest
 work=$(mktemp -d)
 played=
