@@ -133,9 +133,11 @@ type haproxy struct {
 	port int
 }
 
-// startHAProxy checks /readyz every 200 ms and takes a replica out after one failed
-// check. It retries only a connection that could not be made (nothing was sent, so
-// nothing can run twice), on another replica.
+// startHAProxy checks /readyz every 500 ms and takes a replica out after two failed
+// checks: like a Kubernetes Service's endpoints, it keeps sending a draining replica
+// calls for a second or so, which that replica must refuse retryably. HAProxy retries
+// only a connection that could not be made (nothing was sent, so nothing can run
+// twice), on another replica.
 func startHAProxy(ctx context.Context, dir string, replicas []*replica) (*haproxy, error) {
 	port, err := freePort()
 	if err != nil {
@@ -158,7 +160,7 @@ backend airlock
   balance leastconn
   option httpchk GET /readyz
   http-check expect status 200
-  default-server inter 200ms fall 1 rise 1
+  default-server inter 500ms fall 2 rise 1
 `, port)
 	for _, r := range replicas {
 		cfg += fmt.Sprintf("  server %s 127.0.0.1:%d check\n", r.name, r.port)
