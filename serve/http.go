@@ -170,17 +170,23 @@ func Handler(s *server.MCPServer, base string, opt HTTPOptions) http.Handler {
 			idle = defaultSessionIdle
 		}
 		var sess *sessions
-		mgr := server.WithStateLess(true)
+		mode := []server.StreamableHTTPOption{server.WithStateLess(true)}
 		if !opt.Stateless {
+			// mcp-go's sweeper drops its own state of a session idle this long and
+			// calls sess.Terminate for it.
 			sess = newSessions(idle)
-			mgr = server.WithSessionIdManager(sess)
+			mode = []server.StreamableHTTPOption{server.WithSessionIdManager(sess), server.WithSessionIdleTTL(idle)}
 		}
-		h := server.NewStreamableHTTPServer(s, server.WithEndpointPath("/mcp"), mgr,
-			server.WithSessionIdleTTL(idle), server.WithStreamableHTTPLogger(opt.Log))
+		h := server.NewStreamableHTTPServer(s, append(mode, server.WithEndpointPath("/mcp"),
+			server.WithStreamableHTTPLogger(opt.Log))...)
 		mux.Handle("/mcp", guard(calls(h, sess, opt), opt))
 	}
+	endpoint := "/mcp"
+	if opt.SSE {
+		endpoint = "/sse"
+	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		plain(w, http.StatusNotFound, "not found: MCP is at /mcp; /healthz, /readyz and /metrics are the other paths")
+		plain(w, http.StatusNotFound, "not found: MCP is at "+endpoint+"; /healthz, /readyz and /metrics are the other paths")
 	})
 	return mux
 }
@@ -352,53 +358,42 @@ func calls(next http.Handler, sess *sessions, opt HTTPOptions) http.Handler {
 			return
 		}
 		defer leave()
-		if modern {
+		switch {
+		case modern:
 			next.ServeHTTP(w, r)
-			return
-		}
-		if sess == nil {
-			if r.Method == http.MethodGet || r.Method == http.MethodDelete {
-				w.Header().Set("Allow", "POST")
-				http.Error(w, "this server is stateless: it has no sessions and no server-to-client stream; POST each request", http.StatusMethodNotAllowed)
-				return
-			}
+		case sess == nil && (r.Method == http.MethodGet || r.Method == http.MethodDelete):
+			w.Header().Set("Allow", "POST")
+			http.Error(w, "this server is stateless: it has no sessions and no server-to-client stream; POST each request", http.StatusMethodNotAllowed)
+		case sess == nil, r.Method == http.MethodPost && msg.Method == string(mcp.MethodInitialize):
 			next.ServeHTTP(w, r)
-			return
-		}
-		if r.Method == http.MethodPost && msg.Method == string(mcp.MethodInitialize) {
+		case r.Method != http.MethodPost && r.Method != http.MethodGet && r.Method != http.MethodDelete:
 			next.ServeHTTP(w, r)
-			return
-		}
-		switch r.Method {
-		case http.MethodPost, http.MethodGet, http.MethodDelete:
-		default:
-			next.ServeHTTP(w, r)
-			return
-		}
-		if id == "" {
+		case id == "":
 			rpcError(w, http.StatusBadRequest, msg.ID, "missing Mcp-Session-Id header: send the id the initialize response gave, or initialize first")
-			return
-		}
-		if r.Method == http.MethodDelete {
-			if !sess.ending(id) {
-				rpcError(w, http.StatusNotFound, nil, "no such session: it ended, expired or was never issued")
-				return
-			}
+		case r.Method == http.MethodDelete && !sess.ending(id):
+			rpcError(w, http.StatusNotFound, nil, "no such session: it ended, expired or was never issued")
+		case r.Method == http.MethodDelete:
 			next.ServeHTTP(w, r) // mcp-go calls Terminate, which cancels the session's calls
-			return
+		default:
+			inSession(w, r, next, sess, id, msg)
 		}
-		sctx := sess.begin(id)
-		if sctx == nil {
-			rpcError(w, http.StatusNotFound, msg.ID, "no such session: it ended, expired or was never issued; initialize again")
-			return
-		}
-		defer sess.done(id)
-		ctx, cancel := context.WithCancel(r.Context())
-		defer cancel()
-		stop := context.AfterFunc(sctx, cancel)
-		defer stop()
-		next.ServeHTTP(w, r.WithContext(ctx))
 	})
+}
+
+// inSession serves a request of session id under a context that ends when the session
+// does (DELETE, expiry), so that ending a session cancels its calls in flight.
+func inSession(w http.ResponseWriter, r *http.Request, next http.Handler, sess *sessions, id string, msg envelope) {
+	sctx := sess.begin(id)
+	if sctx == nil {
+		rpcError(w, http.StatusNotFound, msg.ID, "no such session: it ended, expired or was never issued; initialize again")
+		return
+	}
+	defer sess.done(id)
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	stop := context.AfterFunc(sctx, cancel)
+	defer stop()
+	next.ServeHTTP(w, r.WithContext(ctx))
 }
 
 // rpcError answers with HTTP status code and a JSON-RPC error, so that both an HTTP
