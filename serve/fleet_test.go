@@ -449,3 +449,13 @@ func TestSSERefusedUntilReady(t *testing.T) {
 		t.Errorf("SSE message when ready: %d %s", r.code, r.body)
 	}
 }
+
+// http.session_idle reaches the transport: a session unused past it is gone.
+func TestSessionIdleOverHTTP(t *testing.T) {
+	ts := httpServer(t, fakeDeps(runnertest.Echo, 1), HTTPOptions{MaxBodyBytes: 1 << 20, SessionIdle: 100 * time.Millisecond})
+	sid := map[string]string{"Mcp-Session-Id": initSession(t, ts.URL+"/mcp", nil)}
+	time.Sleep(300 * time.Millisecond)
+	if r := do(t, http.MethodPost, ts.URL+"/mcp", call("late"), sid); r.code != 404 {
+		t.Errorf("call in an expired session: %d %s, want 404", r.code, r.body)
+	}
+}
