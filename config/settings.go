@@ -70,11 +70,9 @@ var Settings = []Setting{
 		func(c *Config, v string) error { c.Audit.Path = v; return nil }},
 }
 
-// IsBool reports whether the setting is a switch, so that its flag may be given
-// bare (--stateless) as well as with a value (--stateless=false).
-func (s Setting) IsBool() bool {
-	return s.Name == "http.stateless" || s.Name == "sandbox.allow_degraded"
-}
+// IsBool reports whether the setting's flag is a switch, given bare (--stateless) or
+// as --stateless=false. (--allow-degraded keeps taking a value, as it always has.)
+func (s Setting) IsBool() bool { return s.Name == "http.stateless" }
 
 func settingByName(name string) (Setting, bool) {
 	i := slices.IndexFunc(Settings, func(s Setting) bool { return s.Name == name || s.Flag == name })
