@@ -13,6 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
+	"github.com/mark3labs/mcp-go/mcp"
+
 	"github.com/airlock-mcp/airlock/metrics"
 	"github.com/airlock-mcp/airlock/runner"
 	"github.com/airlock-mcp/airlock/runner/runnertest"
@@ -457,5 +461,32 @@ func TestSessionIdleOverHTTP(t *testing.T) {
 	time.Sleep(300 * time.Millisecond)
 	if r := do(t, http.MethodPost, ts.URL+"/mcp", call("late"), sid); r.code != 404 {
 		t.Errorf("call in an expired session: %d %s, want 404", r.code, r.body)
+	}
+}
+
+// mcp-go's own client, on both protocol eras, works against a stateless server.
+func TestStatelessWithMCPClient(t *testing.T) {
+	ts := httpServer(t, fakeDeps(runnertest.Echo, 1), HTTPOptions{MaxBodyBytes: 1 << 20, Stateless: true})
+	for _, opts := range [][]client.ClientOption{nil, {client.WithProtocolVersion("2025-06-18")}} {
+		tr, err := transport.NewStreamableHTTP(ts.URL + "/mcp")
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := client.NewClient(tr, opts...)
+		ctx := context.Background()
+		if err := c.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Initialize(ctx, mcp.InitializeRequest{}); err != nil {
+			t.Fatal(err)
+		}
+		req := mcp.CallToolRequest{}
+		req.Params.Name = "run_code"
+		req.Params.Arguments = map[string]any{"code": "stateless"}
+		r, err := c.CallTool(ctx, req)
+		if err != nil || r.IsError {
+			t.Errorf("run_code on a stateless server: %v %+v", err, r)
+		}
+		c.Close()
 	}
 }
