@@ -41,7 +41,7 @@ SOAK_PARALLEL ?= 8
 SUDO         := $(if $(filter 0,$(shell id -u)),,sudo)
 
 .PHONY: help build run test test-go test-darwin-compile fmt-check bench soak lint vet fmt \
-        update-golden fuzz-short deps clients
+        update-golden fuzz-short deps clients fleet-test k8s-check kube-play
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-20s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -93,6 +93,18 @@ clients: build ## the official MCP Go and TypeScript SDKs drive bin/airlock over
 soak: build ## many parallel calls through one server: leaks, hangs, ordering
 	@if [ ! -d cmd/airlock-soak ]; then echo "cmd/airlock-soak is not in this tree yet"; exit 1; fi
 	$(GO) run ./cmd/airlock-soak -airlock bin/airlock -calls $(SOAK_CALLS) -parallel $(SOAK_PARALLEL)
+
+FLEET_CALLS ?= 2000
+FLEET_CLIENTS ?= 16
+
+fleet-test: build ## 3 replicas behind HAProxy on loopback, a rolling restart and a SIGKILL under load; every call answered, none run twice
+	$(GO) run ./cmd/airlock-fleet -airlock bin/airlock -calls $(FLEET_CALLS) -clients $(FLEET_CLIENTS)
+
+k8s-check: ## decode deploy/kubernetes/*.yaml strictly into the Kubernetes API types (its own module)
+	cd deploy/kubernetes/check && $(GO) run . ../*.yaml
+
+kube-play: build ## build the runtime image and run deploy/kubernetes with podman kube play (root)
+	scripts/kube-play-test.sh bin/airlock
 
 lint: ## golangci-lint (pinned) for linux and darwin
 	@if ! "$(GOLANGCI)" version 2>/dev/null | grep -q "version $(GOLANGCI_VERSION:v%=%) "; then \

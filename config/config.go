@@ -107,6 +107,16 @@ type HTTP struct {
 	AuthToken      string   `toml:"auth_token" json:"-"`
 	AllowedOrigins []string `toml:"allowed_origins" json:"allowed_origins"`
 	MaxBodyBytes   Size     `toml:"max_body_bytes" json:"max_body_bytes"`
+	// TokensFile holds one "NAME TOKEN" line per client; reloaded on SIGHUP.
+	TokensFile string `toml:"tokens_file" json:"tokens_file,omitempty"`
+	// Stateless serves Streamable HTTP without sessions (any replica answers anything).
+	Stateless bool `toml:"stateless" json:"stateless"`
+	// SessionIdle ends a stateful session unused this long.
+	SessionIdle Duration `toml:"session_idle" json:"session_idle"`
+	// DrainGrace is how long calls in flight may finish after SIGTERM.
+	DrainGrace Duration `toml:"drain_grace" json:"drain_grace"`
+	// ClientMaxParallel bounds one token's calls in flight (0: no limit).
+	ClientMaxParallel int `toml:"client_max_parallel" json:"client_max_parallel"`
 }
 
 // Log configures slog.
@@ -149,7 +159,10 @@ func Default() Config {
 		Artifacts:     Artifacts{Caps: Caps{MaxFiles: 16, MaxFileBytes: 4 << 20, MaxTotal: 16 << 20}, Dir: "out"},
 		Sandbox:       Sandbox{HostUser: "nobody", Cgroups: "auto"},
 		// Room for the largest legal call: 1 MiB of code plus 8 MiB of files as base64.
-		HTTP:  HTTP{Addr: "127.0.0.1:8765", MaxBodyBytes: 16 << 20},
+		// A session idle for 30 minutes is an agent that went away without DELETE; 30 s
+		// of drain is Kubernetes' default terminationGracePeriodSeconds.
+		HTTP: HTTP{Addr: "127.0.0.1:8765", MaxBodyBytes: 16 << 20,
+			SessionIdle: Duration(30 * time.Minute), DrainGrace: Duration(30 * time.Second)},
 		Log:   Log{Level: "info", Format: "text"},
 		Audit: Audit{MaxBytes: 64 << 20},
 	}
@@ -329,6 +342,15 @@ func (c Config) Validate() error {
 	}
 	if _, _, err := net.SplitHostPort(c.HTTP.Addr); err != nil {
 		bad("http.addr", "must be host:port, got %q", c.HTTP.Addr)
+	}
+	if c.HTTP.SessionIdle <= 0 {
+		bad("http.session_idle", "must be positive, got %s", c.HTTP.SessionIdle)
+	}
+	if c.HTTP.DrainGrace < 0 {
+		bad("http.drain_grace", "must not be negative, got %s", c.HTTP.DrainGrace)
+	}
+	if c.HTTP.ClientMaxParallel < 0 {
+		bad("http.client_max_parallel", "must not be negative, got %d", c.HTTP.ClientMaxParallel)
 	}
 	for i, o := range c.HTTP.AllowedOrigins {
 		if !strings.HasPrefix(o, "http://") && !strings.HasPrefix(o, "https://") {

@@ -47,6 +47,7 @@ type AuditRecord struct {
 	ID         string    `json:"id"`
 	Transport  string    `json:"transport,omitempty"`
 	Client     string    `json:"client,omitempty"`
+	Principal  string    `json:"principal,omitempty"`
 	Language   string    `json:"language"`
 	CodeSHA256 string    `json:"code_sha256"`
 	CodeBytes  int       `json:"code_bytes"`

@@ -41,9 +41,11 @@ type Call struct {
 	Timeout time.Duration
 	// Progress, when set, receives snapshots while the program runs. It must not block.
 	Progress func(sandbox.Progress)
-	// Transport and Client say where the call came from, for the audit log.
+	// Transport and Client say where the call came from, for the audit log; Principal
+	// is the authenticated client name (the token's), which the per-client limit counts.
 	Transport string
 	Client    string
+	Principal string
 }
 
 // Outcome is how a call ended when the sandbox ran it.
@@ -84,6 +86,10 @@ type Runner struct {
 	Log         *slog.Logger
 	// Audit, when set, gets one record per call, refused calls included.
 	Audit *Audit
+	// PerClient, when set, bounds each authenticated client's calls in flight.
+	PerClient *ClientLimit
+	// Observer, when set, is told how every call ended.
+	Observer Observer
 }
 
 const maxArgs = 64
@@ -108,7 +114,13 @@ func (r *Runner) Run(ctx context.Context, call Call) (Outcome, error) {
 			}
 		}
 	}
+	if r.Observer != nil {
+		r.Observer.ObserveRun(out.Language.Name, observedStatus(ctx, out, err), time.Since(start))
+	}
 	attrs := []any{"duration", time.Since(start).Round(time.Millisecond)}
+	if call.Principal != "" {
+		attrs = append(attrs, "client", call.Principal)
+	}
 	if out.Limits != (sandbox.Limits{}) {
 		attrs = append(attrs, "wall_limit", out.Limits.Wall, "memory_limit", out.Limits.Memory)
 	}
@@ -129,7 +141,7 @@ func (r *Runner) Run(ctx context.Context, call Call) (Outcome, error) {
 // request was at fault or the server busy, "sandbox_error" when the host failed.
 func (r *Runner) record(start time.Time, call Call, sum string, out Outcome, err error) AuditRecord {
 	res := out.Result
-	rec := AuditRecord{Time: start.UTC(), ID: out.ID, Transport: call.Transport, Client: call.Client,
+	rec := AuditRecord{Time: start.UTC(), ID: out.ID, Transport: call.Transport, Client: call.Client, Principal: call.Principal,
 		Language: call.Language, CodeSHA256: sum, CodeBytes: len(call.Code),
 		Status: string(res.Status), ExitCode: res.ExitCode, WallMs: res.Wall.Milliseconds(), CPUMs: res.CPU.Milliseconds(),
 		PeakMemory: res.PeakMemory, DurationMs: time.Since(start).Milliseconds()}
@@ -145,6 +157,21 @@ func (r *Runner) record(start time.Time, call Call, sum string, out Outcome, err
 		}
 	}
 	return rec
+}
+
+// observedStatus is the status metrics count a call under.
+func observedStatus(ctx context.Context, out Outcome, err error) string {
+	switch {
+	case err == nil:
+		return string(out.Result.Status)
+	case errors.Is(err, ErrBusy):
+		return "busy"
+	case IsRefusal(err):
+		return "refused"
+	case ctx.Err() != nil:
+		return "cancelled"
+	}
+	return string(sandbox.StatusSandboxError)
 }
 
 func (r *Runner) run(ctx context.Context, call Call, out Outcome) (Outcome, error) {
@@ -171,6 +198,11 @@ func (r *Runner) run(ctx context.Context, call Call, out Outcome) (Outcome, erro
 	out.OutDir = spec.OutDir
 	spec = r.Imports.Apply(spec)
 
+	mine, err := r.PerClient.Acquire(call.Principal)
+	if err != nil {
+		return out, err
+	}
+	defer mine()
 	release, err := r.Limiter.Acquire(ctx)
 	if err != nil {
 		return out, err

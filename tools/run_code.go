@@ -201,6 +201,7 @@ func runCode(ctx context.Context, d Deps, req mcp.CallToolRequest, defLang strin
 	call := runner.Call{Language: args.Language, Code: []byte(args.Code), Stdin: []byte(args.Stdin),
 		Args: args.Args, Timeout: timeout}
 	call.Transport, call.Client = origin(ctx, req)
+	call.Principal = runner.PrincipalFrom(ctx)
 	for _, f := range args.Files {
 		call.Files = append(call.Files, policy.FileInput{Path: f.Path, Content: f.Content, Encoding: f.Encoding})
 	}
