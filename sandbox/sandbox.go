@@ -247,4 +247,7 @@ type Options struct {
 	AllowDegraded bool `json:"allow_degraded"`
 	// StateDir holds what must survive a crash for cleanup (per-platform default when empty).
 	StateDir string `json:"state_dir"`
+	// Interpreters are the absolute paths of the enabled languages' interpreters: a
+	// backend's start-up self-test starts each once under the real sandbox (macOS).
+	Interpreters []string `json:"interpreters,omitempty"`
 }
