@@ -37,7 +37,7 @@ SOAK_CALLS   ?= 2000
 SOAK_PARALLEL ?= 8
 SUDO         := $(if $(filter 0,$(shell id -u)),,sudo)
 
-.PHONY: help build run test test-go test-darwin-compile fmt-check bench soak lint vet fmt \
+.PHONY: help build build-linux-arm64 run test test-go test-darwin-compile fmt-check bench soak lint vet fmt \
         update-golden fuzz-short deps
 
 help: ## list the targets
@@ -45,6 +45,12 @@ help: ## list the targets
 
 build: ## build bin/airlock (cgo on Linux, for libseccomp)
 	$(BUILD_ENV) $(GO) build $(BUILD_FLAGS) -trimpath -ldflags '$(LDFLAGS)' -o bin/airlock .
+
+# Debian/Ubuntu cross toolchain: gcc-aarch64-linux-gnu and libseccomp-dev:arm64 (after
+# dpkg --add-architecture arm64); .ci/run's arm64 step installs them.
+build-linux-arm64: ## cross-build bin/airlock-linux-arm64 (static, cgo) on an x86_64 Debian/Ubuntu
+	CC=aarch64-linux-gnu-gcc GOOS=linux GOARCH=arm64 CGO_ENABLED=1 PKG_CONFIG_PATH=/usr/lib/aarch64-linux-gnu/pkgconfig \
+	  $(GO) build -tags netgo,osusergo -trimpath -ldflags '-X github.com/airlock-mcp/airlock/cli.Version=$(VERSION) -linkmode external -extldflags "-static"' -o bin/airlock-linux-arm64 .
 
 # stdout is the MCP channel here, so the build's own output goes to stderr and make echoes
 # nothing.
