@@ -48,9 +48,14 @@ func developerTool(stub, link string, exists func(string) bool) (tool, devDir st
 	return tool, devDir, true
 }
 
+// shellStartup are variables that make a shell run code before its script: the memory
+// shim is a shell outside the sandbox, started with the program's environment.
+var shellStartup = []string{"BASH_ENV", "ENV", "SHELLOPTS", "BASHOPTS", "ZDOTDIR", "PS4"}
+
 // baseEnv is the whole environment of the sandboxed program: a fixed base plus the
 // language's own variables. The server's environment is never consulted. Spec.Env cannot
-// override the base or set DYLD_* (library injection into the interpreter).
+// override the base, set DYLD_* (library injection into the interpreter) or a shell's
+// start-up variables (shellStartup, exported BASH_FUNC_ functions).
 func baseEnv(workspace, tmp string, extra []string) ([]string, error) {
 	env := []string{"PATH=/usr/bin:/bin", "HOME=" + workspace, "TMPDIR=" + tmp, "LANG=C.UTF-8"}
 	fixed := []string{"PATH", "HOME", "TMPDIR", "LANG"}
@@ -59,7 +64,7 @@ func baseEnv(workspace, tmp string, extra []string) ([]string, error) {
 		if !ok || k == "" || strings.ContainsRune(kv, 0) {
 			return nil, fmt.Errorf("%w: malformed env entry %q", sandbox.ErrInvalidSpec, k)
 		}
-		if slices.Contains(fixed, k) || strings.HasPrefix(k, "DYLD_") {
+		if slices.Contains(fixed, k) || slices.Contains(shellStartup, k) || strings.HasPrefix(k, "DYLD_") || strings.HasPrefix(k, "BASH_FUNC_") {
 			continue
 		}
 		env = append(env, kv)

@@ -12,7 +12,8 @@ import (
 )
 
 func TestBaseEnv(t *testing.T) {
-	env, err := baseEnv("/ws", "/ws/tmp", []string{"PYTHONDONTWRITEBYTECODE=1", "PATH=/evil", "HOME=/Users/alice", "DYLD_INSERT_LIBRARIES=/x.dylib"})
+	env, err := baseEnv("/ws", "/ws/tmp", []string{"PYTHONDONTWRITEBYTECODE=1", "PATH=/evil", "HOME=/Users/alice", "DYLD_INSERT_LIBRARIES=/x.dylib",
+		"BASH_ENV=/ws/evil.sh", "ENV=/ws/evil.sh", "BASH_FUNC_ulimit%%=() { :; }", "SHELLOPTS=xtrace", "PS4=$(id)"})
 	if err != nil {
 		t.Fatal(err)
 	}

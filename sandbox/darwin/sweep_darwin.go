@@ -42,8 +42,15 @@ type tracker struct {
 
 func newTracker(root int) *tracker {
 	t := &tracker{root: root, known: map[int]proc{}, watched: map[int]bool{}, kq: -1}
-	if kq, err := unix.Kqueue(); err == nil {
+	// Under ForkLock, as the standard library creates descriptors without an atomic
+	// close-on-exec: a concurrent run's child must not inherit the queue.
+	syscall.ForkLock.RLock()
+	kq, err := unix.Kqueue()
+	if err == nil {
 		unix.CloseOnExec(kq)
+	}
+	syscall.ForkLock.RUnlock()
+	if err == nil {
 		t.kq = kq
 		t.watch(root)
 	}
