@@ -250,7 +250,7 @@ func (s *Sandbox) Probe(ctx context.Context) (sandbox.Report, error) {
 			{Name: "rlimit-nofile", Active: true, Detail: "RLIMIT_NOFILE"},
 			{Name: "rlimit-nproc", Active: true, Detail: "RLIMIT_NPROC = the user's current process count + pids (macOS counts every process of the uid)"},
 			{Name: "rlimit-core", Active: true, Detail: "RLIMIT_CORE = 0"},
-			{Name: "process-group-kill", Active: true, Detail: fmt.Sprintf("descendants tracked by ancestry scans on every fork (kqueue) and every %v; at the end the tree is frozen with SIGSTOP and rescanned until nothing new appears, then SIGKILLed; a middle process that forks and exits within microseconds can still orphan a setsid child unseen", sweepEvery)},
+			{Name: "process-group-kill", Active: true, Detail: fmt.Sprintf("descendants tracked by ancestry scans on every fork (kqueue; the forking parent held stopped until its child is recorded) and every %v; at the end the tree is frozen with SIGSTOP and rescanned until nothing new appears, then SIGKILLed; a middle process that forks and exits within microseconds of the fork can still orphan a setsid child unseen", sweepEvery)},
 			s.memoryLayer(),
 			inactive("memory-cgroup", "macOS has no cgroups", ""),
 			inactive("pid-namespace", "macOS has no PID namespaces: the program can see that other processes exist; the profile denies reading their argv/environment (kern.procargs) and listing them (kern.proc.*)", ""),

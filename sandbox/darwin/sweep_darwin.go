@@ -27,17 +27,20 @@ type proc struct {
 // tracker remembers every process that descends from the sandbox's root process. macOS
 // has no PID namespace and no cgroup, so a process that setsid()s leaves the process
 // group; it is still found here while its ancestry leads to the root. Scans run on every
-// fork a tracked process makes (kqueue NOTE_FORK) and every sweepEvery besides.
+// fork a tracked process makes (kqueue NOTE_FORK, the parent held stopped meanwhile) and
+// every sweepEvery besides.
 //
 // The residual risk: a middle process that forks and exits within the microseconds
-// before the fork's scan sees it re-parents its child to launchd, and that child is lost.
+// before the kqueue event reaches follow re-parents its child to launchd, and that child
+// is lost.
 type tracker struct {
 	root int
 
 	mu      sync.Mutex
 	known   map[int]proc
 	watched map[int]bool
-	kq      int // -1 without kqueue: periodic scans only
+	kq      int  // -1 without kqueue: periodic scans only
+	frozen  bool // killAll has begun: follow must not continue a stopped process
 }
 
 func newTracker(root int) *tracker {
@@ -82,8 +85,11 @@ func (t *tracker) watch(pid int) {
 }
 
 // follow scans whenever a tracked process forks, and at least every period, until stop
-// is closed. A fork's scan runs while the parent is usually still alive, which a fixed
-// period alone misses: a double-forking middle process lives a few milliseconds.
+// is closed. The parent that forked is held with SIGSTOP until the scan has recorded its
+// child, so a double-forking middle process cannot exit and re-parent the child to
+// launchd unseen; a fixed period alone misses a middle process that lives a few
+// milliseconds. (SIGSTOP and SIGCONT are invisible to the program but for a parent
+// waiting with WUNTRACED.)
 func (t *tracker) follow(period time.Duration, stop <-chan struct{}) {
 	events := make([]unix.Kevent_t, 16)
 	for {
@@ -95,6 +101,7 @@ func (t *tracker) follow(period time.Duration, stop <-chan struct{}) {
 		t.mu.Lock()
 		kq := t.kq
 		t.mu.Unlock()
+		n := 0
 		if kq < 0 {
 			select {
 			case <-stop:
@@ -104,10 +111,23 @@ func (t *tracker) follow(period time.Duration, stop <-chan struct{}) {
 		} else {
 			ts := unix.NsecToTimespec(period.Nanoseconds())
 			// EINTR and a closed queue both just lead to the next scan or to stop.
-			_, _ = unix.Kevent(kq, nil, events, &ts)
+			n, _ = unix.Kevent(kq, nil, events, &ts)
 		}
 		t.mu.Lock()
+		if t.frozen {
+			t.mu.Unlock()
+			continue // killAll owns the tree now: nothing may be continued
+		}
+		var held []int
+		for _, ev := range events[:max(n, 0)] {
+			if ev.Filter == unix.EVFILT_PROC && ev.Fflags&unix.NOTE_FORK != 0 && syscall.Kill(int(ev.Ident), syscall.SIGSTOP) == nil {
+				held = append(held, int(ev.Ident))
+			}
+		}
 		t.scanLocked()
+		for _, pid := range held {
+			_ = syscall.Kill(pid, syscall.SIGCONT)
+		}
 		t.mu.Unlock()
 	}
 }
@@ -168,6 +188,7 @@ func (t *tracker) scanLocked() map[int]*unix.KinfoProc {
 func (t *tracker) killAll() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	t.frozen = true
 	_ = syscall.Kill(-t.root, syscall.SIGSTOP)
 	stopped := map[int]bool{}
 	for range freezeRounds {
