@@ -30,11 +30,11 @@ func build(ctx context.Context, cfg config.Config, strict bool) (tools.Deps, err
 	if err != nil {
 		return tools.Deps{}, fmt.Errorf("languages: %w", err)
 	}
-	// The backend's self-test starts each enabled interpreter once (macOS).
+	// The backend's self-test runs each enabled language once, as a call would (macOS).
 	opts := cfg.SandboxOptions()
 	for _, l := range reg.Languages() {
 		if l.Enabled && l.Installed {
-			opts.Interpreters = append(opts.Interpreters, l.Interpreter)
+			opts.SelfTest = append(opts.SelfTest, l.Spec(nil, nil, sandbox.Limits{}, policy.BoundByRlimit))
 		}
 	}
 	sb, sbErr := newSandbox(opts)

@@ -64,8 +64,8 @@ type memoryCheck struct {
 
 // New checks the host once: sandbox-exec present, not running as root, and the
 // self-test (every profile variant compiles, runs /usr/bin/true and really denies a read
-// outside the workspace; the memory rlimits are tried; every interpreter in
-// opts.Interpreters starts). Any failure is an error wrapping sandbox.ErrUnavailable:
+// outside the workspace; the memory rlimits are tried; every program in opts.SelfTest,
+// the enabled languages, runs). Any failure is an error wrapping sandbox.ErrUnavailable:
 // airlock never runs code unsandboxed.
 func New(opts sandbox.Options) (*Sandbox, error) {
 	s := &Sandbox{opts: opts, uid: os.Getuid(), log: slog.Default().With("component", "sandbox-darwin")}
@@ -105,14 +105,14 @@ const (
 
 // selfTest runs before the server accepts a call: every variant of the profile compiles
 // and confines (smoke, network none and host), the memory rlimits are tried where they
-// are set, and each enabled interpreter starts through Run exactly as a call would.
+// are set, and each enabled language runs an empty program through Run as a call would.
 func (s *Sandbox) selfTest(ctx context.Context) error {
 	if err := s.smokeAll(ctx); err != nil {
 		return err
 	}
 	s.memory = s.checkMemory(ctx)
-	for _, interp := range s.opts.Interpreters {
-		if err := s.startInterpreter(ctx, interp); err != nil {
+	for _, spec := range s.opts.SelfTest {
+		if err := s.startInterpreter(ctx, spec); err != nil {
 			return err
 		}
 	}
@@ -152,13 +152,18 @@ func (s *Sandbox) checkMemory(ctx context.Context) memoryCheck {
 	return memoryCheck{why: fmt.Sprintf("/usr/bin/true under RLIMIT_AS=%d MiB ended %s: %s", selfTestMemory>>20, res.Status, res.Detail)}
 }
 
-// startInterpreter starts interp with empty stdin (each enabled language then runs an
-// empty program and exits 0) under the real profile and limits, with network none. An
-// interpreter that starts only without the memory rlimits turns them off for every run,
-// and the probe report says why.
-func (s *Sandbox) startInterpreter(ctx context.Context, interp string) error {
-	spec := sandbox.Spec{Language: "self-test", Argv: []string{interp},
-		Limits: sandbox.Limits{Memory: selfTestMemory, AddressSpace: selfTestAddressSpace, Wall: selfTestWall}}
+// startInterpreter runs spec (a language with an empty program, see
+// sandbox.Options.SelfTest) under the real profile and the self-test's limits, with
+// network none. An interpreter that starts only without the memory rlimits turns them
+// off for every run, and the probe report says why.
+func (s *Sandbox) startInterpreter(ctx context.Context, spec sandbox.Spec) error {
+	if len(spec.Argv) == 0 {
+		return fmt.Errorf("self-test %q has no argv", spec.Language)
+	}
+	interp := spec.Argv[0]
+	spec.ID = ""
+	spec.Network = sandbox.NetworkNone
+	spec.Limits = sandbox.Limits{Memory: selfTestMemory, AddressSpace: selfTestAddressSpace, Wall: selfTestWall}
 	res, err := s.run(ctx, spec, s.memory.ok)
 	if err == nil && res.Status != sandbox.StatusOK && s.memory.ok {
 		if again, err2 := s.run(ctx, spec, false); err2 == nil && again.Status == sandbox.StatusOK {

@@ -17,6 +17,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/airlock-mcp/airlock/policy"
 	"github.com/airlock-mcp/airlock/sandbox"
 )
 
@@ -503,17 +504,22 @@ func TestSelfTestStartsInterpreters(t *testing.T) {
 	if err := os.WriteFile(script, []byte("\x00\x01 not an executable\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := New(sandbox.Options{Interpreters: []string{script}}); !errors.Is(err, sandbox.ErrUnavailable) {
+	if _, err := New(sandbox.Options{SelfTest: []sandbox.Spec{{Language: "bad", Argv: []string{script}}}}); !errors.Is(err, sandbox.ErrUnavailable) {
 		t.Fatalf("New with an interpreter that cannot start: err = %v, want ErrUnavailable", err)
 	}
-	var good []string
-	for _, p := range []string{"/bin/sh", "/opt/homebrew/bin/python3", "/opt/homebrew/bin/node", "/usr/local/bin/node"} {
-		if _, err := os.Stat(p); err == nil {
-			good = append(good, p)
+	// The languages as policy detects them on this Mac, with their argv, env and mounts.
+	reg, err := policy.DetectWith(policy.Config{Enabled: []string{"python", "javascript", "sh"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var good []sandbox.Spec
+	for _, l := range reg.Languages() {
+		if l.Enabled && l.Installed {
+			good = append(good, l.Spec(nil, nil, sandbox.Limits{}, policy.BoundByRlimit))
 		}
 	}
-	if _, err := New(sandbox.Options{Interpreters: good}); err != nil {
-		t.Fatalf("New with %q: %v", good, err)
+	if _, err := New(sandbox.Options{SelfTest: good}); err != nil {
+		t.Fatalf("New with %d languages: %v", len(good), err)
 	}
 }
 
