@@ -19,17 +19,13 @@ const SandboxExec = "/usr/bin/sandbox-exec"
 // so an interpreter under /usr/local (Intel Homebrew) gets its own read root.
 var systemRoots = []string{"/usr/bin", "/usr/lib", "/usr/libexec", "/usr/sbin", "/usr/share", "/bin", "/System/Library", "/Library/Frameworks"}
 
-// xcodeSelectLink names the active developer directory (xcode-select -s writes it); the
-// stubs in /usr/bin (python3, git, ...) exec the real tool from there.
-const xcodeSelectLink = "/private/var/db/xcode_select_link"
-
 // defaultDeveloperDir is where the stubs look when xcode-select was never run.
 const defaultDeveloperDir = "/Library/Developer/CommandLineTools"
 
 // developerTool returns the tool a /usr/bin developer stub runs, and the developer
 // directory it lives in (the read root the tool needs), or ok=false when stub is not one
-// of those stubs or the tool is not installed. link is xcodeSelectLink's target ("" when
-// the link is missing); exists tells whether a path is a regular file.
+// of those stubs or the tool is not installed. link is the target of xcode-select's link
+// (xcodeSelectLink; "" when it is missing); exists tells whether a path is a regular file.
 func developerTool(stub, link string, exists func(string) bool) (tool, devDir string, ok bool) {
 	if filepath.Dir(stub) != "/usr/bin" {
 		return "", "", false

@@ -345,6 +345,10 @@ func (s *Sandbox) config(spec sandbox.Spec, lim sandbox.Limits, ws *workspace, m
 	return cfg, nil
 }
 
+// xcodeSelectLink names the active developer directory (xcode-select -s writes it); the
+// stubs in /usr/bin (python3, git, ...) exec the real tool from there.
+const xcodeSelectLink = "/private/var/db/xcode_select_link"
+
 // execPlan adds what running the resolved interpreter real needs beyond itself: the
 // binaries it execs on its way (a framework python's Python.app, the tool behind a
 // /usr/bin developer stub, the shell behind /bin/sh) and the read roots they live in.

@@ -1,6 +1,7 @@
 package darwin
 
 import (
+	"math"
 	"sync"
 	"syscall"
 	"time"
@@ -120,8 +121,11 @@ func (t *tracker) follow(period time.Duration, stop <-chan struct{}) {
 		}
 		var held []int
 		for _, ev := range events[:max(n, 0)] {
-			if ev.Filter == unix.EVFILT_PROC && ev.Fflags&unix.NOTE_FORK != 0 && syscall.Kill(int(ev.Ident), syscall.SIGSTOP) == nil {
-				held = append(held, int(ev.Ident))
+			if ev.Filter != unix.EVFILT_PROC || ev.Fflags&unix.NOTE_FORK == 0 || ev.Ident > math.MaxInt32 {
+				continue
+			}
+			if pid := int(ev.Ident); syscall.Kill(pid, syscall.SIGSTOP) == nil {
+				held = append(held, pid)
 			}
 		}
 		t.scanLocked()
@@ -132,14 +136,8 @@ func (t *tracker) follow(period time.Duration, stop <-chan struct{}) {
 	}
 }
 
-// scan takes one snapshot of the process table and adds the root's descendants.
-func (t *tracker) scan() {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.scanLocked()
-}
-
-// scanLocked returns the processes of the snapshot by pid, for killAll's state checks.
+// scanLocked takes one snapshot of the process table and adds the root's descendants
+// (mu held). It returns the processes of the snapshot by pid, for killAll's state checks.
 func (t *tracker) scanLocked() map[int]*unix.KinfoProc {
 	procs, err := unix.SysctlKinfoProcSlice("kern.proc.all")
 	if err != nil {
