@@ -9,10 +9,14 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 failed=0
 
-# A file next to the workspaces (they live in $TMPDIR too) and one to hard-link from.
+# A file next to the workspaces (they live in $TMPDIR too), also the one to hard-link
+# from, and a canary in ~/.ssh, so a failed read means a denial, not a missing file.
 sibling=$(mktemp -d "${TMPDIR:-/tmp}/airlock-sibling.XXXXXX")
 echo sibling-secret >"$sibling/secret"
-trap 'rm -rf "$work" "$sibling"' EXIT
+mkdir -p "$HOME/.ssh"
+canary="$HOME/.ssh/airlock-canary-$$"
+echo ssh-secret >"$canary"
+trap 'rm -rf "$work" "$sibling" "$canary"' EXIT
 
 config() { # config NETWORK
   cat >"$work/airlock.toml" <<EOF
@@ -71,8 +75,8 @@ check "node Intl time zone" javascript 'tz-ok' 'new Intl.DateTimeFormat("en", {t
 check "node Worker" javascript 'worker-ok' 'const {Worker} = require("worker_threads");
 new Worker("require(\"worker_threads\").parentPort.postMessage(42)", {eval: true}).on("message", m => { if (m === 42) console.log("worker-ok") })'
 
-escape "~/.ssh" "import os
-try: os.listdir('$HOME/.ssh'); print('ESCAPED')
+escape "~/.ssh" "
+try: open('$canary').read(); print('ESCAPED')
 except OSError as e: print('blocked', e)"
 escape "/opt/homebrew/var" "import os
 p = '/opt/homebrew/var'
