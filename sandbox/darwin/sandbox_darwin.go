@@ -86,13 +86,33 @@ func New(opts sandbox.Options) (*Sandbox, error) {
 	if s.home, err = os.UserHomeDir(); err != nil || s.home == "" {
 		s.home = "/var/empty"
 	}
-	if s.wsParent, err = filepath.EvalSymlinks(os.TempDir()); err != nil {
-		return nil, fmt.Errorf("%w: resolve temp dir: %w", sandbox.ErrUnavailable, err)
+	if s.wsParent, err = s.workspaceParent(); err != nil {
+		return nil, err
 	}
 	if err := s.selfTest(context.Background()); err != nil {
 		return nil, fmt.Errorf("%w: seatbelt self-test failed: %w; check that %s works (`%s -p '(version 1)(allow default)' /usr/bin/true`) and that no MDM policy blocks it", sandbox.ErrUnavailable, err, SandboxExec, SandboxExec)
 	}
 	return s, nil
+}
+
+// workspaceParent is $TMPDIR when its path is short enough for unix sockets inside
+// workspaces (workspaceFits), else a private /private/tmp/airlock-<uid>. macOS's
+// /var/folders/…/T is usually too deep: Python's multiprocessing Manager would fail
+// with "AF_UNIX path too long".
+func (s *Sandbox) workspaceParent() (string, error) {
+	tmp, err := filepath.EvalSymlinks(os.TempDir())
+	if err != nil {
+		return "", fmt.Errorf("%w: resolve temp dir: %w", sandbox.ErrUnavailable, err)
+	}
+	if workspaceFits(tmp) {
+		return tmp, nil
+	}
+	short := fmt.Sprintf("/private/tmp/airlock-%d", s.uid)
+	if err := privateDir(short, s.uid); err != nil {
+		s.log.Warn("workspaces stay under TMPDIR; unix sockets in them may be too long", "dir", tmp, "err", err)
+		return tmp, nil
+	}
+	return short, nil
 }
 
 // Self-test limits: the smallest memory limit policy hands out, and room for node, which
