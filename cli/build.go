@@ -26,7 +26,18 @@ var newSandbox = host.New
 // call (sandbox.Options.AllowDegraded relaxes the optional ones there); the runner only
 // marks results degraded. Without strict (probe, config) build reports instead.
 func build(ctx context.Context, cfg config.Config, strict bool) (tools.Deps, error) {
-	sb, sbErr := newSandbox(cfg.SandboxOptions())
+	reg, err := policy.DetectWith(policy.Config{Enabled: cfg.Languages.Enabled, Interpreters: cfg.Languages.Interpreters})
+	if err != nil {
+		return tools.Deps{}, fmt.Errorf("languages: %w", err)
+	}
+	// The backend's self-test runs each enabled language once, as a call would (macOS).
+	opts := cfg.SandboxOptions()
+	for _, l := range reg.Languages() {
+		if l.Enabled && l.Installed {
+			opts.SelfTest = append(opts.SelfTest, l.Spec(nil, nil, sandbox.Limits{}, policy.BoundByRlimit))
+		}
+	}
+	sb, sbErr := newSandbox(opts)
 	if sbErr != nil {
 		sb = broken{sbErr}
 	}
@@ -60,10 +71,6 @@ func build(ctx context.Context, cfg config.Config, strict bool) (tools.Deps, err
 	}
 	if sbErr != nil && strict {
 		return tools.Deps{}, sbErr
-	}
-	reg, err := policy.DetectWith(policy.Config{Enabled: cfg.Languages.Enabled, Interpreters: cfg.Languages.Interpreters})
-	if err != nil {
-		return tools.Deps{}, fmt.Errorf("languages: %w", err)
 	}
 	if strict && len(reg.Enabled()) == 0 {
 		return tools.Deps{}, fmt.Errorf("languages: none of %s is installed on this host", strings.Join(cfg.Languages.Enabled, ", "))

@@ -247,4 +247,9 @@ type Options struct {
 	AllowDegraded bool `json:"allow_degraded"`
 	// StateDir holds what must survive a crash for cleanup (per-platform default when empty).
 	StateDir string `json:"state_dir"`
+	// SelfTest are programs a backend's start-up self-test runs once under the real
+	// sandbox before it serves: each enabled language with an empty program, exactly as a
+	// call would run it (argv, env, mounts). The darwin backend runs them; Linux does not
+	// need them. Their Limits are the backend's own.
+	SelfTest []Spec `json:"-"`
 }

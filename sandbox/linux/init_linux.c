@@ -1180,7 +1180,8 @@ static void collect_artifacts(struct collector *c) {
 // default_signals resets every signal to its default action and unblocks it. An
 // ignored signal stays ignored across fork and exec: whatever the server's own parent
 // ignored must not reach the program. The raw syscall reaches the two real-time signals
-// glibc keeps for itself, too.
+// glibc keeps for itself, too. The struct is the kernel's sigaction, not glibc's: the
+// same layout on x86_64 and arm64, which both define SA_RESTORER.
 static void default_signals(void) {
 	struct {
 		void *handler;

@@ -1,6 +1,7 @@
 package linux
 
 import (
+	"encoding/binary"
 	"io/fs"
 	"math/rand/v2"
 	"os"
@@ -8,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	seccomp "github.com/seccomp/libseccomp-golang"
 	"golang.org/x/sys/unix"
 
 	"github.com/airlock-mcp/airlock/sandbox"
@@ -237,6 +239,58 @@ func TestFilterPlan(t *testing.T) {
 			t.Errorf("plan %+v: %d bytes, %d rules", p, len(f.prog), f.rules)
 		}
 	}
+}
+
+// TestFilterPerArch builds the filter for x86_64 and arm64 whatever this machine is:
+// every rule names its syscall, and a syscall one architecture lacks (arch_prctl, open,
+// fork on arm64) must drop out rather than fail the build or land on another number.
+// Each program checks its own AUDIT_ARCH first, so the other ABIs (i386, x32, arm32)
+// meet the bad-arch action.
+func TestFilterPerArch(t *testing.T) {
+	const (
+		auditArchX86_64  = 0xc000003e
+		auditArchAarch64 = 0xc00000b7
+	)
+	for _, tc := range []struct {
+		arch       seccomp.ScmpArch
+		audit      uint32
+		notAudit   uint32
+		onlyHere   string // a syscall only this architecture has
+		onlyHereNr uint32
+	}{
+		{seccomp.ArchAMD64, auditArchX86_64, auditArchAarch64, "arch_prctl", 158},
+		{seccomp.ArchARM64, auditArchAarch64, auditArchX86_64, "", 0},
+	} {
+		for _, network := range []bool{false, true} {
+			f, err := compileFilter(filterPlan{network: network, arch: tc.arch})
+			if err != nil {
+				t.Fatalf("%s network=%v: %v", tc.arch, network, err)
+			}
+			ks := bpfConstants(f.prog)
+			if !ks[tc.audit] || ks[tc.notAudit] {
+				t.Errorf("%s: the program does not check its own AUDIT_ARCH (%#x) alone", tc.arch, tc.audit)
+			}
+			if tc.onlyHere != "" && !ks[tc.onlyHereNr] {
+				t.Errorf("%s: %s (%d) is not in the program", tc.arch, tc.onlyHere, tc.onlyHereNr)
+			}
+		}
+	}
+	// The same names give different numbers: openat is 257 on x86_64 and 56 on arm64.
+	for arch, want := range map[seccomp.ScmpArch]seccomp.ScmpSyscall{seccomp.ArchAMD64: 257, seccomp.ArchARM64: 56} {
+		if got, err := seccomp.GetSyscallFromNameByArch("openat", arch); err != nil || got != want {
+			t.Errorf("openat on %s = %d (%v), want %d", arch, got, err, want)
+		}
+	}
+}
+
+// bpfConstants returns the k operands of a BPF program's instructions (struct
+// sock_filter: u16 code, u8 jt, u8 jf, u32 k, native endianness).
+func bpfConstants(prog []byte) map[uint32]bool {
+	ks := map[uint32]bool{}
+	for i := 0; i+8 <= len(prog); i += 8 {
+		ks[binary.NativeEndian.Uint32(prog[i+4:])] = true
+	}
+	return ks
 }
 
 // TestIoctlMasks checks the allowed ioctl matches as data: every 32-bit command but the

@@ -106,6 +106,10 @@ var personalities = []uint64{0x0, 0x0008, 0x20000, 0x20008, 0xffffffff}
 // filterPlan is the seccomp policy as data, so tests can check it without loading it.
 type filterPlan struct {
 	network bool // host network: AF_INET, AF_INET6 and AF_NETLINK sockets allowed
+	// arch is the architecture the filter is for; zero (ArchInvalid) is the native one.
+	// Rules name syscalls, and libseccomp numbers them for the architecture, so tests
+	// build the arm64 filter on amd64 and the other way round.
+	arch seccomp.ScmpArch
 }
 
 func (p filterPlan) socketFamilies() []uint64 {
@@ -130,6 +134,14 @@ func compileFilter(p filterPlan) (*bpf, error) {
 		return nil, fmt.Errorf("seccomp: new filter: %w", err)
 	}
 	defer filter.Release()
+	if native, _ := seccomp.GetNativeArch(); p.arch != seccomp.ArchInvalid && p.arch != seccomp.ArchNative && p.arch != native {
+		if err := filter.AddArch(p.arch); err != nil {
+			return nil, fmt.Errorf("seccomp: add arch %s: %w", p.arch, err)
+		}
+		if err := filter.RemoveArch(seccomp.ArchNative); err != nil {
+			return nil, fmt.Errorf("seccomp: remove the native arch: %w", err)
+		}
+	}
 	// Only the native ABI: i386 and x32 entry points would bypass every rule.
 	if err := filter.SetBadArchAction(seccomp.ActKillProcess); err != nil {
 		return nil, fmt.Errorf("seccomp: bad arch action: %w", err)
@@ -290,4 +302,15 @@ func cond(arg uint, op seccomp.ScmpCompareOp, values ...uint64) seccomp.ScmpCond
 		return seccomp.ScmpCondition{Argument: 99}
 	}
 	return c
+}
+
+// syscallNumber is name's number on the architecture this binary runs on, or false when
+// the architecture has no such syscall (libseccomp answers those with a negative
+// pseudo-number, which no kernel would accept).
+func syscallNumber(name string) (int, bool) {
+	sc, err := seccomp.GetSyscallFromName(name)
+	if err != nil || sc < 0 {
+		return 0, false
+	}
+	return int(sc), true
 }
