@@ -197,7 +197,7 @@ func TestNoLeftovers(t *testing.T) {
 	// uid would be a sandbox writing to the host. (Other suites may share /tmp.)
 	for e := range tmpEntries() {
 		var st syscall.Stat_t
-		if !tmpBefore[e] && syscall.Lstat(filepath.Join(os.TempDir(), e), &st) == nil && int(st.Uid) == s.hostUID && isRoot() {
+		if !tmpBefore[e] && syscall.Lstat(filepath.Join(os.TempDir(), e), &st) == nil && s.ids.owns(st.Uid) && isRoot() {
 			t.Errorf("temp entry left behind by a sandbox: /tmp/%s", e)
 		}
 	}
