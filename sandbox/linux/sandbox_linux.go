@@ -370,6 +370,8 @@ func (s *Sandbox) startError(err error) error {
 }
 
 // diagnose names the host setting that blocks unprivileged user namespaces, and its fix.
+// It applies to a root server too: its spawner becomes the sandbox's host uid before it
+// creates the namespaces (uids_linux.go).
 func diagnose() string {
 	var hints []string
 	if readInt("/proc/sys/user/max_user_namespaces") == 0 {
@@ -377,10 +379,10 @@ func diagnose() string {
 			hints = append(hints, "user namespaces are disabled (user.max_user_namespaces = 0); fix: sysctl -w user.max_user_namespaces=15000")
 		}
 	}
-	if b, err := os.ReadFile("/proc/sys/kernel/unprivileged_userns_clone"); err == nil && strings.TrimSpace(string(b)) == "0" && os.Geteuid() != 0 {
+	if b, err := os.ReadFile("/proc/sys/kernel/unprivileged_userns_clone"); err == nil && strings.TrimSpace(string(b)) == "0" {
 		hints = append(hints, "unprivileged user namespaces are disabled (kernel.unprivileged_userns_clone = 0); fix: sysctl -w kernel.unprivileged_userns_clone=1")
 	}
-	if b, err := os.ReadFile("/proc/sys/kernel/apparmor_restrict_unprivileged_userns"); err == nil && strings.TrimSpace(string(b)) == "1" && os.Geteuid() != 0 {
+	if b, err := os.ReadFile("/proc/sys/kernel/apparmor_restrict_unprivileged_userns"); err == nil && strings.TrimSpace(string(b)) == "1" {
 		hints = append(hints, "AppArmor restricts unprivileged user namespaces (Ubuntu 23.10+); fix: install examples/apparmor/airlock (see README, Troubleshooting), or sysctl -w kernel.apparmor_restrict_unprivileged_userns=0")
 	}
 	if _, err := os.Stat("/.dockerenv"); err == nil && len(hints) == 0 {
