@@ -216,6 +216,8 @@ var (
 	groupFile  = "/etc/group"
 	subuidFile = "/etc/subuid"
 	subgidFile = "/etc/subgid"
+	uidMapFile = "/proc/self/uid_map"
+	gidMapFile = "/proc/self/gid_map"
 )
 
 // newHostIDs picks the scheme for this server.
@@ -241,6 +243,9 @@ func newHostIDs(opts sandbox.Options) (*hostIDs, error) {
 	first, size, err := ParseUIDRange(spec)
 	if err != nil {
 		return nil, fmt.Errorf("%w: sandbox.uid_range: %w", sandbox.ErrUnavailable, err)
+	}
+	if err := rangeMapped(first, size); err != nil {
+		return nil, fmt.Errorf("%w: sandbox.uid_range %s: %w (inside a container, choose a block of the ids it maps, or set sandbox.uid_range = off)", sandbox.ErrUnavailable, spec, err)
 	}
 	if err := rangeUnused(first, size); err != nil {
 		return nil, fmt.Errorf("%w: sandbox.uid_range %s: %w (choose a block no account, group or subordinate range uses)", sandbox.ErrUnavailable, spec, err)
@@ -302,6 +307,33 @@ func rangeUnused(first, size uint32) error {
 			if ok && lo <= last && lo+n-1 >= uint64(first) {
 				return fmt.Errorf("%s gives %s ids %d-%d, overlapping the block", path, owner, lo, lo+n-1)
 			}
+		}
+	}
+	return nil
+}
+
+// rangeMapped checks that the server's own user namespace maps the whole block, uids
+// and gids: a root server in a container often has only 65536 ids.
+func rangeMapped(first, size uint32) error {
+	for _, f := range []string{uidMapFile, gidMapFile} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return fmt.Errorf("read %s: %w", f, err)
+		}
+		ok := false
+		for _, line := range lines(b) {
+			v := strings.Fields(line)
+			if len(v) != 3 {
+				continue
+			}
+			lo, err1 := strconv.ParseUint(v[0], 10, 32)
+			n, err2 := strconv.ParseUint(v[2], 10, 32)
+			if err1 == nil && err2 == nil && uint64(first) >= lo && uint64(first)+uint64(size) <= lo+n {
+				ok = true
+			}
+		}
+		if !ok {
+			return fmt.Errorf("this server's user namespace does not map all of it (%s:\n%s)", f, strings.TrimSpace(string(b)))
 		}
 	}
 	return nil

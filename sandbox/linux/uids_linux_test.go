@@ -115,3 +115,27 @@ func TestHostIDsLeases(t *testing.T) {
 		t.Fatalf("the quarantined id came back: %v", err)
 	}
 }
+
+// A block the server's own user namespace does not map (a container's) is refused.
+func TestRangeMapped(t *testing.T) {
+	dir := t.TempDir()
+	defer func(u, g string) { uidMapFile, gidMapFile = u, g }(uidMapFile, gidMapFile)
+	uidMapFile, gidMapFile = filepath.Join(dir, "uid_map"), filepath.Join(dir, "gid_map")
+	write := func(p, s string) {
+		if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(uidMapFile, "         0     100000      65536\n")
+	write(gidMapFile, "         0          0 4294967295\n")
+	if err := rangeMapped(1879048192, 65536); err == nil || !strings.Contains(err.Error(), "does not map") {
+		t.Errorf("a block outside a container's 65536 ids: %v", err)
+	}
+	if err := rangeMapped(1000, 60000); err != nil {
+		t.Errorf("a block inside it: %v", err)
+	}
+	write(uidMapFile, "         0          0 4294967295\n")
+	if err := rangeMapped(1879048192, 65536); err != nil {
+		t.Errorf("the initial namespace maps everything: %v", err)
+	}
+}
