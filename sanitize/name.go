@@ -50,9 +50,9 @@ func escape(s string, quote bool) string {
 			b.WriteString(hex2(s[i]))
 		case r == '\\' || quote && r == '"':
 			b.WriteByte('\\')
-			b.WriteByte(byte(r))
+			b.WriteByte(s[i])
 		case r < utf8.RuneSelf && r >= 0x20 && r < 0x7f:
-			b.WriteByte(byte(r))
+			b.WriteByte(s[i])
 		case r < utf8.RuneSelf:
 			switch r {
 			case '\n':
@@ -63,7 +63,7 @@ func escape(s string, quote bool) string {
 				b.WriteString(`\t`)
 			default:
 				b.WriteString(`\x`)
-				b.WriteString(hex2(byte(r)))
+				b.WriteString(hex2(s[i]))
 			}
 		case visible(r):
 			b.WriteString(s[i : i+n])
