@@ -95,7 +95,11 @@ type Artifacts struct {
 
 // Sandbox configures the backend once at startup.
 type Sandbox struct {
-	HostUser      string `toml:"host_user" json:"host_user"`
+	HostUser string `toml:"host_user" json:"host_user"`
+	// UIDRange is the block of host ids a root server gives its sandboxes, one uid and
+	// gid per live sandbox ("FIRST-LAST"; empty: the backend's default; "off": every
+	// sandbox runs as HostUser).
+	UIDRange      string `toml:"uid_range" json:"uid_range,omitempty"`
 	Cgroups       string `toml:"cgroups" json:"cgroups"`
 	AllowDegraded bool   `toml:"allow_degraded" json:"allow_degraded"`
 	StateDir      string `toml:"state_dir" json:"state_dir,omitempty"`
@@ -224,7 +228,7 @@ func validOutDir(d string) error {
 
 // SandboxOptions converts to the backend's options.
 func (c Config) SandboxOptions() sandbox.Options {
-	return sandbox.Options{HostUser: c.Sandbox.HostUser, Cgroups: c.Sandbox.Cgroups,
+	return sandbox.Options{HostUser: c.Sandbox.HostUser, UIDRange: c.Sandbox.UIDRange, Cgroups: c.Sandbox.Cgroups,
 		AllowDegraded: c.Sandbox.AllowDegraded, StateDir: c.Sandbox.StateDir}
 }
 
@@ -339,6 +343,9 @@ func (c Config) Validate() error {
 	}
 	if c.Sandbox.HostUser == "" {
 		bad("sandbox.host_user", "must not be empty")
+	}
+	if r := c.Sandbox.UIDRange; r != "" && r != "off" && !validIDRange(r) {
+		bad("sandbox.uid_range", `must be FIRST-LAST (e.g. 1879048192-1879113727) or "off", got %q`, r)
 	}
 	if _, _, err := net.SplitHostPort(c.HTTP.Addr); err != nil {
 		bad("http.addr", "must be host:port, got %q", c.HTTP.Addr)
@@ -483,4 +490,12 @@ func (s *Size) UnmarshalText(b []byte) error {
 	}
 	*s = Size(n * mult)
 	return nil
+}
+
+// validIDRange checks the shape of an id block; the backend checks it against the host.
+func validIDRange(r string) bool {
+	a, b, ok := strings.Cut(r, "-")
+	lo, err1 := strconv.ParseUint(a, 10, 32)
+	hi, err2 := strconv.ParseUint(b, 10, 32)
+	return ok && err1 == nil && err2 == nil && lo > 0 && hi >= lo
 }

@@ -236,9 +236,13 @@ var (
 
 // Options configure a backend once, at startup.
 type Options struct {
-	// HostUser is the unprivileged host account that sandboxes run as when the server runs
-	// as root (default "nobody"). An unprivileged server always maps to its own uid.
+	// HostUser is the unprivileged host account that every sandbox runs as when the
+	// server runs as root and UIDRange is "off" (default "nobody").
 	HostUser string `json:"host_user"`
+	// UIDRange is the block of host ids ("FIRST-LAST") a root server gives its sandboxes,
+	// one uid and gid per live sandbox; empty means the backend's default block, "off"
+	// the shared HostUser. An unprivileged server uses its subordinate ids instead.
+	UIDRange string `json:"uid_range"`
 	// Cgroups is "auto" (use them where available), "require" (refuse without them) or
 	// "off" (rlimits only).
 	Cgroups string `json:"cgroups"`

@@ -179,7 +179,7 @@ func outputsDescription(d Deps) string {
 		return "Output files are not returned on this server."
 	}
 	return fmt.Sprintf(`Output files: files the program writes under %[1]s/ (it exists at start; use the relative path %[1]s/, the current directory is the workspace; on Linux that is /workspace/%[1]s) come back after it exits, even when it fails: at most %[2]d files, %[3]d KiB each, %[4]d KiB in all.
-PNG, JPEG, GIF, WebP and SVG images come back as image content, UTF-8 text as an embedded text resource (control and escape sequences removed), anything else as a base64 blob resource; structuredContent.artifacts lists every file with its size, MIME type and sha256, and why any was not returned (too large, too many, symlink, hard link, not a regular file).`,
+PNG, JPEG, GIF and WebP images come back as image content; SVG comes back as its source in a text/plain resource, never as an image (it can hold scripts and external references); other UTF-8 text as an embedded text resource (control, escape and invisible characters removed), anything else as a base64 blob resource; file names are shown quoted, with invisible characters escaped; structuredContent.artifacts lists every file with its size, MIME type and sha256, and why any was not returned (too large, too many, symlink, hard link, not a regular file).`,
 		r.OutDir, r.Artifacts.MaxFiles, r.Artifacts.MaxFileBytes>>10, r.Artifacts.MaxTotal>>10)
 }
 
@@ -298,7 +298,8 @@ func resultOf(o runner.Outcome, arts []Artifact) RunCodeResult {
 		Detail: sanitize.String(r.Detail), Degraded: o.Degraded, Lowered: loweredOf(o.Lowered),
 	}
 	if o.Violation != nil {
-		res.Violation = &Violation{Module: o.Violation.Module, Line: o.Violation.Line}
+		// The guard reports the module the program asked for: its own string.
+		res.Violation = &Violation{Module: sanitize.Escape(o.Violation.Module), Line: o.Violation.Line}
 	}
 	if len(arts) > 0 {
 		res.Artifacts = arts
@@ -343,7 +344,7 @@ func renderRun(r RunCodeResult, l sandbox.Limits) string {
 		fmt.Fprintf(&b, "\ndetail: %s", r.Detail)
 	}
 	if r.Violation != nil {
-		fmt.Fprintf(&b, "\nviolation: import %q at line %d", r.Violation.Module, r.Violation.Line)
+		fmt.Fprintf(&b, "\nviolation: import %s at line %d", quoteEscaped(r.Violation.Module), r.Violation.Line)
 	}
 	for _, l := range r.Lowered {
 		fmt.Fprintf(&b, "\nnote: %s %g was lowered to %g, the server's maximum (%s)", l.Limit, l.Requested, l.Granted, l.Setting)

@@ -833,15 +833,19 @@ time.sleep(float(sys.argv[2]) if len(sys.argv) > 2 else 0)
 		}
 	}
 	s := testSandbox(t)
-	wantHost := strconv.Itoa(s.hostUID)
-	for _, f := range strings.Fields(hostUID) {
-		if f != wantHost {
-			t.Errorf("host sees the program as uid %q, want %s on every field", hostUID, wantHost)
+	fields := strings.Fields(hostUID)
+	for _, f := range fields {
+		if f != fields[0] {
+			t.Errorf("host sees the program as uid %q, want one id on every field", hostUID)
 			break
 		}
 	}
-	if isRoot() && s.hostUID != 65534 {
-		t.Errorf("root server maps sandboxes to host uid %d, want nobody", s.hostUID)
+	uid, _ := strconv.Atoi(fields[0])
+	if !s.ids.owns(uint32(uid)) {
+		t.Errorf("host sees the program as uid %d, outside the sandbox ids (%s)", uid, s.ids.describe())
+	}
+	if isRoot() && s.ids.scheme != schemeRange {
+		t.Errorf("root server's id scheme is %s, want a uid per sandbox", s.ids.scheme)
 	}
 }
 

@@ -57,8 +57,8 @@
 #define EXIT_SETUP_FAILED 125
 #define MAX_FRAME (1U << 30)
 
-enum { REP_READY = 1, REP_STARTED = 2, REP_EXIT = 3, REP_ERROR = 4 };
-enum { CFG_SETUP_ONLY = 1 };
+enum { REP_READY = 1, REP_STARTED = 2, REP_EXIT = 3, REP_ERROR = 4, REP_LEFTOVER = 5 };
+enum { CFG_SETUP_ONLY = 1, CFG_OWN_UID = 2 };
 
 // Kinds of mount plan steps: mountKind in mount_linux.go.
 enum { OP_DIR, OP_SYMLINK, OP_BIND_RO, OP_TMPFS, OP_PROC, OP_COPY, OP_BIND_DEV };
@@ -293,6 +293,7 @@ struct config {
 	uint32_t flags;
 	uint32_t clone_flags; // the namespaces
 	uint32_t host_uid, host_gid; // what the sandbox's uid and gid map to
+	char *uidmap, *gidmap;       // newuidmap, newgidmap; empty: the spawner writes the maps
 	char *hostname;
 	uint32_t nops;
 	struct op *ops;
@@ -313,6 +314,8 @@ static void read_config(struct config *cfg) {
 	cfg->clone_flags = rd_u32(&c);
 	cfg->host_uid = rd_u32(&c);
 	cfg->host_gid = rd_u32(&c);
+	cfg->uidmap = rd_str(&c);
+	cfg->gidmap = rd_str(&c);
 	cfg->hostname = rd_str(&c);
 	cfg->nops = rd_u32(&c);
 	if (c.bad || cfg->nops > 4096)
@@ -1239,6 +1242,97 @@ static int write_file(const char *path, const char *s) {
 
 static volatile pid_t init_pid;
 
+// The zygote's pid, which its spawners check their parent against.
+static pid_t zygote_pid;
+
+// become_host_ids makes a root server's spawner the sandbox's own host uid and gid
+// before it creates the user namespace, so the namespace belongs to that uid
+// (uids_linux.go): what the kernel charges up the namespace chain to its creator
+// (pending signals, message queues, locked memory, processes) is then charged to the
+// sandbox's uid, not to root, and that uid can later find and kill every process the
+// sandbox could have left (clear_host_uid).
+static void become_host_ids(const struct config *c) {
+	if (setresgid(c->host_gid, c->host_gid, c->host_gid) < 0)
+		fail("become the sandbox's host ids", "setresgid");
+	if (setresuid(c->host_uid, c->host_uid, c->host_uid) < 0)
+		fail("become the sandbox's host ids", "setresuid");
+	// The credential change cleared both. The id maps are written through
+	// /proc/<init>, whose files belong to root unless the process is dumpable; and the
+	// spawner must still die with the zygote (a zygote that died meanwhile left us to
+	// another parent).
+	if (prctl(PR_SET_DUMPABLE, 1, 0, 0, 0) < 0)
+		fail("become the sandbox's host ids", "dumpable");
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0 || getppid() != zygote_pid)
+		_exit(EXIT_SETUP_FAILED);
+}
+
+// clear_host_uid proves that no process of the sandbox's host uid outlived the sandbox,
+// killing any it finds: the next sandbox gets this uid. The pid namespace took the
+// whole tree with the init, so normally there is none. The proof is the kernel's own
+// count of the uid's processes (in every namespace it owns): with RLIMIT_NPROC at 2, a
+// fork succeeds only if the spawner is the uid's one process. kill(-1) cannot be the
+// test: it succeeds whenever any process exists, permitted or not.
+static void clear_host_uid(void) {
+	struct rlimit two = {2, 2};
+	if (setrlimit(RLIMIT_NPROC, &two) == 0) {
+		for (int i = 0; i < 100; i++) {
+			pid_t p = fork();
+			if (p == 0)
+				_exit(0);
+			if (p > 0) {
+				while (waitpid(p, NULL, 0) < 0 && errno == EINTR)
+					;
+				return;
+			}
+			if (errno != EAGAIN)
+				break;
+			kill(-1, SIGKILL);
+			usleep(10000);
+		}
+	}
+	report(REP_LEFTOVER, NULL);
+}
+
+// map_subids writes the init's id maps with newuidmap and newgidmap, which may map the
+// server's subordinate ids (the kernel lets an unprivileged process map only its own).
+// newgidmap decides about setgroups itself.
+static void map_subids(const struct config *c, pid_t pid) {
+	const char *tools[2] = {c->uidmap, c->gidmap};
+	uint32_t ids[2] = {c->host_uid, c->host_gid};
+	for (int i = 0; i < 2; i++) {
+		char spid[16], sid[16];
+		snprintf(spid, sizeof spid, "%d", pid);
+		snprintf(sid, sizeof sid, "%u", ids[i]);
+		char *const argv[] = {(char *)tools[i], spid, "1000", sid, "1", NULL};
+		char *const envp[] = {NULL};
+		pid_t h = fork();
+		if (h < 0) {
+			kill(pid, SIGKILL);
+			fail("write the id maps", "fork");
+		}
+		if (h == 0) {
+			// The helper's messages must not reach the program's output pipes.
+			int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+			if (null < 0 || dup2(null, 0) < 0 || dup2(null, 1) < 0 || dup2(null, 2) < 0)
+				_exit(127);
+			syscall(SYS_close_range, 3, ~0U, 0);
+			execve(tools[i], argv, envp);
+			_exit(127);
+		}
+		int ws;
+		while (waitpid(h, &ws, 0) < 0) {
+			if (errno != EINTR) {
+				ws = -1;
+				break;
+			}
+		}
+		if (!WIFEXITED(ws) || WEXITSTATUS(ws) != 0) {
+			kill(pid, SIGKILL);
+			failf("write the id maps", EPERM, "%s %s 1000 %s 1 failed (status %d); check /etc/subuid and /etc/subgid", tools[i], spid, sid, ws);
+		}
+	}
+}
+
 // The process name as ps and leak checks see it: argv[0], rewritten in place (its area
 // is as long as INIT_NAME, the longest name used).
 static char *name_area;
@@ -1291,6 +1385,8 @@ static void __attribute__((noreturn)) spawner(void) {
 	// into the sandbox, where they would still grant group access to host files.
 	if (geteuid() == 0 && setgroups(0, NULL) < 0)
 		fail("drop supplementary groups", "setgroups");
+	if (cfg.flags & CFG_OWN_UID)
+		become_host_ids(&cfg);
 	int sync[2];
 	if (pipe2(sync, O_CLOEXEC) < 0)
 		fail("clone namespaces", "pipe");
@@ -1311,9 +1407,11 @@ static void __attribute__((noreturn)) spawner(void) {
 	struct sigaction sa = {.sa_handler = kill_init};
 	sigaction(SIGTERM, &sa, NULL);
 	set_name("airlock-spawner");
+	if (cfg.uidmap[0])
+		map_subids(&cfg, pid);
 	char path[64], map[64];
 	static const char *const files[] = {"setgroups", "uid_map", "gid_map"};
-	for (int i = 0; i < 3; i++) {
+	for (int i = cfg.uidmap[0] ? 3 : 0; i < 3; i++) {
 		snprintf(path, sizeof path, "/proc/%d/%s", pid, files[i]);
 		if (i == 0)
 			snprintf(map, sizeof map, "deny");
@@ -1329,16 +1427,21 @@ static void __attribute__((noreturn)) spawner(void) {
 		kill(pid, SIGKILL);
 		fail("clone namespaces", "sync");
 	}
-	// The sandbox's pipes are the init's alone: the server sees EOF when it is done.
+	// The sandbox's pipes are the init's alone: the server sees EOF when it is done;
+	// only the report pipe is shared, so the spawner can report what it finds after
+	// the init (its EOF then comes with the spawner's exit, right after the init's).
 	// The sync pipe stays open while the spawner lives: the init checks it once it has
 	// asked to die with the spawner.
-	syscall(SYS_close_range, 0, (unsigned)sync[1] - 1, 0);
+	syscall(SYS_close_range, 0, REPORT_FD - 1, 0);
+	syscall(SYS_close_range, REPORT_FD + 1, (unsigned)sync[1] - 1, 0);
 	syscall(SYS_close_range, (unsigned)sync[1] + 1, ~0U, 0);
 	int ws;
 	while (waitpid(pid, &ws, 0) < 0) {
 		if (errno != EINTR)
 			_exit(EXIT_SETUP_FAILED);
 	}
+	if (cfg.flags & CFG_OWN_UID)
+		clear_host_uid();
 	_exit(WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws));
 }
 
@@ -1524,7 +1627,7 @@ static void __attribute__((noreturn)) zygote(void) {
 			ca.flags |= CLONE_INTO_CGROUP;
 			ca.cgroup = (uint64_t)fds[SPAWN_FDS];
 		}
-		pid_t zygote_pid = getpid();
+		zygote_pid = getpid();
 		long pid = syscall(SYS_clone3, &ca, sizeof ca);
 		if (pid == 0) {
 			// The spawner: its descriptors at 0-4 and nothing else, dying with the

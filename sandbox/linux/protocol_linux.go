@@ -63,9 +63,14 @@ type initConfig struct {
 	SetupOnly bool
 
 	// Set by the launch: the namespaces to create and the host ids the sandbox's ids
-	// map to.
+	// map to (uids_linux.go). OwnUID: the spawner becomes HostUID/HostGID before it
+	// creates the namespace, and proves afterwards that none of that uid's processes is
+	// left (a root server). UIDMap, GIDMap: newuidmap and newgidmap write the maps
+	// (subordinate ids); empty, the spawner writes them itself.
 	CloneFlags       uint32
 	HostUID, HostGID uint32
+	OwnUID           bool
+	UIDMap, GIDMap   string
 }
 
 // handover is the call itself: the last frame on configFD.
@@ -86,6 +91,9 @@ const (
 	repStarted = 2 // the program runs
 	repExit    = 3 // the program ended; everything else in the sandbox is dead
 	repError   = 4 // a setup stage failed; the init exits
+	// repLeftover, from the spawner: a process of the sandbox's host uid outlived the
+	// sandbox and could not be killed; the uid must not be reused.
+	repLeftover = 5
 )
 
 // message is one report from the init.
@@ -128,7 +136,11 @@ func (e *SetupError) Unwrap() error {
 	return nil
 }
 
-const cfgSetupOnly = 1 // CFG_SETUP_ONLY
+// Config flags (CFG_* in init_linux.c).
+const (
+	cfgSetupOnly = 1 // CFG_SETUP_ONLY
+	cfgOwnUID    = 2 // CFG_OWN_UID
+)
 
 type encoder struct{ b []byte }
 
@@ -186,10 +198,18 @@ func encodeConfig(cfg *initConfig, host hostFS) ([]byte, error) {
 	if cfg.SetupOnly {
 		flags |= cfgSetupOnly
 	}
+	if cfg.OwnUID {
+		flags |= cfgOwnUID
+	}
+	if err := noNUL("id map helper", cfg.UIDMap, cfg.GIDMap); err != nil {
+		return nil, err
+	}
 	e.u32(flags)
 	e.u32(cfg.CloneFlags)
 	e.u32(cfg.HostUID)
 	e.u32(cfg.HostGID)
+	e.str(cfg.UIDMap)
+	e.str(cfg.GIDMap)
 	e.str(hostname)
 	plan := rootPlan(cfg, host)
 	e.u32(uint32(len(plan)))
@@ -281,7 +301,7 @@ func readReport(r io.Reader) (*message, error) {
 	d := decoder{b: b[1:]}
 	m := &message{Kind: b[0]}
 	switch m.Kind {
-	case repReady, repStarted:
+	case repReady, repStarted, repLeftover:
 	case repError:
 		m.Stage = d.str()
 		m.Errno = int(d.u32())

@@ -31,13 +31,14 @@ func (s *Sandbox) Probe(ctx context.Context) (sandbox.Report, error) {
 		rep.Layers = append(rep.Layers, l)
 	}
 	userFix := "allow user namespaces: sysctl -w user.max_user_namespaces=15000; on Ubuntu 23.10+ install examples/apparmor/airlock"
-	mapping := fmt.Sprintf("uid/gid %d inside → host %d/%d", sandboxUID, s.hostUID, s.hostGID)
-	if s.root {
-		mapping += fmt.Sprintf(" (%q; the server runs as root)", orDefault(s.opts.HostUser, "nobody"))
-	} else {
-		mapping += " (the server's own user)"
+	layer("user-namespace", true, fmt.Sprintf("uid/gid %d inside, mapped to one unprivileged host id (%s scheme, see host-uids)", sandboxUID, s.ids.scheme), userFix)
+	// Optional: without it the sandboxes still hold against the host, but concurrent
+	// runs share the per-user kernel budgets (uids_linux.go).
+	uids := sandbox.Layer{Name: "host-uids", Active: ok && s.ids.isolated(), Detail: s.ids.describe()}
+	if !s.ids.isolated() {
+		uids.Fix = s.ids.fix()
 	}
-	layer("user-namespace", true, mapping, userFix)
+	rep.Layers = append(rep.Layers, uids)
 	layer("pid-namespace", true, "the program's tree is killed with the sandbox's init", userFix)
 	layer("mount-namespace", true, "tmpfs root, read-only binds of "+strings.Join(systemDirs, " ")+", pivot_root, old root detached", userFix)
 	layer("network-namespace", true, "own namespace without interfaces unless the operator enables host network", userFix)
@@ -55,7 +56,7 @@ func (s *Sandbox) Probe(ctx context.Context) (sandbox.Report, error) {
 		ro += fmt.Sprintf("; Landlock ABI %d available, not needed", abi)
 	}
 	layer("readonly-root", true, ro, "")
-	layer("rlimits", true, "cpu, fsize, nofile, nproc, core=0, memlock, msgqueue set on the program before its first instruction; as when no memory cgroup", "")
+	layer("rlimits", true, fmt.Sprintf("cpu, fsize, nofile, nproc, core=0, memlock, msgqueue=0, sigpending=%d set on the program before its first instruction; as when no memory cgroup", sigPendingLimit), "")
 
 	cg := sandbox.Layer{Name: "cgroups", Required: s.opts.Cgroups == "require"}
 	switch s.cg.version {

@@ -31,10 +31,9 @@ import (
 // Sandbox is the Linux backend. It is safe for concurrent use.
 type Sandbox struct {
 	opts    sandbox.Options
-	self    string // the binary started as the zygote
-	root    bool   // the server runs as host root
-	hostUID int    // host id the sandbox's uid/gid map to
-	hostGID int
+	self    string   // the binary started as the zygote
+	root    bool     // the server runs as host root
+	ids     *hostIDs // the host ids sandboxes' uid and gid map to
 	cg      *cgroups
 	filters map[sandbox.Network]*bpf
 	log     *slog.Logger
@@ -54,21 +53,11 @@ func New(opts sandbox.Options) (*Sandbox, error) {
 		log:  slog.Default().With("component", "sandbox"),
 	}
 	s.zyg = newZygote(s.self, s.log)
-	s.hostUID, s.hostGID = os.Geteuid(), os.Getegid()
-	if s.root {
-		name := opts.HostUser
-		if name == "" {
-			name = "nobody"
-		}
-		uid, gid, err := lookupUser(name)
-		if err != nil {
-			return nil, fmt.Errorf("%w: host user %q for sandboxes: %w (set sandbox.host_user to an existing unprivileged account)", sandbox.ErrUnavailable, name, err)
-		}
-		if uid == 0 || gid == 0 {
-			return nil, fmt.Errorf("%w: host user %q is root; sandboxes must map to an unprivileged account", sandbox.ErrUnavailable, name)
-		}
-		s.hostUID, s.hostGID = uid, gid
+	ids, err := newHostIDs(opts)
+	if err != nil {
+		return nil, err
 	}
+	s.ids = ids
 	switch opts.Cgroups {
 	case "off":
 		s.cg = &cgroups{reason: "disabled by configuration (sandbox.cgroups = off)"}
@@ -242,6 +231,12 @@ func callOf(spec sandbox.Spec) *handover {
 // cgroup is created while the init is cloned (the init waits for its join before it
 // runs anything); a v2 one first, because the init is cloned straight into it.
 func (s *Sandbox) prepare(spec sandbox.Spec, cfg *initConfig) (*launch, error) {
+	// The host ids first: a sandbox, waiting in the pool or running, holds its own
+	// until release has seen the last of its processes.
+	ids, err := s.ids.acquire()
+	if err != nil {
+		return nil, err
+	}
 	var cg *cgroup
 	var pending chan cgroupResult
 	switch s.cg.version {
@@ -254,12 +249,14 @@ func (s *Sandbox) prepare(spec sandbox.Spec, cfg *initConfig) (*launch, error) {
 	case 2:
 		c, err := s.cg.create(spec.ID, spec.Limits)
 		if err != nil {
+			s.ids.release(ids, true)
 			return nil, fmt.Errorf("%w: %w", errCgroup, err)
 		}
 		cg = c
 	}
 	cfg.RlimitAS = !s.cg.limitsMemory()
 	l := newLaunch(s, spec, cg)
+	l.ids = ids
 	l.cgPending = pending
 	if err := l.start(cfg); err != nil {
 		s.release(l)
@@ -285,6 +282,15 @@ func (s *Sandbox) release(l *launch) {
 			l.finish()
 			l.pidfd.Close()
 		}
+		// The spawner has exited, so the sandbox's host uid has no process left, unless
+		// the spawner reported one it could not end.
+		l.mu.Lock()
+		leftover := l.leftover
+		l.mu.Unlock()
+		if leftover {
+			s.log.Error("a process of a sandbox's host uid outlived it; the uid is not reused", "id", l.spec.ID, "uid", l.ids.uid)
+		}
+		s.ids.release(l.ids, !leftover)
 		_ = l.awaitCgroup()
 		if l.cg == nil {
 			return
@@ -364,6 +370,8 @@ func (s *Sandbox) startError(err error) error {
 }
 
 // diagnose names the host setting that blocks unprivileged user namespaces, and its fix.
+// It applies to a root server too: its spawner becomes the sandbox's host uid before it
+// creates the namespaces (uids_linux.go).
 func diagnose() string {
 	var hints []string
 	if readInt("/proc/sys/user/max_user_namespaces") == 0 {
@@ -371,10 +379,10 @@ func diagnose() string {
 			hints = append(hints, "user namespaces are disabled (user.max_user_namespaces = 0); fix: sysctl -w user.max_user_namespaces=15000")
 		}
 	}
-	if b, err := os.ReadFile("/proc/sys/kernel/unprivileged_userns_clone"); err == nil && strings.TrimSpace(string(b)) == "0" && os.Geteuid() != 0 {
+	if b, err := os.ReadFile("/proc/sys/kernel/unprivileged_userns_clone"); err == nil && strings.TrimSpace(string(b)) == "0" {
 		hints = append(hints, "unprivileged user namespaces are disabled (kernel.unprivileged_userns_clone = 0); fix: sysctl -w kernel.unprivileged_userns_clone=1")
 	}
-	if b, err := os.ReadFile("/proc/sys/kernel/apparmor_restrict_unprivileged_userns"); err == nil && strings.TrimSpace(string(b)) == "1" && os.Geteuid() != 0 {
+	if b, err := os.ReadFile("/proc/sys/kernel/apparmor_restrict_unprivileged_userns"); err == nil && strings.TrimSpace(string(b)) == "1" {
 		hints = append(hints, "AppArmor restricts unprivileged user namespaces (Ubuntu 23.10+); fix: install examples/apparmor/airlock (see README, Troubleshooting), or sysctl -w kernel.apparmor_restrict_unprivileged_userns=0")
 	}
 	if _, err := os.Stat("/.dockerenv"); err == nil && len(hints) == 0 {
