@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/airlock-mcp/airlock/sandbox"
 )
 
 // systemDirs are the host directories interpreters need, bound read-only. On merged-/usr
@@ -110,6 +112,11 @@ func rootPlan(cfg *initConfig, host hostFS) []mountOp {
 		}
 		plan = append(plan, mountOp{Kind: opBindRO, Source: m, Target: m})
 		bound[m] = true
+	}
+	// The environment, at its fixed path whatever its host path; read-only like the
+	// system dirs, so every run sees it as the operator built it.
+	if env := filepath.Clean(cfg.Environment); cfg.Environment != "" && filepath.IsAbs(env) && env != "/" {
+		plan = append(plan, mountOp{Kind: opBindRO, Source: env, Target: sandbox.EnvironmentDir})
 	}
 
 	plan = append(plan, mountOp{Kind: opDir, Target: "/etc"})
