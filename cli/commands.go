@@ -189,6 +189,9 @@ func probeCmd(ctx context.Context, args []string, stdio IO) int {
 	}
 	pctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
+	if buildErr == nil {
+		checkEnvironments(pctx, deps.Runner, slog.Default().With("component", "probe"))
+	}
 	rep, err := deps.Prober.Run(pctx, probe.Filter{})
 	if err != nil {
 		// The sandbox could not even start: that is the unsafe verdict, with the reason.

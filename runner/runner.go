@@ -30,9 +30,12 @@ type Languages interface {
 // Call is one request to run code.
 type Call struct {
 	Language string
-	Code     []byte
-	Stdin    []byte
-	Args     []string
+	// Environment names a configured environment; empty: the language's default
+	// environment, if there is one.
+	Environment string
+	Code        []byte
+	Stdin       []byte
+	Args        []string
 	// Files are placed in the workspace before the program starts; policy.Files
 	// validates them against Runner.FileCaps.
 	Files []policy.FileInput
@@ -48,11 +51,13 @@ type Call struct {
 
 // Outcome is how a call ended when the sandbox ran it.
 type Outcome struct {
-	ID        string
-	Language  policy.Language
-	Limits    sandbox.Limits
-	Result    sandbox.Result
-	Violation *policy.Violation
+	ID       string
+	Language policy.Language
+	// Environment is the name of the environment the call ran in, if any.
+	Environment string
+	Limits      sandbox.Limits
+	Result      sandbox.Result
+	Violation   *policy.Violation
 	// OutDir is the output directory the artifacts came from; empty when off.
 	OutDir string
 	// Degraded is set when the server runs with optional isolation layers missing.
@@ -61,8 +66,10 @@ type Outcome struct {
 
 // Runner runs calls in the sandbox.
 type Runner struct {
-	Sandbox       sandbox.Sandbox
-	Languages     Languages
+	Sandbox   sandbox.Sandbox
+	Languages Languages
+	// Environments are the operator's library sets (nil: none).
+	Environments  *policy.Environments
 	Bounds        policy.Bounds
 	Imports       policy.Imports
 	Network       sandbox.Network
@@ -148,17 +155,21 @@ func (r *Runner) run(ctx context.Context, call Call, out Outcome) (Outcome, erro
 	if err := r.validate(call); err != nil {
 		return out, err
 	}
-	lang, err := r.Languages.Lookup(call.Language)
+	lang, env, err := r.lookup(call)
 	if err != nil {
 		return out, err
 	}
 	out.Language = lang
+	if env != nil {
+		out.Environment = env.Name
+		out.Language.Version = env.Version
+	}
 	out.Limits = r.Bounds.Clamp(policy.Request{Timeout: call.Timeout})
 	files, err := r.files(call, out.Limits.Workspace)
 	if err != nil {
 		return out, err
 	}
-	spec := r.spec(lang, call.Code, call.Args, out.Limits)
+	spec := r.spec(lang, env, call.Code, call.Args, out.Limits)
 	spec.ID = out.ID
 	spec.Stdin = call.Stdin
 	spec.Files = files
@@ -185,8 +196,42 @@ func (r *Runner) run(ctx context.Context, call Call, out Outcome) (Outcome, erro
 			res.Detail = fmt.Sprintf("import of %q refused by the import policy (line %d)", v.Module, v.Line)
 		}
 	}
+	if res.Status == sandbox.StatusError && res.Detail == "" {
+		if m, ok := policy.MissingModule(lang.Name, res.Stderr.Bytes()); ok {
+			res.Detail = r.Environments.MissingHint(lang.Name, out.Environment, m)
+		}
+	}
 	out.Result = res
 	return out, nil
+}
+
+// lookup resolves the call's language and environment. A named environment decides the
+// language (a different one named in the call is refused); without one, the language's
+// default environment, if any, is used.
+func (r *Runner) lookup(call Call) (policy.Language, *policy.Environment, error) {
+	var env *policy.Environment
+	name := call.Language
+	if call.Environment != "" {
+		e, err := r.Environments.Lookup(call.Environment)
+		if err != nil {
+			return policy.Language{}, nil, err
+		}
+		if canon, _ := policy.Canonical(name); name != "" && canon != e.Language {
+			return policy.Language{}, nil, fmt.Errorf("%w: environment %s is %s, not %s; omit language or pick another environment",
+				policy.ErrInvalidRequest, e.Name, e.Language, name)
+		}
+		env, name = &e, e.Language
+	}
+	lang, err := r.Languages.Lookup(name)
+	if err != nil {
+		return policy.Language{}, nil, err
+	}
+	if env == nil {
+		if e, ok := r.Environments.Default(lang.Name); ok {
+			env = &e
+		}
+	}
+	return lang, env, nil
 }
 
 func (r *Runner) validate(call Call) error {
@@ -269,19 +314,29 @@ func newID() string {
 	return hex.EncodeToString(b[:])
 }
 
-// spec is how every call in lang is run, whatever its code: the one place a Spec is
-// built, so warm-pool templates match the calls they serve.
-func (r *Runner) spec(lang policy.Language, code []byte, args []string, limits sandbox.Limits) sandbox.Spec {
-	spec := lang.Spec(code, args, limits, r.MemoryBound)
+// spec is how every call in lang (and env, when not nil) is run, whatever its code: the
+// one place a Spec is built, so warm-pool templates match the calls they serve.
+func (r *Runner) spec(lang policy.Language, env *policy.Environment, code []byte, args []string, limits sandbox.Limits) sandbox.Spec {
+	outDir := ""
+	if r.OutDir != "" && r.Artifacts.MaxFiles > 0 {
+		outDir = r.OutDir
+	}
+	var spec sandbox.Spec
+	if env != nil {
+		spec = env.Spec(lang, code, args, limits, r.MemoryBound, outDir)
+	} else {
+		spec = lang.Spec(code, args, limits, r.MemoryBound)
+	}
 	spec.Language = lang.Name
 	spec.Network = r.Network
-	if r.OutDir != "" && r.Artifacts.MaxFiles > 0 {
-		spec.OutDir, spec.Artifacts = r.OutDir, r.Artifacts
+	if outDir != "" {
+		spec.OutDir, spec.Artifacts = outDir, r.Artifacts
 	}
 	return spec
 }
 
-// Templates are the warm-pool templates: one per enabled language, with the default
+// Templates are the warm-pool templates: one per enabled language (in its default
+// environment, if it has one) and one per other usable environment, with the default
 // limits and no code. A call with default (or lower) limits and no import policy in the
 // way is served by a sandbox prepared from one of them.
 func (r *Runner) Templates() []sandbox.Spec {
@@ -291,7 +346,18 @@ func (r *Runner) Templates() []sandbox.Spec {
 		if err != nil {
 			continue
 		}
-		out = append(out, r.Imports.Apply(r.spec(lang, nil, nil, r.Bounds.Default)))
+		var env *policy.Environment
+		if e, ok := r.Environments.Default(lang.Name); ok {
+			env = &e
+		}
+		out = append(out, r.Imports.Apply(r.spec(lang, env, nil, nil, r.Bounds.Default)))
+	}
+	for _, e := range r.Environments.Usable() {
+		lang, err := r.Languages.Lookup(e.Language)
+		if err != nil || e.Default {
+			continue
+		}
+		out = append(out, r.Imports.Apply(r.spec(lang, &e, nil, nil, r.Bounds.Default)))
 	}
 	return out
 }
