@@ -190,7 +190,7 @@ func probeCmd(ctx context.Context, args []string, stdio IO) int {
 	pctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	if buildErr == nil {
-		checkEnvironments(pctx, deps.Runner, slog.Default().With("component", "probe"))
+		deps.Runner.CheckEnvironments(pctx)
 	}
 	rep, err := deps.Prober.Run(pctx, probe.Filter{})
 	if err != nil {

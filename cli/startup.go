@@ -8,9 +8,7 @@ import (
 	"time"
 
 	"github.com/airlock-mcp/airlock/config"
-	"github.com/airlock-mcp/airlock/policy"
 	"github.com/airlock-mcp/airlock/probe"
-	"github.com/airlock-mcp/airlock/runner"
 	"github.com/airlock-mcp/airlock/sandbox"
 	"github.com/airlock-mcp/airlock/tools"
 )
@@ -51,50 +49,9 @@ func startupCheck(ctx context.Context, deps tools.Deps, cfg config.Config, log *
 		deps.Runner.Degraded = true
 		log.Warn("serving in degraded mode: startup probes could not run", "probes", strings.Join(errored, "; "))
 	}
-	checkEnvironments(ctx, deps.Runner, log)
+	deps.Runner.CheckEnvironments(ctx)
 	return nil
 }
-
-// checkEnvironments runs each inspected environment once in a sandbox, importing its
-// preload list; only the ones that pass are offered. A broken one is logged and shown by
-// probe and get_config, and the others still serve.
-func checkEnvironments(ctx context.Context, r *runner.Runner, log *slog.Logger) {
-	for _, e := range r.Environments.All() {
-		problem := e.Problem
-		if problem == "" {
-			problem = environmentCheck(ctx, r, e)
-		}
-		r.Environments.SetUsable(e.Name, problem)
-		if problem != "" {
-			log.Warn("environment not offered", "environment", e.Name, "problem", problem)
-		} else {
-			log.Info("environment ready", "environment", e.Name, "language", e.Language, "version", e.Version, "packages", len(e.Packages))
-		}
-	}
-}
-
-// environmentCheck is the startup check of one environment: "" when its preload list
-// imports in a sandbox, else why not.
-func environmentCheck(ctx context.Context, r *runner.Runner, e policy.Environment) string {
-	r.Environments.SetUsable(e.Name, "") // Lookup offers only usable ones; reset on failure
-	code := policy.CheckProgram(e)
-	out, err := r.Run(ctx, runner.Call{Environment: e.Name, Code: code, Timeout: environmentCheckTimeout})
-	switch {
-	case err != nil:
-		return "startup check: " + err.Error()
-	case out.Result.Status != sandbox.StatusOK:
-		tail := strings.TrimSpace(string(out.Result.Stderr.Bytes()))
-		if i := strings.LastIndexByte(tail, '\n'); i >= 0 {
-			tail = tail[i+1:]
-		}
-		return fmt.Sprintf("startup check (%s) ended %s: %s %s", strings.TrimSpace(string(code)), out.Result.Status, out.Result.Detail, tail)
-	}
-	return ""
-}
-
-// environmentCheckTimeout bounds one environment's startup check: importing pandas and
-// matplotlib.pyplot with a cold font cache takes about 2 s on this class of host.
-const environmentCheckTimeout = 30 * time.Second
 
 // warm starts the backend's warm pool when configured and supported, and returns what
 // drains it, and waits for every finished sandbox's cleanup, at shutdown.

@@ -124,6 +124,12 @@ func InspectEnvironment(c EnvironmentConfig, base Language) Environment {
 		return e
 	}
 	e.Path = root
+	if within(root, "/tmp") {
+		// The init builds the sandbox's root over its own view of /tmp before it binds
+		// anything, so nothing below the host's /tmp can be bound.
+		e.Problem = fmt.Sprintf("%s is under /tmp, which the sandbox's root is built over; move it (e.g. to /opt/venvs/%s)", root, c.Name)
+		return e
+	}
 	if lang == "javascript" {
 		err = e.inspectNode(base)
 	} else {

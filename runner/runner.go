@@ -196,9 +196,9 @@ func (r *Runner) run(ctx context.Context, call Call, out Outcome) (Outcome, erro
 			res.Detail = fmt.Sprintf("import of %q refused by the import policy (line %d)", v.Module, v.Line)
 		}
 	}
-	if res.Status == sandbox.StatusError && res.Detail == "" {
+	if res.Status == sandbox.StatusError {
 		if m, ok := policy.MissingModule(lang.Name, res.Stderr.Bytes()); ok {
-			res.Detail = r.Environments.MissingHint(lang.Name, out.Environment, m)
+			res.Detail = strings.TrimPrefix(res.Detail+"; ", "; ") + r.Environments.MissingHint(lang.Name, out.Environment, m)
 		}
 	}
 	out.Result = res

@@ -18,8 +18,9 @@ import (
 var systemDirs = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"}
 
 // etcCopies are host /etc files copied into the sandbox's own /etc. Nothing else of /etc
-// is visible: no shadow, no host passwd, no machine secrets.
-var etcCopies = []string{"ld.so.cache", "nsswitch.conf", "protocols", "services"}
+// is visible: no shadow, no host passwd, no machine secrets. Debian's matplotlib reads
+// its defaults from /etc/matplotlibrc only, and refuses to import without it.
+var etcCopies = []string{"ld.so.cache", "nsswitch.conf", "protocols", "services", "matplotlibrc"}
 
 // etcBinds are host /etc directories bound read-only because programs resolve through
 // them: Debian's alternatives (awk, editor, …) and public CA certificates.
