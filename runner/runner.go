@@ -113,6 +113,9 @@ func (r *Runner) Run(ctx context.Context, call Call) (Outcome, error) {
 		}
 	}
 	attrs := []any{"duration", time.Since(start).Round(time.Millisecond)}
+	if out.Environment != "" {
+		attrs = append(attrs, "environment", out.Environment)
+	}
 	if out.Limits != (sandbox.Limits{}) {
 		attrs = append(attrs, "wall_limit", out.Limits.Wall, "memory_limit", out.Limits.Memory)
 	}
@@ -136,7 +139,10 @@ func (r *Runner) record(start time.Time, call Call, sum string, out Outcome, err
 	rec := AuditRecord{Time: start.UTC(), ID: out.ID, Transport: call.Transport, Client: call.Client,
 		Language: call.Language, CodeSHA256: sum, CodeBytes: len(call.Code),
 		Status: string(res.Status), ExitCode: res.ExitCode, WallMs: res.Wall.Milliseconds(), CPUMs: res.CPU.Milliseconds(),
-		PeakMemory: res.PeakMemory, DurationMs: time.Since(start).Milliseconds()}
+		PeakMemory: res.PeakMemory, DurationMs: time.Since(start).Milliseconds(), Environment: out.Environment}
+	if out.Language.Name != "" {
+		rec.Language = out.Language.Name // an environment decides the language of a call that names none
+	}
 	rec.Limits.WallMs, rec.Limits.MemoryBytes = out.Limits.Wall.Milliseconds(), out.Limits.Memory
 	rec.Limits.Pids, rec.Limits.OutputBytes = out.Limits.Pids, out.Limits.Output
 	if out.Violation != nil {
