@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -200,7 +201,8 @@ func TestPythonBootCold(t *testing.T) {
 	cmd := exec.Command(s.Argv[0], s.Argv[1:]...)
 	cmd.Dir, cmd.Env = dir, s.Env
 	out, err := cmd.Output()
-	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 3 {
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 3 {
 		t.Fatalf("exit %v, want 3: %s", err, out)
 	}
 	if got := strings.TrimSpace(string(out)); got != "['main.py', 'a', 'b'] main.py True __main__" {

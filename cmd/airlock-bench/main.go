@@ -450,18 +450,18 @@ func environmentBench(ctx context.Context, bin string, rounds int) (float64, err
 	cmd := exec.Command(bareArgv[0], bareArgv[1:]...)
 	cmd.Env = bareEnv
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return 0, fmt.Errorf("the host python cannot import pandas and matplotlib (%v: %s); apt install python3-pandas python3-matplotlib", err, strings.TrimSpace(string(out)))
+		return 0, fmt.Errorf("the host python cannot import pandas and matplotlib (%w: %s); apt install python3-pandas python3-matplotlib", err, strings.TrimSpace(string(out)))
 	}
-	if err := os.Chmod(dir, 0o755); err != nil {
+	if err := os.Chmod(dir, 0o755); err != nil { //nolint:gosec // the sandbox's user must traverse it
 		return 0, err
 	}
 	venv := filepath.Join(dir, "data")
 	if out, err := exec.Command("/usr/bin/python3", "-m", "venv", "--without-pip", "--system-site-packages", venv).CombinedOutput(); err != nil {
-		return 0, fmt.Errorf("python3 -m venv: %v: %s (apt install python3-venv)", err, strings.TrimSpace(string(out)))
+		return 0, fmt.Errorf("python3 -m venv: %w: %s (apt install python3-venv)", err, strings.TrimSpace(string(out)))
 	}
 	conf := filepath.Join(dir, "airlock.toml")
 	toml := fmt.Sprintf("[environments.data]\nlanguage = \"python\"\npath = %q\npreload = [\"pandas\", \"matplotlib.pyplot\"]\n", venv)
-	if err := os.WriteFile(conf, []byte(toml), 0o644); err != nil {
+	if err := os.WriteFile(conf, []byte(toml), 0o600); err != nil {
 		return 0, err
 	}
 	// Two servers with python only and pool=1: without and with the environment, so the
