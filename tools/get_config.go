@@ -161,8 +161,11 @@ func RenderConfig(v ConfigView) string {
 	}
 	for _, e := range v.Environments {
 		state := "usable"
-		if !e.Usable {
+		switch {
+		case !e.Usable && e.Problem != "":
 			state = "NOT OFFERED: " + e.Problem
+		case !e.Usable:
+			state = "not checked yet (serve checks it at startup)"
 		}
 		fmt.Fprintf(&b, "environment %-8s %s %s %s at %s, %d packages, %s\n", e.Name, e.Language, e.Version, e.Interpreter, e.Path, len(e.Packages), state)
 	}

@@ -58,7 +58,7 @@ def _airlock_save_figures():
     plt = sys.modules.get("matplotlib.pyplot")
     if plt is None:
         return
-    out = os.path.join(os.path.dirname(os.path.abspath(sys.argv[0])), _airlock_figures)
+    out = _airlock_figures_dir
     for num in plt.get_fignums():
         try:
             os.makedirs(out, exist_ok=True)
@@ -102,6 +102,9 @@ def _airlock_main():
     path = os.path.abspath(sys.argv[0])
     # `python3 main.py` puts the script's directory first on sys.path; `-c` put "".
     sys.path[0] = os.path.dirname(path)
+    # Fixed now: the program may change sys.argv or its working directory.
+    global _airlock_figures_dir
+    _airlock_figures_dir = os.path.join(os.path.dirname(path), _airlock_figures)
     # The rest of what python gives a script's __main__, down to sys.orig_argv (3.10+).
     if hasattr(sys, "orig_argv") and "-c" in sys.orig_argv:
         sys.orig_argv[sys.orig_argv.index("-c"):] = sys.argv
