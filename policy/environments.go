@@ -417,9 +417,14 @@ var (
 // MissingModule finds the top-level module a failed run could not import, from the
 // last such error on its stderr.
 func MissingModule(language string, stderr []byte) (string, bool) {
-	re := pyMissing
-	if language == "javascript" {
+	var re *regexp.Regexp
+	switch language {
+	case "python":
+		re = pyMissing
+	case "javascript":
 		re = nodeMissing
+	default:
+		return "", false // environments hold python and node packages only
 	}
 	all := re.FindAllSubmatch(stderr, -1)
 	if len(all) == 0 {

@@ -49,6 +49,7 @@ func TestMissingModule(t *testing.T) {
 		{"javascript", "Error [ERR_MODULE_NOT_FOUND]: Cannot find package 'chalk' imported from /workspace/main.mjs", "chalk"},
 		{"javascript", "Error: Cannot find module './helper'", ""},
 		{"javascript", "Error: Cannot find module '/workspace/x.js'", ""},
+		{"bash", "ModuleNotFoundError: No module named 'pandas'", ""},
 	} {
 		got, ok := MissingModule(tt.lang, []byte(tt.stderr))
 		if got != tt.want || ok != (tt.want != "") {
