@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"image"
 	_ "image/png"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -271,30 +272,76 @@ func warmPool(t *testing.T, d Deps) sandbox.Warmer {
 	tmpls := d.Runner.Templates()
 	w.Warm(tmpls, 1)
 	t.Cleanup(func() { w.Warm(nil, 0) })
-	deadline := time.Now().Add(60 * time.Second)
-	for w.PoolStats().Ready < len(tmpls) {
-		if time.Now().After(deadline) {
-			t.Fatalf("pool not ready: %+v for %d templates", w.PoolStats(), len(tmpls))
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	waitReady(t, w, len(tmpls))
 	return w
 }
 
-// testEnvironmentPooled: in a pooled sandbox of a preloaded environment, the
-// preload list is imported before the call.
+// waitReady waits until n sandboxes are ready (a preloaded one takes a second or two).
+func waitReady(t *testing.T, w sandbox.Warmer, n int) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for w.PoolStats().Ready < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("pool not ready: %+v, want %d ready", w.PoolStats(), n)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// testEnvironmentPooled: in a pooled sandbox of a preloaded environment, the preload
+// list is imported before the call, and what a program leaves to the interpreter's
+// shutdown happens as in a cold run (the pooled one skips tearing down the preload).
 func testEnvironmentPooled(t *testing.T, f envFixture) {
+	c := startClient(t, f.deps)
+	exit := func(want string) map[string]int64 {
+		t.Helper()
+		code := `import atexit, sys, threading, time, helper
+print("preloaded" if "pandas" in sys.modules else "cold")
+left_open = open("out/left-open.txt", "w")
+left_open.write("buffered " * 1000)
+class Last:
+    def __del__(self, open=open):
+        open("out/del.txt", "w").write("__del__ ran")
+last = Last()
+def late():
+    time.sleep(0.2)
+    open("out/thread.txt", "w").write("thread joined")
+threading.Thread(target=late).start()
+atexit.register(lambda: open("out/atexit.txt", "w").write("atexit ran"))
+helper.keep("out/helper.txt")
+raise SystemExit(3)
+`
+		files := []map[string]any{{"path": "helper.py", "content": "def keep(p):\n    global f\n    f = open(p, 'w')\n    f.write('helper ' * 1000)\n"}}
+		r := call(t, c, "run_code", map[string]any{"code": code, "environment": "data", "files": files})
+		out := structured(t, r)
+		if out.ExitCode != 3 || strings.TrimSpace(out.Stdout) != want || out.Stderr != "" {
+			t.Fatalf("want %s, exit 3: %s", want, text(r))
+		}
+		got := map[string]int64{}
+		for _, a := range out.Artifacts {
+			got[a.Path] = a.Size
+		}
+		return got
+	}
+	cold := exit("cold")
+	want := map[string]int64{"left-open.txt": 9000, "del.txt": 11, "thread.txt": 13, "atexit.txt": 10, "helper.txt": 7000}
+	if !maps.Equal(cold, want) {
+		t.Fatalf("cold run left %v, want %v", cold, want)
+	}
+
 	w := warmPool(t, f.deps)
 	before := w.PoolStats().Hits
-	c := startClient(t, f.deps)
 	code := "import sys\nprint(all(m in sys.modules for m in ('numpy', 'pandas', 'matplotlib.pyplot')))\nimport pandas, matplotlib.pyplot\nprint(1)"
 	r := call(t, c, "run_code", map[string]any{"code": code, "environment": "data"})
-	out := structured(t, r)
-	if r.IsError || out.Stdout != "True\n1\n" {
+	if out := structured(t, r); r.IsError || out.Stdout != "True\n1\n" {
 		t.Fatalf("%s", text(r))
 	}
 	if w.PoolStats().Hits != before+1 {
 		t.Errorf("pool hits %d → %d, want one more", before, w.PoolStats().Hits)
+	}
+	waitReady(t, w, len(f.deps.Runner.Templates()))
+	if pooled := exit("preloaded"); !maps.Equal(pooled, cold) {
+		t.Errorf("pooled run left %v, the cold one %v", pooled, cold)
 	}
 }
 

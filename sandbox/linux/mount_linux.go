@@ -23,8 +23,9 @@ var systemDirs = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "
 var etcCopies = []string{"ld.so.cache", "nsswitch.conf", "protocols", "services", "matplotlibrc"}
 
 // etcBinds are host /etc directories bound read-only because programs resolve through
-// them: Debian's alternatives (awk, editor, …) and public CA certificates.
-var etcBinds = []string{"alternatives", "ssl", "ca-certificates"}
+// them: Debian's alternatives (awk, editor, …), public CA certificates, and fontconfig's
+// configuration (matplotlib lists the system fonts with fc-list, which fails without it).
+var etcBinds = []string{"alternatives", "ssl", "ca-certificates", "fonts"}
 
 // devNodes are the host device nodes bound into the minimal /dev.
 var devNodes = []string{"null", "zero", "full", "random", "urandom"}
