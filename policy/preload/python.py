@@ -10,7 +10,8 @@
 # tracebacks that start in main.py, SystemExit codes. It ends by raising SystemExit, so the
 # interpreter's own shutdown runs as after main.py: threads joined, atexit handlers, and the
 # module teardown that flushes files the program left open and calls __del__ (skipping it
-# lost buffered writes to out/).
+# lost buffered writes to out/). A pooled sandbox with a preload list ends through
+# _airlock_quick_exit instead, which does those steps for the program's own objects only.
 #
 # With _airlock_figures set (a workspace-relative directory), matplotlib's backend is
 # Agg with a show() that saves every open figure there as PNG, and the figures still open
