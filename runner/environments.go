@@ -43,12 +43,16 @@ func (r *Runner) checkEnvironment(ctx context.Context, e policy.Environment) str
 	case err != nil:
 		return "startup check: " + err.Error()
 	case out.Result.Status != sandbox.StatusOK:
-		last := strings.TrimSpace(string(out.Result.Stderr.Bytes()))
-		if i := strings.LastIndexByte(last, '\n'); i >= 0 {
-			last = last[i+1:]
+		// The error's own last line says what failed (the result's detail is addressed to
+		// a model: which environments to try instead).
+		why := strings.TrimSpace(string(out.Result.Stderr.Bytes()))
+		if i := strings.LastIndexByte(why, '\n'); i >= 0 {
+			why = why[i+1:]
 		}
-		return fmt.Sprintf("startup check %q ended %s: %s", strings.TrimSpace(string(code)), out.Result.Status,
-			strings.TrimSpace(out.Result.Detail+" "+last))
+		if why == "" {
+			why = out.Result.Detail
+		}
+		return fmt.Sprintf("startup check %q ended %s: %s", strings.TrimSpace(string(code)), out.Result.Status, why)
 	}
 	return ""
 }
