@@ -193,3 +193,62 @@ func TestEnvironmentReadOnly(t *testing.T) {
 		t.Fatal("the environment changed on the host")
 	}
 }
+
+// TestEscapesWithEnvironment runs the file escape probes (escape_linux_test.go) with an
+// environment mounted: no host secret becomes readable and nothing but /dev/null becomes
+// writable, /env included, through any path.
+func TestEscapesWithEnvironment(t *testing.T) {
+	testSandbox(t)
+	env, err := os.MkdirTemp("/var/tmp", "airlock-env-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(env) })
+	os.Chmod(env, 0o777)
+	secret := "airlock-secret-" + randHex(16)
+	// A secret next to the environment on the host: its parent is not bound.
+	hostFile := filepath.Join(filepath.Dir(env), filepath.Base(env)+"-secret.txt")
+	if err := os.WriteFile(hostFile, []byte(secret), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Remove(hostFile) })
+	if err := os.WriteFile(filepath.Join(env, "lib.py"), []byte("X = 1\n"), 0o666); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(filepath.Join(env, "lib.py"), 0o666)
+
+	reads := []string{hostFile, "/env/../" + filepath.Base(hostFile), "/proc/1/root" + hostFile,
+		"/env/../../.." + hostFile, "/etc/shadow", "/proc/1/environ"}
+	stdin, _ := json.Marshal(reads)
+	spec := pySpec(probeOpen, newMarker())
+	spec.Environment, spec.Stdin = env, stdin
+	var opened map[string]string
+	res := runJSON(t, spec, &opened)
+	if strings.Contains(string(res.Stdout.Bytes()), secret) {
+		t.Fatalf("the program read a host secret:\n%s", brief(res))
+	}
+	for p, v := range opened {
+		if strings.HasPrefix(v, "ok:") {
+			t.Errorf("the program opened %s", p)
+		}
+	}
+
+	writes := []string{"/env/lib.py", "/env/new.py", "/proc/self/root/env/new.py", "/env/../pwned",
+		"/pwned", "/usr/pwned", "/etc/pwned", hostFile, "/dev/null"}
+	stdin, _ = json.Marshal(writes)
+	spec = pySpec(probeWrite, newMarker())
+	spec.Environment, spec.Stdin = env, stdin
+	var wrote map[string]string
+	runJSON(t, spec, &wrote)
+	for _, p := range writes {
+		if v := wrote[p]; (v == "ok") != (p == "/dev/null") {
+			t.Errorf("write %s: %q", p, v)
+		}
+	}
+	if b, _ := os.ReadFile(filepath.Join(env, "lib.py")); string(b) != "X = 1\n" {
+		t.Fatalf("the environment's file changed: %q", b)
+	}
+	if entries, _ := os.ReadDir(env); len(entries) != 1 {
+		t.Fatalf("the environment holds %d entries, want its one file", len(entries))
+	}
+}
