@@ -76,7 +76,7 @@ func build(ctx context.Context, cfg config.Config, strict bool) (tools.Deps, err
 		return tools.Deps{}, fmt.Errorf("languages: none of %s is installed on this host", strings.Join(cfg.Languages.Enabled, ", "))
 	}
 	r := &runner.Runner{
-		Sandbox: sb, Languages: reg, Bounds: cfg.PolicyBounds(), Imports: cfg.PolicyImports(),
+		Sandbox: sb, Languages: reg, Environments: inspectEnvironments(cfg, reg), Bounds: cfg.PolicyBounds(), Imports: cfg.PolicyImports(),
 		Network: sandbox.Network(cfg.Network), MaxCodeBytes: int(cfg.MaxCodeBytes), MaxStdinBytes: int(cfg.MaxStdinBytes),
 		FileCaps: cfg.FileCaps(), OutDir: cfg.Artifacts.Dir, Artifacts: cfg.ArtifactLimits(),
 		Limiter:  runner.NewLimiter(cfg.Concurrency.MaxParallel, cfg.Concurrency.QueueSize, time.Duration(cfg.Concurrency.QueueTimeout)),
@@ -99,6 +99,18 @@ func build(ctx context.Context, cfg config.Config, strict bool) (tools.Deps, err
 		r.Audit = a
 	}
 	return tools.Deps{Runner: r, Prober: probe.NewSuite(r), Config: cfg, Version: version()}, sbErr
+}
+
+// inspectEnvironments reads what each configured environment holds; none is usable
+// before checkEnvironments has run it in a sandbox.
+func inspectEnvironments(cfg config.Config, reg *policy.Registry) *policy.Environments {
+	var envs []policy.Environment
+	for _, c := range cfg.PolicyEnvironments() {
+		canon, _ := policy.Canonical(c.Language)
+		lang, _ := reg.Lookup(canon)
+		envs = append(envs, policy.InspectEnvironment(c, lang))
+	}
+	return policy.NewEnvironments(envs...)
 }
 
 func layerList(ls []sandbox.Layer) string {

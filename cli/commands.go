@@ -228,6 +228,9 @@ func probeCmd(ctx context.Context, args []string, stdio IO) int {
 	}
 	pctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
+	if buildErr == nil {
+		deps.Runner.CheckEnvironments(pctx)
+	}
 	rep, err := deps.Prober.Run(pctx, probe.Filter{})
 	if err != nil {
 		// The sandbox could not even start: that is the unsafe verdict, with the reason.

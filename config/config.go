@@ -6,11 +6,13 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"net"
 	"os"
 	"path"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -38,6 +40,8 @@ type Config struct {
 	Log           Log       `toml:"log" json:"log"`
 	Audit         Audit     `toml:"audit" json:"audit"`
 	Pool          Pool      `toml:"pool" json:"pool"`
+	// Environments are the operator's library sets, by name ([environments.NAME]).
+	Environments map[string]Environment `toml:"environments" json:"environments,omitempty"`
 }
 
 // Languages says which interpreters may run and, optionally, where they are.
@@ -142,6 +146,15 @@ type Pool struct {
 	Size int `toml:"size" json:"size"`
 }
 
+// Environment is one [environments.NAME] table: a venv, a prefix or a node_modules
+// directory, bound read-only into the sandboxes that run in it.
+type Environment struct {
+	Language string   `toml:"language" json:"language"`
+	Path     string   `toml:"path" json:"path"`
+	Preload  []string `toml:"preload" json:"preload,omitempty"`
+	Default  bool     `toml:"default" json:"default"`
+}
+
 // Default returns the built-in configuration.
 func Default() Config {
 	b := policy.DefaultBounds()
@@ -224,6 +237,16 @@ func validOutDir(d string) error {
 		return fmt.Errorf("names starting with .airlock are reserved, got %q", d)
 	}
 	return nil
+}
+
+// PolicyEnvironments converts the environments to policy's form, sorted by name.
+func (c Config) PolicyEnvironments() []policy.EnvironmentConfig {
+	out := make([]policy.EnvironmentConfig, 0, len(c.Environments))
+	for _, name := range slices.Sorted(maps.Keys(c.Environments)) {
+		e := c.Environments[name]
+		out = append(out, policy.EnvironmentConfig{Name: name, Language: e.Language, Path: e.Path, Preload: e.Preload, Default: e.Default})
+	}
+	return out
 }
 
 // SandboxOptions converts to the backend's options.
@@ -373,6 +396,19 @@ func (c Config) Validate() error {
 	case "text", "json":
 	default:
 		bad("log.format", `must be "text" or "json", got %q`, c.Log.Format)
+	}
+	defaults := map[string]string{}
+	for _, e := range c.PolicyEnvironments() {
+		if err := e.Validate(); err != nil {
+			bad("environments."+e.Name, "%v", err)
+			continue
+		}
+		lang, _ := policy.Canonical(e.Language)
+		if prev, dup := defaults[lang]; dup && e.Default {
+			bad("environments."+e.Name+".default", "environment %s is already the default for %s", prev, lang)
+		} else if e.Default {
+			defaults[lang] = e.Name
+		}
 	}
 	if c.Pool.Size < 0 || c.Pool.Size > 64 {
 		bad("pool.size", "must be between 0 and 64, got %d", c.Pool.Size)

@@ -43,21 +43,23 @@ type auditFile interface {
 // AuditRecord is one line of the audit log. It holds the code's hash and size, never the
 // code, its stdin or its output.
 type AuditRecord struct {
-	Time       time.Time `json:"time"`
-	ID         string    `json:"id"`
-	Transport  string    `json:"transport,omitempty"`
-	Client     string    `json:"client,omitempty"`
-	Principal  string    `json:"principal,omitempty"`
-	Language   string    `json:"language"`
-	CodeSHA256 string    `json:"code_sha256"`
-	CodeBytes  int       `json:"code_bytes"`
-	Status     string    `json:"status"`
-	ExitCode   int       `json:"exit_code"`
-	WallMs     int64     `json:"wall_ms"`
-	CPUMs      int64     `json:"cpu_ms"`
-	PeakMemory int64     `json:"peak_memory_bytes"`
-	DurationMs int64     `json:"duration_ms"`
-	Limits     struct {
+	Time      time.Time `json:"time"`
+	ID        string    `json:"id"`
+	Transport string    `json:"transport,omitempty"`
+	Client    string    `json:"client,omitempty"`
+	Principal string    `json:"principal,omitempty"`
+	Language  string    `json:"language"`
+	// Environment is the environment the call ran in, if any.
+	Environment string `json:"environment,omitempty"`
+	CodeSHA256  string `json:"code_sha256"`
+	CodeBytes   int    `json:"code_bytes"`
+	Status      string `json:"status"`
+	ExitCode    int    `json:"exit_code"`
+	WallMs      int64  `json:"wall_ms"`
+	CPUMs       int64  `json:"cpu_ms"`
+	PeakMemory  int64  `json:"peak_memory_bytes"`
+	DurationMs  int64  `json:"duration_ms"`
+	Limits      struct {
 		WallMs      int64 `json:"wall_ms"`
 		MemoryBytes int64 `json:"memory_bytes"`
 		Pids        int   `json:"pids"`

@@ -32,6 +32,11 @@ const (
 	NetworkHost Network = "host"
 )
 
+// EnvironmentDir is where a Spec's Environment appears inside the sandbox, whatever its
+// host path: programs, the interpreter's prefix and the pool's templates see one fixed
+// path, and the host's directory layout stays out of the sandbox.
+const EnvironmentDir = "/env"
+
 // Limits bound one run. A zero field means "use the backend's built-in floor", never
 // "unlimited": policy always fills every field.
 type Limits struct {
@@ -86,6 +91,9 @@ type Spec struct {
 	// Mounts are extra host directories the interpreter needs, bound read-only
 	// (an install prefix outside /usr, e.g. /opt/python).
 	Mounts []string
+	// Environment is a host directory (a venv, a prefix, a node_modules parent) bound
+	// read-only at EnvironmentDir, where Argv and Env refer to it; empty: none.
+	Environment string
 	// OutDir is the workspace-relative directory whose regular files come back as
 	// artifacts; empty disables artifacts.
 	OutDir    string

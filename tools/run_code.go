@@ -24,6 +24,7 @@ import (
 type RunCodeArgs struct {
 	Code           string   `json:"code"`
 	Language       string   `json:"language,omitempty"`
+	Environment    string   `json:"environment,omitempty"`
 	TimeoutSeconds *float64 `json:"timeout_seconds,omitempty"`
 	Stdin          string   `json:"stdin,omitempty"`
 	Args           []string `json:"args,omitempty"`
@@ -37,7 +38,7 @@ type File struct {
 	Encoding string `json:"encoding,omitempty" jsonschema:"enum=utf8,enum=base64,default=utf8"`
 }
 
-var runCodeArgNames = []string{"code", "language", "timeout_seconds", "stdin", "args", "files"}
+var runCodeArgNames = []string{"code", "language", "environment", "timeout_seconds", "stdin", "args", "files"}
 
 // Violation is the import the policy refused.
 type Violation struct {
@@ -63,6 +64,7 @@ type RunCodeResult struct {
 	TimeoutSeconds  float64    `json:"timeout_seconds"`
 	Language        string     `json:"language"`
 	LanguageVersion string     `json:"language_version"`
+	Environment     string     `json:"environment,omitempty"`
 	Detail          string     `json:"detail,omitempty"`
 	Degraded        bool       `json:"degraded,omitempty"`
 	Violation       *Violation `json:"violation,omitempty"`
@@ -127,6 +129,7 @@ func RunCode(d Deps) server.ServerTool {
 		for _, name := range enabled {
 			l.Enum = append(l.Enum, name)
 		}
+		environmentSchema(p("environment"), d.Runner.Environments.Usable())
 		t := p("timeout_seconds")
 		t.Description = fmt.Sprintf("Wall-clock timeout in seconds (default %g, larger values are lowered to %g).",
 			bounds.Default.Wall.Seconds(), bounds.Max.Wall.Seconds())
@@ -168,9 +171,54 @@ Languages: %s. The sandbox has %s, a private writable workspace (the current dir
 Limits per run: timeout %gs by default (at most %gs), memory %d MiB, %d processes, %d KiB of output kept per stream (head and tail when longer).
 A non-ok status (error, timeout, memory_limit, ...) is reported with isError and a detail saying why.
 Input files: pass "files" (path, content, encoding utf8 or base64); they are placed in the workspace and count against its size.
-%s`,
+%s%s`,
 		strings.Join(enabled, ", "), net, b.Default.Workspace>>20, b.Default.Wall.Seconds(), b.Max.Wall.Seconds(),
-		b.Default.Memory>>20, b.Default.Pids, b.Default.Output>>10, outputsDescription(d))
+		b.Default.Memory>>20, b.Default.Pids, b.Default.Output>>10, outputsDescription(d), environmentsDescription(d))
+}
+
+// mainPackages is how many packages the description names per environment.
+const mainPackages = 8
+
+func environmentSchema(p *jsonschema.Schema, envs []policy.Environment) {
+	if len(envs) == 0 {
+		p.Description = "Library environment to run in; this server has none."
+		return
+	}
+	p.Description = "Library environment to run in (see the tool description for what each holds); it decides the language. Default: the language's default environment, if any."
+	for _, e := range envs {
+		p.Enum = append(p.Enum, e.Name)
+	}
+}
+
+// environmentsDescription lists each usable environment with its main packages, so a
+// model picks one before it writes an import.
+func environmentsDescription(d Deps) string {
+	envs := d.Runner.Environments.Usable()
+	if len(envs) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString("\nEnvironments (pass \"environment\"; packages cannot be installed in the sandbox):")
+	for _, e := range envs {
+		fmt.Fprintf(&b, "\n- %s: %s %s", e.Name, e.Language, e.Version)
+		var pkgs []string
+		for _, p := range e.MainPackages(mainPackages) {
+			pkgs = append(pkgs, p.Name+" "+p.Version)
+		}
+		if len(pkgs) > 0 {
+			fmt.Fprintf(&b, " with %s", strings.Join(pkgs, ", "))
+		}
+		if n := len(e.Packages) - len(pkgs); n > 0 {
+			fmt.Fprintf(&b, " and %d more (get_config lists them)", n)
+		}
+		if e.Default {
+			fmt.Fprintf(&b, "; the default for %s", e.Language)
+		}
+		if e.Language == "python" && d.Runner.OutDir != "" && d.Runner.Artifacts.MaxFiles > 0 {
+			fmt.Fprintf(&b, "; matplotlib is headless: figures shown with plt.show() or left open at exit come back as PNG images (%s/figure-N.png)", d.Runner.OutDir)
+		}
+	}
+	return b.String()
 }
 
 func outputsDescription(d Deps) string {
@@ -191,14 +239,14 @@ func runCode(ctx context.Context, d Deps, req mcp.CallToolRequest, defLang strin
 	if raw, ok := req.GetArguments()["code"]; !ok || raw == nil {
 		return refused("", statusInvalidRequest, `missing required argument "code": pass the source code to run`), nil
 	}
-	if args.Language == "" {
+	if args.Language == "" && args.Environment == "" {
 		args.Language = defLang
 	}
 	timeout, err := timeoutOf(args.TimeoutSeconds)
 	if err != nil {
 		return refused("", statusInvalidRequest, err.Error()), nil
 	}
-	call := runner.Call{Language: args.Language, Code: []byte(args.Code), Stdin: []byte(args.Stdin),
+	call := runner.Call{Language: args.Language, Environment: args.Environment, Code: []byte(args.Code), Stdin: []byte(args.Stdin),
 		Args: args.Args, Timeout: timeout}
 	call.Transport, call.Client = origin(ctx, req)
 	call.Principal = runner.PrincipalFrom(ctx)
@@ -294,7 +342,7 @@ func resultOf(o runner.Outcome, arts []Artifact) RunCodeResult {
 		StdoutBytes: r.Stdout.Total, StderrBytes: r.Stderr.Total,
 		WallMs: r.Wall.Milliseconds(), CPUMs: r.CPU.Milliseconds(), PeakMemoryBytes: r.PeakMemory,
 		TimeoutSeconds: o.Limits.Wall.Seconds(),
-		Language:       o.Language.Name, LanguageVersion: o.Language.Version,
+		Language:       o.Language.Name, LanguageVersion: o.Language.Version, Environment: o.Environment,
 		Detail: sanitize.String(r.Detail), Degraded: o.Degraded, Lowered: loweredOf(o.Lowered),
 	}
 	if o.Violation != nil {

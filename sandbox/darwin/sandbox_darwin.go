@@ -309,6 +309,10 @@ func (s *Sandbox) run(ctx context.Context, spec sandbox.Spec, memory bool) (sand
 	if len(spec.Argv) == 0 || !filepath.IsAbs(spec.Argv[0]) {
 		return sandbox.Result{}, fmt.Errorf("%w: argv[0] must be an absolute interpreter path", sandbox.ErrInvalidSpec)
 	}
+	if spec.Environment != "" {
+		// Seatbelt filters paths but cannot show a directory at another one.
+		return sandbox.Result{}, fmt.Errorf("%w: environments are not supported by the macOS backend", sandbox.ErrInvalidSpec)
+	}
 	lim := floors(spec.Limits)
 	ws, err := newWorkspace(s.wsParent, spec)
 	if err != nil {

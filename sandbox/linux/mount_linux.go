@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/airlock-mcp/airlock/sandbox"
 )
 
 // systemDirs are the host directories interpreters need, bound read-only. On merged-/usr
@@ -16,12 +18,14 @@ import (
 var systemDirs = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"}
 
 // etcCopies are host /etc files copied into the sandbox's own /etc. Nothing else of /etc
-// is visible: no shadow, no host passwd, no machine secrets.
-var etcCopies = []string{"ld.so.cache", "nsswitch.conf", "protocols", "services"}
+// is visible: no shadow, no host passwd, no machine secrets. Debian's matplotlib reads
+// its defaults from /etc/matplotlibrc only, and refuses to import without it.
+var etcCopies = []string{"ld.so.cache", "nsswitch.conf", "protocols", "services", "matplotlibrc"}
 
 // etcBinds are host /etc directories bound read-only because programs resolve through
-// them: Debian's alternatives (awk, editor, …) and public CA certificates.
-var etcBinds = []string{"alternatives", "ssl", "ca-certificates"}
+// them: Debian's alternatives (awk, editor, …), public CA certificates, and fontconfig's
+// configuration (matplotlib lists the system fonts with fc-list, which fails without it).
+var etcBinds = []string{"alternatives", "ssl", "ca-certificates", "fonts"}
 
 // devNodes are the host device nodes bound into the minimal /dev.
 var devNodes = []string{"null", "zero", "full", "random", "urandom"}
@@ -110,6 +114,11 @@ func rootPlan(cfg *initConfig, host hostFS) []mountOp {
 		}
 		plan = append(plan, mountOp{Kind: opBindRO, Source: m, Target: m})
 		bound[m] = true
+	}
+	// The environment, at its fixed path whatever its host path; read-only like the
+	// system dirs, so every run sees it as the operator built it.
+	if env := filepath.Clean(cfg.Environment); cfg.Environment != "" && filepath.IsAbs(env) && env != "/" {
+		plan = append(plan, mountOp{Kind: opBindRO, Source: env, Target: sandbox.EnvironmentDir})
 	}
 
 	plan = append(plan, mountOp{Kind: opDir, Target: "/etc"})

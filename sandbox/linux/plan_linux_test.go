@@ -145,6 +145,31 @@ func TestRootPlan(t *testing.T) {
 	}
 }
 
+// An environment is the one bind whose target is not its source: it appears at
+// sandbox.EnvironmentDir, read-only, and nothing else of its host path's parents does.
+func TestRootPlanEnvironment(t *testing.T) {
+	plan := rootPlan(&initConfig{Environment: "/opt/venvs/data/"}, mergedUsr)
+	var env []mountOp
+	for _, op := range plan {
+		if op.Kind == opBindRO && op.Source != op.Target {
+			env = append(env, op)
+		}
+		if strings.HasPrefix(op.Target, "/opt") {
+			t.Errorf("host path of the environment planned: %+v", op)
+		}
+	}
+	if len(env) != 1 || env[0].Source != "/opt/venvs/data" || env[0].Target != sandbox.EnvironmentDir {
+		t.Fatalf("environment binds %+v, want /opt/venvs/data at %s", env, sandbox.EnvironmentDir)
+	}
+	for _, bad := range []string{"relative/env", "/"} {
+		for _, op := range rootPlan(&initConfig{Environment: bad}, mergedUsr) {
+			if op.Target == sandbox.EnvironmentDir {
+				t.Errorf("environment %q planned: %+v", bad, op)
+			}
+		}
+	}
+}
+
 func TestRootPlanSplitUsr(t *testing.T) {
 	split := fakeFS{"/usr": "dir", "/bin": "dir", "/sbin": "dir", "/lib": "dir", "/lib64": "dir"}
 	plan := rootPlan(&initConfig{Mounts: []string{"/lib/x86_64-linux-gnu"}}, split)

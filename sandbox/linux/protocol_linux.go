@@ -44,13 +44,15 @@ type initConfig struct {
 	// Preload is the argv of an interpreter started before the handover, waiting for
 	// the program's argv on its fd 3 (sandbox.Spec.Preload). Empty: the program is
 	// started at the handover.
-	Preload   []string
-	Env       []string
-	Limits    sandbox.Limits
-	Network   sandbox.Network
-	Mounts    []string
-	OutDir    string
-	Artifacts sandbox.ArtifactLimits
+	Preload []string
+	Env     []string
+	Limits  sandbox.Limits
+	Network sandbox.Network
+	Mounts  []string
+	// Environment is bound read-only at sandbox.EnvironmentDir (sandbox.Spec.Environment).
+	Environment string
+	OutDir      string
+	Artifacts   sandbox.ArtifactLimits
 	// RlimitAS applies Limits.Memory (or AddressSpace) as RLIMIT_AS because no memory
 	// cgroup enforces it.
 	RlimitAS bool

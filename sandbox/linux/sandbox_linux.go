@@ -210,7 +210,7 @@ func (s *Sandbox) config(spec sandbox.Spec) *initConfig {
 	f := s.filters[spec.Network]
 	return &initConfig{
 		ID: spec.ID, Env: spec.Env, Limits: spec.Limits, Network: spec.Network,
-		Mounts: spec.Mounts, OutDir: spec.OutDir, Artifacts: spec.Artifacts,
+		Mounts: spec.Mounts, Environment: spec.Environment, OutDir: spec.OutDir, Artifacts: spec.Artifacts,
 		Filter: f.prog, FilterRules: f.rules,
 	}
 }
