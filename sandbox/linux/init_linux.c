@@ -60,7 +60,7 @@ enum { REP_READY = 1, REP_STARTED = 2, REP_EXIT = 3, REP_ERROR = 4 };
 enum { CFG_SETUP_ONLY = 1 };
 
 // Kinds of mount plan steps: mountKind in mount_linux.go.
-enum { OP_DIR, OP_SYMLINK, OP_BIND_RO, OP_TMPFS, OP_PROC, OP_COPY, OP_BIND_DEV };
+enum { OP_DIR, OP_SYMLINK, OP_BIND_RO, OP_TMPFS, OP_PROC, OP_COPY, OP_BIND_DEV, OP_MASK };
 
 // The root is built in a tmpfs over /tmp of the private mount namespace (newRoot).
 #define NEW_ROOT "/tmp"
@@ -458,6 +458,23 @@ static int remount(const char *dst, unsigned long add) {
 	return mount(NULL, dst, NULL, flags, NULL);
 }
 
+#ifndef SYS_mount_setattr
+#define SYS_mount_setattr 442
+#endif
+#ifndef AT_RECURSIVE
+#define AT_RECURSIVE 0x8000
+#endif
+struct airlock_mount_attr {
+	uint64_t attr_set, attr_clr, propagation, userns_fd;
+};
+
+// readonly_tree makes dst and every mount under it read-only, nosuid and nodev in one
+// step (MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV).
+static int readonly_tree(const char *dst) {
+	struct airlock_mount_attr attr = {.attr_set = 0x1 | 0x2 | 0x4};
+	return (int)syscall(SYS_mount_setattr, AT_FDCWD, dst, AT_RECURSIVE, &attr, sizeof attr);
+}
+
 static void apply_op(const struct op *o) {
 	char dst[PATH_MAX];
 	char stage[PATH_MAX + 16];
@@ -511,12 +528,42 @@ static void apply_op(const struct op *o) {
 	case OP_BIND_RO:
 		if (mount_point(dst, o->is_file) < 0)
 			fail(stage, "mount point");
-		// Not recursive: submounts of the source stay hidden.
+		// Not recursive: submounts of the source stay hidden. Where the source holds
+		// mounts locked by a more privileged user namespace (a file a container engine
+		// bound under /usr), the kernel refuses that with EINVAL, since it would uncover
+		// what they hide: then the whole tree, made read-only as a whole.
+		if (mount(o->source, dst, NULL, MS_BIND, NULL) == 0) {
+			if (remount(dst, MS_RDONLY | MS_NOSUID | MS_NODEV) < 0)
+				fail(stage, "remount read-only");
+			break;
+		}
+		if (errno != EINVAL)
+			fail(stage, "bind");
+		if (mount(o->source, dst, NULL, MS_BIND | MS_REC, NULL) < 0)
+			fail(stage, "bind recursively");
+		if (readonly_tree(dst) < 0)
+			fail(stage, "mount_setattr read-only (Linux 5.12 or later)");
+		break;
+	case OP_MASK: {
+		// A path of the fresh /proc the program must not read (procMasks): absent
+		// ones need nothing.
+		struct stat st;
+		if (lstat(dst, &st) < 0) {
+			if (errno == ENOENT)
+				break;
+			fail(stage, "stat");
+		}
+		if (S_ISDIR(st.st_mode)) {
+			if (mount("airlock", dst, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=0555,size=4k,nr_inodes=1") < 0)
+				fail(stage, "mount an empty tmpfs");
+			break;
+		}
 		if (mount(o->source, dst, NULL, MS_BIND, NULL) < 0)
 			fail(stage, "bind");
-		if (remount(dst, MS_RDONLY | MS_NOSUID | MS_NODEV) < 0)
+		if (remount(dst, MS_RDONLY | MS_NOSUID | MS_NOEXEC) < 0)
 			fail(stage, "remount read-only");
 		break;
+	}
 	case OP_BIND_DEV:
 		// A read-only or nodev mount would make the node unusable (writing to /dev/null
 		// must work); nosuid and noexec cost nothing.
@@ -694,7 +741,9 @@ static void setup(const struct config *cfg, struct net_thread *net) {
 		join_net(net);
 	pivot();
 	seal();
-	if (sethostname(cfg->hostname, strlen(cfg->hostname)) < 0)
+	// An empty name: the container forbids sethostname, and the namespace keeps the
+	// name it inherited (KeepHostname).
+	if (cfg->hostname[0] && sethostname(cfg->hostname, strlen(cfg->hostname)) < 0)
 		fail("sethostname", "sethostname");
 	// Not dumpable: the program (same uid) cannot open /proc/1/mem or /proc/1/fd.
 	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)

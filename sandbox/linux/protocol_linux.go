@@ -61,6 +61,10 @@ type initConfig struct {
 	// SetupOnly builds the whole sandbox, reports, and exits without running a program
 	// (the startup self-check).
 	SetupOnly bool
+	// NoProc gives the sandbox an empty /proc, and KeepHostname leaves the hostname its
+	// new UTS namespace inherits: the substitutes where a container forbids the real
+	// thing (adaptations, found by the self-test).
+	NoProc, KeepHostname bool
 
 	// Set by the launch: the namespaces to create and the host ids the sandbox's ids
 	// map to.
@@ -190,7 +194,11 @@ func encodeConfig(cfg *initConfig, host hostFS) ([]byte, error) {
 	e.u32(cfg.CloneFlags)
 	e.u32(cfg.HostUID)
 	e.u32(cfg.HostGID)
-	e.str(hostname)
+	if cfg.KeepHostname {
+		e.str("") // the init leaves the hostname alone
+	} else {
+		e.str(hostname)
+	}
 	plan := rootPlan(cfg, host)
 	e.u32(uint32(len(plan)))
 	for _, op := range plan {
