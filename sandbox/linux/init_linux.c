@@ -43,6 +43,7 @@
 #include <sys/syscall.h>
 #include <sys/types.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #ifndef CLOSE_RANGE_CLOEXEC
@@ -475,6 +476,81 @@ static int readonly_tree(const char *dst) {
 	return (int)syscall(SYS_mount_setattr, AT_FDCWD, dst, AT_RECURSIVE, &attr, sizeof attr);
 }
 
+// mask hides dst, if it exists: an empty read-only tmpfs over a directory, null (a bind
+// of /dev/null, as runc masks) over anything else.
+static void mask(const char *stage, const char *dst, const char *null) {
+	struct stat st;
+	if (lstat(dst, &st) < 0) {
+		if (errno == ENOENT)
+			return;
+		fail(stage, "stat");
+	}
+	if (S_ISDIR(st.st_mode)) {
+		if (mount("airlock", dst, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=0555,size=4k,nr_inodes=1") < 0)
+			fail(stage, "mount an empty tmpfs");
+		return;
+	}
+	if (mount(null, dst, NULL, MS_BIND, NULL) < 0)
+		fail(stage, "bind");
+	if (remount(dst, MS_RDONLY | MS_NOSUID | MS_NOEXEC) < 0)
+		fail(stage, "remount read-only");
+}
+
+// unescape_octal decodes mountinfo's \ooo escapes (space, tab, newline, backslash) in
+// place.
+static void unescape_octal(char *s) {
+	char *w = s;
+	for (char *r = s; *r; r++) {
+		if (r[0] == '\\' && r[1] >= '0' && r[1] <= '3' && r[2] >= '0' && r[2] <= '7' && r[3] >= '0' && r[3] <= '7') {
+			*w++ = (char)((r[1] - '0') << 6 | (r[2] - '0') << 3 | (r[3] - '0'));
+			r += 3;
+		} else {
+			*w++ = *r;
+		}
+	}
+	*w = 0;
+}
+
+// cover_submounts masks every mount below dst, as this mount namespace's mountinfo lists
+// them (parents before children; a child under a covered parent is gone already). The
+// list is read whole first: each cover is a new line of mountinfo.
+static void cover_submounts(const char *stage, const char *dst) {
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+	if (!f)
+		fail(stage, "read mountinfo");
+	size_t n = strlen(dst), count = 0;
+	char **points = NULL;
+	char line[PATH_MAX * 2 + 512];
+	while (fgets(line, sizeof line, f)) {
+		char *field = line, *point = NULL;
+		for (int i = 0; i < 5 && field; i++) {
+			char *sp = strchr(field, ' ');
+			if (i == 4) {
+				point = field;
+				if (sp)
+					*sp = 0;
+			}
+			field = sp ? sp + 1 : NULL;
+		}
+		if (!point)
+			continue;
+		unescape_octal(point);
+		if (strncmp(point, dst, n) != 0 || point[n] != '/')
+			continue;
+		char **grown = realloc(points, (count + 1) * sizeof *points);
+		if (!grown || !(grown[count] = strdup(point)))
+			_exit(EXIT_SETUP_FAILED);
+		points = grown;
+		count++;
+	}
+	fclose(f);
+	for (size_t i = 0; i < count; i++) {
+		mask(stage, points[i], "/dev/null");
+		free(points[i]);
+	}
+	free(points);
+}
+
 static void apply_op(const struct op *o) {
 	char dst[PATH_MAX];
 	char stage[PATH_MAX + 16];
@@ -537,33 +613,20 @@ static void apply_op(const struct op *o) {
 				fail(stage, "remount read-only");
 			break;
 		}
+		// The submounts come along, but stay hidden as before: each is covered (they
+		// are locked and cannot be unmounted), and then the whole tree is read-only.
 		if (errno != EINVAL)
 			fail(stage, "bind");
 		if (mount(o->source, dst, NULL, MS_BIND | MS_REC, NULL) < 0)
 			fail(stage, "bind recursively");
+		cover_submounts(stage, dst);
 		if (readonly_tree(dst) < 0)
 			fail(stage, "mount_setattr read-only (Linux 5.12 or later)");
 		break;
-	case OP_MASK: {
-		// A path of the fresh /proc the program must not read (procMasks): absent
-		// ones need nothing.
-		struct stat st;
-		if (lstat(dst, &st) < 0) {
-			if (errno == ENOENT)
-				break;
-			fail(stage, "stat");
-		}
-		if (S_ISDIR(st.st_mode)) {
-			if (mount("airlock", dst, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=0555,size=4k,nr_inodes=1") < 0)
-				fail(stage, "mount an empty tmpfs");
-			break;
-		}
-		if (mount(o->source, dst, NULL, MS_BIND, NULL) < 0)
-			fail(stage, "bind");
-		if (remount(dst, MS_RDONLY | MS_NOSUID | MS_NOEXEC) < 0)
-			fail(stage, "remount read-only");
+	case OP_MASK:
+		// A path of the fresh /proc the program must not read (procMasks).
+		mask(stage, dst, o->source);
 		break;
-	}
 	case OP_BIND_DEV:
 		// A read-only or nodev mount would make the node unusable (writing to /dev/null
 		// must work); nosuid and noexec cost nothing.
@@ -863,27 +926,20 @@ static pid_t start_program(char **argv, char **env, int *fds, int nfds, const st
 	return pid;
 }
 
-// cpu_seconds_used is a process's CPU time so far, rounded up to whole seconds, from
-// /proc/<pid>/stat (fields 14 and 15, in ticks of 1/100 s).
+// cpu_seconds_used is a process's CPU time so far, rounded up to whole seconds, from its
+// CPU clock: no /proc needed, which a sandbox in a container that masks its own may not
+// have.
 static uint64_t cpu_seconds_used(pid_t pid) {
-	char path[64], buf[1024];
-	snprintf(path, sizeof path, "/proc/%d/stat", pid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
+	clockid_t clk;
+	int e = clock_getcpuclockid(pid, &clk);
+	if (e != 0) {
+		errno = e;
+		fail("rlimits", "cpu clock");
+	}
+	struct timespec ts;
+	if (clock_gettime(clk, &ts) < 0)
 		fail("rlimits", "read cpu time");
-	ssize_t n = read(fd, buf, sizeof buf - 1);
-	close(fd);
-	if (n <= 0)
-		failf("rlimits", EIO, "read %s", path);
-	buf[n] = 0;
-	// The command name (field 2) may contain spaces: count fields after its ')'.
-	char *p = strrchr(buf, ')');
-	if (!p)
-		failf("rlimits", EIO, "malformed %s", path);
-	unsigned long long ut = 0, st = 0;
-	if (sscanf(p + 1, " %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %llu %llu", &ut, &st) != 2)
-		failf("rlimits", EIO, "malformed %s", path);
-	return (ut + st + 99) / 100;
+	return (uint64_t)ts.tv_sec + (ts.tv_nsec > 0 ? 1 : 0);
 }
 
 // lower_rlimits lowers a preloaded interpreter's limits to the call's, never raising

@@ -140,3 +140,44 @@ func fileHasContent(p string) bool {
 	b, err := os.ReadFile(p)
 	return err == nil && len(b) > 0
 }
+
+// needProc ends a test that watches the sandbox through its own /proc where sandboxes have
+// none (a container that masks its /proc: adaptations.noProc), loudly. What it checks is
+// checked there through syscalls instead: the probe suite's identity, no-new-privs,
+// seccomp-mode and fd-leak probes ask capget, prctl and fstat (probe/programs), and
+// TestNoProcSubstitute shows the empty /proc holds nothing.
+func needProc(t *testing.T) {
+	t.Helper()
+	if testSandbox(t).adapt.noProc {
+		t.Skip("SKIPPING: THIS CONTAINER'S SANDBOXES HAVE NO /proc TO WATCH THEM THROUGH (probe's syscall checks cover it)")
+	}
+}
+
+// noProcExpect turns every /proc expectation in want into errno where sandboxes have no
+// /proc: nothing there exists.
+func noProcExpect(t *testing.T, want map[string]string, errno string) {
+	t.Helper()
+	if !testSandbox(t).adapt.noProc {
+		return
+	}
+	for p := range want {
+		if strings.HasPrefix(p, "/proc/") {
+			want[p] = errno
+		}
+	}
+}
+
+// mountPoint reports whether path is a mount point of the test's own mount namespace.
+func mountPoint(t *testing.T, path string) bool {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) > 4 && f[4] == path {
+			return true
+		}
+	}
+	return false
+}
