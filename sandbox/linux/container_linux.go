@@ -93,6 +93,10 @@ const unmaskSettings = "podman: --security-opt unmask=/proc/*; docker: --securit
 // namespaces to a container without CAP_SYS_ADMIN.
 func clone3Error() string {
 	release := kernelRelease()
+	if gvisor() {
+		return "this gVisor kernel does not implement clone3, with which airlock starts every sandbox (CLONE_PIDFD, CLONE_INTO_CGROUP); " +
+			"gVisor is a sandbox of its own: run airlock outside it, or use a runsc release that has clone3"
+	}
 	if !kernelAtLeast(release, 5, 3) {
 		return fmt.Sprintf("airlock needs Linux 5.3 or later, for clone3 and pidfds; this is %s", release)
 	}
