@@ -37,7 +37,10 @@ SOAK_CALLS   ?= 2000
 SOAK_PARALLEL ?= 8
 SUDO         := $(if $(filter 0,$(shell id -u)),,sudo)
 
-.PHONY: help build run test test-go test-darwin-compile fmt-check bench soak lint vet fmt \
+PREFIX       ?= /usr/local
+APPARMOR_DIR ?= /etc/apparmor.d
+
+.PHONY: help build install run test test-go test-darwin-compile fmt-check bench soak lint vet fmt \
         update-golden fuzz-short deps
 
 help: ## list the targets
@@ -45,6 +48,18 @@ help: ## list the targets
 
 build: ## build bin/airlock (cgo on Linux, for libseccomp)
 	$(BUILD_ENV) $(GO) build $(BUILD_FLAGS) -trimpath -ldflags '$(LDFLAGS)' -o bin/airlock .
+
+# Ubuntu 23.10+ lets a program create user namespaces only under an AppArmor profile that
+# grants them, and the profile attaches by path: it is installed for the path installed to.
+install: ## install bin/airlock to PREFIX/bin (/usr/local/bin) and, where AppArmor restricts user namespaces, its profile
+	@[ -x bin/airlock ] || { echo "bin/airlock is not built: run make build first (as your user)"; exit 1; }
+	$(SUDO) install -D -m 0755 bin/airlock $(DESTDIR)$(PREFIX)/bin/airlock
+	@if [ "$$(cat /proc/sys/kernel/apparmor_restrict_unprivileged_userns 2>/dev/null)" = 1 ]; then \
+	  echo "AppArmor restricts user namespaces here: installing $(APPARMOR_DIR)/airlock for $(PREFIX)/bin/airlock"; \
+	  sed 's|/usr/local/bin/airlock|$(PREFIX)/bin/airlock|' examples/apparmor/airlock | $(SUDO) tee $(APPARMOR_DIR)/airlock >/dev/null; \
+	  $(SUDO) apparmor_parser -r $(APPARMOR_DIR)/airlock; \
+	fi
+	@echo "installed $(PREFIX)/bin/airlock; check it: $(PREFIX)/bin/airlock probe"
 
 # stdout is the MCP channel here, so the build's own output goes to stderr and make echoes
 # nothing.
