@@ -196,6 +196,11 @@ def main():
          {"serves": True, "log": ["audit records go to a fallback file"]}),
         ("podman --user 65534:65534", pod(["--user", "65534:65534"]),
          {"serves": True}),
+        # What a hardened Kubernetes securityContext amounts to: no capabilities,
+        # allowPrivilegeEscalation: false (no_new_privs), a read-only root, non-root.
+        ("podman --cap-drop ALL --security-opt no-new-privileges --read-only --user 65534:65534",
+         pod(["--cap-drop", "ALL", "--security-opt", "no-new-privileges", "--read-only", "--user", "65534:65534"]),
+         {"serves": True}),
     ]
     if shutil.which("runsc"):
         cases.append(("gVisor (runsc do, Debian's runsc)",
