@@ -3,6 +3,8 @@ package linux
 import (
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -126,5 +128,20 @@ func TestDiagnoses(t *testing.T) {
 		}
 	} else if strings.Contains(msg, "5.3 or later") {
 		t.Errorf("clone3 diagnosis blames a %s kernel: %s", kernelRelease(), msg)
+	}
+}
+
+// The AppArmor hint names the binary actually being run, and the fix for its path.
+func TestAppArmorHintNamesTheBinary(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, err := filepath.EvalSymlinks(exe); err == nil {
+		exe = p
+	}
+	h := apparmorHint()
+	if !strings.Contains(h, exe) || !strings.Contains(h, "make install") {
+		t.Fatalf("hint %q does not name %s and the install", h, exe)
 	}
 }
