@@ -151,9 +151,9 @@ func setupV1(dirs map[string]string) (*cgroups, error) {
 			continue
 		}
 		base := filepath.Join(dir, cgroupDir)
-		if err := os.Mkdir(base, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+		if err := usableBase(base); err != nil {
 			if c == "memory" || c == "pids" {
-				return nil, fmt.Errorf("create %s: %w", base, err)
+				return nil, err
 			}
 			continue
 		}
@@ -161,6 +161,22 @@ func setupV1(dirs map[string]string) (*cgroups, error) {
 		cg.ctrls = append(cg.ctrls, c)
 	}
 	return cg, nil
+}
+
+// usableBase creates airlock's base cgroup dir, or accepts one left by an earlier server
+// only if this one may create cgroups in it: a root of a user namespace whose host uid is
+// not the dir's owner (unshare -r, rootless podman) finds it but cannot.
+func usableBase(base string) error {
+	if err := os.Mkdir(base, 0o755); err == nil {
+		return nil
+	} else if !errors.Is(err, os.ErrExist) {
+		return fmt.Errorf("create %s: %w", base, err)
+	}
+	trial := filepath.Join(base, fmt.Sprintf("%d-probe", os.Getpid()))
+	if err := os.Mkdir(trial, 0o755); err != nil {
+		return fmt.Errorf("create a cgroup in %s: %w", base, err)
+	}
+	return os.Remove(trial)
 }
 
 func setupV2(dir string) (*cgroups, error) {
@@ -173,8 +189,8 @@ func setupV2(dir string) (*cgroups, error) {
 		return nil, fmt.Errorf("memory and pids controllers not delegated to %s (have %q)", dir, have)
 	}
 	base := filepath.Join(dir, cgroupDir)
-	if err := os.Mkdir(base, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
-		return nil, fmt.Errorf("create %s: %w", base, err)
+	if err := usableBase(base); err != nil {
+		return nil, err
 	}
 	want := []string{"memory", "pids"}
 	if contains(have, "cpu") {

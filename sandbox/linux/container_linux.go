@@ -138,6 +138,20 @@ func seccompMode() string {
 	return ""
 }
 
+// cgroupFix is how this server can get cgroups: not "run as root" for a root server, which a
+// container's read-only cgroup file system stops.
+func cgroupFix(root bool, container string) string {
+	switch {
+	case container != "" && root:
+		return "the container's cgroup file system is read-only: give it a writable cgroup (podman or docker --privileged; a cgroup v2 host: a delegated, writable cgroup for the container)"
+	case container != "":
+		return "run the container's airlock as root with a writable cgroup (podman or docker --privileged), or under a delegated cgroup v2 subtree"
+	case root:
+		return "mount the cgroup v1 memory and pids controllers, or a cgroup v2 hierarchy with them enabled"
+	}
+	return "run as root (cgroup v1), or under a delegated cgroup v2 subtree: systemd-run --user --scope -p Delegate=yes airlock serve"
+}
+
 // stageHint is the fix for a setup stage's failure that has one cause worth naming.
 func stageHint(err error) string {
 	var se *SetupError

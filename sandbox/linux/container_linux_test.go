@@ -4,10 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/airlock-mcp/airlock/sandbox"
 )
 
 func TestAdaptationsAfter(t *testing.T) {
@@ -144,4 +147,57 @@ func TestAppArmorHintNamesTheBinary(t *testing.T) {
 	if !strings.Contains(h, exe) || !strings.Contains(h, "make install") {
 		t.Fatalf("hint %q does not name %s and the install", h, exe)
 	}
+}
+
+// TestSingleUIDNamespace is rootless podman's case, for real: the server is root of a user
+// namespace that maps one uid (unshare -r as nobody), where setgroups is denied. It must
+// refuse naming /etc/subuid and newuidmap, not only the errno.
+func TestSingleUIDNamespace(t *testing.T) {
+	if os.Getenv("AIRLOCK_SINGLE_UID_CHILD") == "1" {
+		_, err := New(sandbox.Options{Cgroups: "off"})
+		fmt.Printf("\nSINGLE-UID-RESULT %v\n", err)
+		return
+	}
+	if !isRoot() {
+		t.Skip("needs root to become nobody first; the root run covers it")
+	}
+	setpriv, err1 := exec.LookPath("setpriv")
+	unshare, err2 := exec.LookPath("unshare")
+	if err1 != nil || err2 != nil {
+		t.Fatalf("setpriv and unshare (util-linux) are needed: %v %v", err1, err2)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, err := os.MkdirTemp("", "single-uid-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	os.Chmod(dir, 0o755)
+	bin := filepath.Join(dir, "linux.test")
+	data, err := os.ReadFile(self)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(setpriv, "--reuid=nobody", "--regid=nogroup", "--clear-groups",
+		unshare, "--user", "--map-root-user", bin, "-test.run=^TestSingleUIDNamespace$", "-test.count=1")
+	cmd.Dir = dir
+	cmd.Env = []string{"AIRLOCK_SINGLE_UID_CHILD=1", "HOME=" + dir, "PATH=/usr/bin:/bin"}
+	out, _ := cmd.CombinedOutput()
+	_, result, ok := strings.Cut(string(out), "SINGLE-UID-RESULT ")
+	if !ok {
+		requireSandbox(t, fmt.Errorf("%w: no single-uid user namespace here: %s", sandbox.ErrUnavailable, out))
+	}
+	result, _, _ = strings.Cut(result, "\n")
+	for _, w := range []string{"setgroups", "/etc/subuid", "newuidmap"} {
+		if !strings.Contains(result, w) {
+			t.Errorf("the refusal lacks %q: %s", w, result)
+		}
+	}
+	t.Logf("refusal: %s", result)
 }

@@ -77,7 +77,7 @@ func (s *Sandbox) Probe(ctx context.Context) (sandbox.Report, error) {
 	switch s.cg.version {
 	case 0:
 		cg.Detail = s.cg.reason
-		cg.Fix = "run as root (cgroup v1), or under a delegated cgroup v2 subtree: systemd-run --user --scope -p Delegate=yes airlock serve; until then memory is bounded by RLIMIT_AS and processes by RLIMIT_NPROC"
+		cg.Fix = cgroupFix(s.root, container()) + "; until then memory is bounded by RLIMIT_AS and processes by RLIMIT_NPROC"
 	case 1:
 		cg.Active = ok
 		cg.Detail = "cgroup v1, controllers " + strings.Join(s.cg.ctrls, ",") + ": memory (no swap), pids, cpu quota 1 CPU, peak memory and OOM kills"

@@ -76,7 +76,7 @@ func New(opts sandbox.Options) (*Sandbox, error) {
 	default:
 		s.cg = detectCgroups()
 		if opts.Cgroups == "require" && s.cg.version == 0 {
-			return nil, fmt.Errorf("%w: cgroups are required but unusable: %s (run as root with cgroup v1 controllers, or under a delegated cgroup v2 subtree: systemd-run --user --scope -p Delegate=yes airlock serve)", sandbox.ErrUnavailable, s.cg.reason)
+			return nil, fmt.Errorf("%w: cgroups are required but unusable: %s (%s)", sandbox.ErrUnavailable, s.cg.reason, cgroupFix(s.root, container()))
 		}
 		if removed := s.cg.cleanStale(s.log); len(removed) > 0 {
 			s.log.Info("removed stale sandbox cgroups", "count", len(removed), "dirs", removed)
@@ -363,6 +363,9 @@ func (s *Sandbox) selfTest(ctx context.Context) (int, error) {
 		}
 		if hint := stageHint(err); hint != "" {
 			return 0, fmt.Errorf("%w: %w — %s", sandbox.ErrUnavailable, err, hint)
+		}
+		if errors.Is(err, errCgroup) {
+			return 0, fmt.Errorf("%w: %w (%s, or set sandbox.cgroups = \"off\")", sandbox.ErrUnavailable, err, cgroupFix(s.root, container()))
 		}
 		return 0, fmt.Errorf("%w: %w%s", sandbox.ErrUnavailable, err, diagnose())
 	}
