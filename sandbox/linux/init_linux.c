@@ -477,8 +477,10 @@ static int readonly_tree(const char *dst) {
 }
 
 // mask hides dst, if it exists: an empty read-only tmpfs over a directory, null (a bind
-// of /dev/null, as runc masks) over anything else.
+// of /dev/null, as runc masks) over anything else. The first directory gets the tmpfs and
+// the others a bind of it: a tmpfs superblock cost ~35 us here, a bind ~5.
 static void mask(const char *stage, const char *dst, const char *null) {
+	static char empty_dir[PATH_MAX];
 	struct stat st;
 	if (lstat(dst, &st) < 0) {
 		if (errno == ENOENT)
@@ -486,8 +488,15 @@ static void mask(const char *stage, const char *dst, const char *null) {
 		fail(stage, "stat");
 	}
 	if (S_ISDIR(st.st_mode)) {
+		if (empty_dir[0]) {
+			// A bind keeps the source mount's read-only flag.
+			if (mount(empty_dir, dst, NULL, MS_BIND, NULL) < 0)
+				fail(stage, "bind an empty directory");
+			return;
+		}
 		if (mount("airlock", dst, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=0555,size=4k,nr_inodes=1") < 0)
 			fail(stage, "mount an empty tmpfs");
+		snprintf(empty_dir, sizeof empty_dir, "%s", dst);
 		return;
 	}
 	if (mount(null, dst, NULL, MS_BIND, NULL) < 0)
