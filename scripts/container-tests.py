@@ -28,6 +28,17 @@ QUIRKS = ["--runtime", "runc", "--ulimit", "nofile=4096:4096", "--ulimit", "npro
 MOUNT = ["-v", AIRLOCK + ":/usr/local/bin/airlock:ro"]
 REQUIRED = ["user-namespace", "pid-namespace", "mount-namespace", "network-namespace", "seccomp"]
 CODE = "import os\nprint(6*7, os.path.isdir('/proc/self'))\n"
+# What an engine bound under /usr shows inside the sandbox: nothing (a file denied, a
+# directory empty). Printed after the answer, checked where a case asks.
+UNDER_USR = """
+import os
+try:
+    open('/usr/local/bin/airlock', 'rb').read(1)
+    print('usr-file: readable')
+except OSError as e:
+    print('usr-file:', e.strerror)
+print('usr-dir:', os.listdir('/usr/local/lib/airlock-test-dir') if os.path.isdir('/usr/local/lib/airlock-test-dir') else 'absent')
+"""
 
 
 def docker_like_profile(path):
@@ -61,7 +72,7 @@ def runsc(state):
     return lambda argv: ["runsc", "--root", state, "--network=none", "do", AIRLOCK] + argv[1:]
 
 
-def mcp_run_code(cmd):
+def mcp_run_code(cmd, code=CODE):
     """run_code over stdio; returns (structuredContent or None, problem or None, stderr).
     stdin stays open until the answer is in: EOF ends the server and cancels the call."""
     msgs = [
@@ -70,7 +81,7 @@ def mcp_run_code(cmd):
             "clientInfo": {"name": "airlock-container-tests", "version": "1"}}},
         {"jsonrpc": "2.0", "method": "notifications/initialized"},
         {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
-         "params": {"name": "run_code", "arguments": {"code": CODE}}},
+         "params": {"name": "run_code", "arguments": {"code": code}}},
     ]
     errf = tempfile.TemporaryFile()
     p = subprocess.Popen(cmd(["airlock", "serve"]), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errf)
@@ -121,7 +132,7 @@ def check_case(name, cmd, want):
         return False, "probe printed no JSON: " + err[-300:], [], [], ["no probe report"]
     active = [l["name"] for l in rep["layers"] if l["active"]]
     inactive = [l["name"] for l in rep["layers"] if not l["active"]]
-    res, problem, serve_err = mcp_run_code(cmd)
+    res, problem, serve_err = mcp_run_code(cmd, CODE + UNDER_USR if want.get("stdout") else CODE)
     served = not problem and res is not None and res.get("status") == "ok"
     refusal = (rep.get("fixes") or [serve_err.strip()[-200:]])[0][:160]
     if want["serves"] and not served:
@@ -130,6 +141,9 @@ def check_case(name, cmd, want):
     if want["serves"]:
         if not res.get("stdout", "").startswith("42 "):
             problems.append("run_code printed %r" % res.get("stdout"))
+        for w in want.get("stdout", []):
+            if w not in res.get("stdout", ""):
+                problems.append("run_code printed %r, want %r in it" % (res.get("stdout"), w))
         for l in REQUIRED + want.get("active", []):
             if l not in active:
                 problems.append("layer %s not active" % l)
@@ -141,7 +155,8 @@ def check_case(name, cmd, want):
         for w in want.get("log", []):
             if w not in serve_err:
                 problems.append("the server's log lacks %r" % w)
-        proc = "with /proc" if res and res.get("stdout", "").strip().endswith("True") else "no /proc"
+        first = res.get("stdout", "").split("\n")[0]
+        proc = "with /proc" if first.endswith("True") else "no /proc"
         outcome = "serves (%s, %s)" % (rep["verdict"], proc)
     else:
         text = " ".join(rep.get("fixes", [])) + " " + serve_err
@@ -194,9 +209,16 @@ def main():
     docker_like_profile(docker)
 
     pod = podman
+    secret_dir = os.path.join(work, "secret-dir")
+    os.mkdir(secret_dir)
+    with open(os.path.join(secret_dir, "secret"), "w") as f:
+        f.write("airlock-test-secret\n")
+    os.chmod(work, 0o755)
     cases = [
-        ("podman, default security", pod([]),
-         {"serves": True, "inactive": ["proc"]}),
+        ("podman, default security; a file and a directory bound under /usr",
+         pod(["-v", secret_dir + ":/usr/local/lib/airlock-test-dir:ro"]),
+         {"serves": True, "inactive": ["proc"],
+          "stdout": ["usr-file: Permission denied", "usr-dir: []"]}),
         ("podman --security-opt seccomp=unconfined", pod(["--security-opt", "seccomp=unconfined"]),
          {"serves": True, "inactive": ["proc"]}),
         ("podman --security-opt unmask=ALL", pod(["--security-opt", "unmask=ALL"]),
