@@ -40,7 +40,10 @@ SOAK_CALLS   ?= 2000
 SOAK_PARALLEL ?= 8
 SUDO         := $(if $(filter 0,$(shell id -u)),,sudo)
 
-.PHONY: help build build-linux-arm64 run test test-go test-darwin-compile fmt-check bench soak lint vet fmt \
+PREFIX       ?= /usr/local
+APPARMOR_DIR ?= /etc/apparmor.d
+
+.PHONY: help build build-linux-arm64 install run test test-go test-darwin-compile fmt-check bench soak lint vet fmt \
         update-golden fuzz-short deps clients fleet-test k8s-check kube-play
 
 help: ## list the targets
@@ -54,6 +57,18 @@ build: ## build bin/airlock (cgo on Linux, for libseccomp)
 build-linux-arm64: ## cross-build bin/airlock-linux-arm64 (static, cgo) on an x86_64 Debian/Ubuntu
 	CC=aarch64-linux-gnu-gcc GOOS=linux GOARCH=arm64 CGO_ENABLED=1 PKG_CONFIG_PATH=/usr/lib/aarch64-linux-gnu/pkgconfig \
 	  $(GO) build -tags netgo,osusergo -trimpath -ldflags '-X github.com/airlock-mcp/airlock/cli.Version=$(VERSION) -linkmode external -extldflags "-static"' -o bin/airlock-linux-arm64 .
+
+# Ubuntu 23.10+ lets a program create user namespaces only under an AppArmor profile that
+# grants them, and the profile attaches by path: it is installed for the path installed to.
+install: ## install bin/airlock to PREFIX/bin (/usr/local/bin) and, where AppArmor restricts user namespaces, its profile
+	@[ -x bin/airlock ] || { echo "bin/airlock is not built: run make build first (as your user)"; exit 1; }
+	$(SUDO) install -D -m 0755 bin/airlock $(DESTDIR)$(PREFIX)/bin/airlock
+	@if [ "$$(cat /proc/sys/kernel/apparmor_restrict_unprivileged_userns 2>/dev/null)" = 1 ]; then \
+	  echo "AppArmor restricts user namespaces here: installing $(APPARMOR_DIR)/airlock for $(PREFIX)/bin/airlock"; \
+	  sed 's|/usr/local/bin/airlock|$(PREFIX)/bin/airlock|' examples/apparmor/airlock | $(SUDO) tee $(APPARMOR_DIR)/airlock >/dev/null; \
+	  $(SUDO) apparmor_parser -r $(APPARMOR_DIR)/airlock; \
+	fi
+	@echo "installed $(PREFIX)/bin/airlock; check it: $(PREFIX)/bin/airlock probe"
 
 # stdout is the MCP channel here, so the build's own output goes to stderr and make echoes
 # nothing.

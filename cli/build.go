@@ -83,16 +83,15 @@ func build(ctx context.Context, cfg config.Config, strict bool) (tools.Deps, err
 		Degraded: degraded, MemoryBound: memBound,
 		Log: slog.Default().With("component", "runner"),
 	}
-	// The audit log is on unless audit.path is "off": the default lives in the user's
-	// state dir, and a log that cannot be opened refuses to start.
+	// The audit log is on unless audit.path is "off". A configured path that cannot be
+	// opened refuses to start; the default falls back (runner.OpenDefaultAudit).
 	if strict && cfg.Audit.Path != "off" {
-		path := cfg.Audit.Path
-		if path == "" {
-			if path, err = runner.DefaultAuditPath(os.Getenv); err != nil {
-				return tools.Deps{}, err
-			}
+		var a *runner.Audit
+		if cfg.Audit.Path == "" {
+			a, err = runner.OpenDefaultAudit(os.Getenv, int64(cfg.Audit.MaxBytes), slog.Default().With("component", "audit"))
+		} else if a, err = runner.OpenAudit(cfg.Audit.Path, int64(cfg.Audit.MaxBytes)); err != nil {
+			err = fmt.Errorf("%w (audit.path = %q: make it writable, choose another, or set it to \"off\")", err, cfg.Audit.Path)
 		}
-		a, err := runner.OpenAudit(path, int64(cfg.Audit.MaxBytes))
 		if err != nil {
 			return tools.Deps{}, err
 		}

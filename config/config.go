@@ -134,7 +134,10 @@ type Log struct {
 	File   string `toml:"file" json:"file,omitempty"`
 }
 
-// Audit configures the per-run JSONL audit log (empty path disables it).
+// Audit configures the per-run JSONL audit log. It is on by default: an empty path means
+// $XDG_STATE_HOME/airlock/audit.jsonl (~/.local/state/...), falling back to a private
+// directory under $TMPDIR or the log stream where that cannot be written; "off" turns it
+// off.
 type Audit struct {
 	Path     string `toml:"path" json:"path,omitempty"`
 	MaxBytes Size   `toml:"max_bytes" json:"max_bytes"`

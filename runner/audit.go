@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -30,6 +32,8 @@ type Audit struct {
 	// torn is set after a short write (a full disk), so the next line starts on a line
 	// of its own instead of extending the torn one.
 	torn bool
+	// log, when set, takes the records instead of a file (OpenDefaultAudit's last resort).
+	log *slog.Logger
 }
 
 // auditFile is the part of *os.File the log uses; tests substitute it.
@@ -83,6 +87,48 @@ func DefaultAuditPath(getenv func(string) string) (string, error) {
 	return filepath.Join(home, ".local", "state", "airlock", "audit.jsonl"), nil
 }
 
+// OpenDefaultAudit opens the audit log where no audit.path is configured: at the default
+// path, or, where that cannot be written (a read-only root, a user without a home, as
+// containers run), in a private directory under the temporary one, or else on the log
+// stream as records of their own. It warns once where the records go instead.
+func OpenDefaultAudit(getenv func(string) string, maxBytes int64, log *slog.Logger) (*Audit, error) {
+	path, err := DefaultAuditPath(getenv)
+	if err == nil {
+		a, err2 := OpenAudit(path, maxBytes)
+		if err2 == nil {
+			return a, nil
+		}
+		err = err2
+	}
+	fallback := filepath.Join(os.TempDir(), fmt.Sprintf("airlock-%d", os.Geteuid()), "audit.jsonl")
+	if ferr := privateDir(filepath.Dir(fallback)); ferr == nil {
+		if a, ferr := OpenAudit(fallback, maxBytes); ferr == nil {
+			log.Warn("the default audit log cannot be written; audit records go to a fallback file (set audit.path to choose)", "path", fallback, "err", err)
+			return a, nil
+		}
+	}
+	log.Warn("the default audit log cannot be written; audit records go to the log stream (set audit.path to choose)", "err", err)
+	return &Audit{log: log}, nil
+}
+
+// privateDir creates dir, or accepts an existing one, only if it is a real directory of
+// this user that no one else may enter: in a shared temporary directory another user
+// could have made it first, or put a symlink there.
+func privateDir(dir string) error {
+	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+		return err
+	}
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return err
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !fi.IsDir() || !ok || int(st.Uid) != os.Geteuid() || fi.Mode().Perm()&0o077 != 0 {
+		return fmt.Errorf("%s is not a private directory of uid %d", dir, os.Geteuid())
+	}
+	return nil
+}
+
 // OpenAudit opens (appending, creating it and its directory) the audit log at path. An
 // unwritable log is an error here, at startup, not at the first run.
 func OpenAudit(path string, maxBytes int64) (*Audit, error) {
@@ -116,7 +162,7 @@ func (a *Audit) reopen() error {
 	return nil
 }
 
-// Path is the log's file name.
+// Path is the log's file name ("" when the records go to the log stream).
 func (a *Audit) Path() string { return a.path }
 
 // Write appends rec and syncs it to disk. An error wraps ErrAudit.
@@ -124,6 +170,10 @@ func (a *Audit) Write(rec AuditRecord) error {
 	b, err := json.Marshal(rec)
 	if err != nil {
 		return fmt.Errorf("%w: encode: %w", ErrAudit, err)
+	}
+	if a.log != nil {
+		a.log.Info("audit", "record", json.RawMessage(b))
+		return nil
 	}
 	b = append(b, '\n')
 	a.mu.Lock()

@@ -63,7 +63,11 @@ def namespaces():
 
 
 def seccomp_mode():
-    mode = status_fields().get("Seccomp", "?")
+    if have_proc():
+        mode = status_fields().get("Seccomp", "?")
+    else:
+        r, err = prctl(21)  # PR_GET_SECCOMP: 2 in filter mode
+        mode = "?" if err else str(r)
     report(mode == "2", "Seccomp: %s (2 = filter)" % mode)
 
 

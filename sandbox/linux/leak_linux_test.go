@@ -385,6 +385,7 @@ func flagValue(name string) string {
 func TestSignalDispositionsAreFresh(t *testing.T) {
 	signal.Ignore(syscall.SIGHUP, syscall.SIGUSR2, syscall.SIGTERM)
 	defer signal.Reset(syscall.SIGHUP, syscall.SIGUSR2, syscall.SIGTERM)
+	needProc(t)
 	res := run(t, sandbox.Spec{Argv: []string{"/bin/cat", "/proc/self/status"}})
 	if res.Status != sandbox.StatusOK {
 		t.Fatalf("%s", brief(res))

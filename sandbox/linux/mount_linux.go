@@ -30,6 +30,23 @@ var etcBinds = []string{"alternatives", "ssl", "ca-certificates", "fonts"}
 // devNodes are the host device nodes bound into the minimal /dev.
 var devNodes = []string{"null", "zero", "full", "random", "urandom"}
 
+// procMasks are the files and directories of the sandbox's /proc that are hidden (a file
+// reads empty, a directory is empty; both are read-only). The first group tells the
+// program about the host: its boot arguments (listen addresses, ports), its kernel build,
+// its boot, its hardware and modules. The second is what runc and Docker mask: kernel
+// memory, the kernel's keys and timers, per-CPU scheduler state. The third are host-wide
+// counters of other tenants' activity that no interpreter reads: interrupts per CPU and
+// device, disk I/O, swap devices, pressure stall times. Host-wide counters that programs
+// do read stay (docs/containers.md, "/proc"): stat (CPU count and times: node's
+// os.cpus()), cpuinfo, meminfo, loadavg (os.getloadavg), uptime, vmstat.
+var procMasks = []string{
+	"cmdline", "config.gz", "sys/kernel/random/boot_id", "version_signature", "bootconfig",
+	"kallsyms", "modules", "iomem", "ioports", "devices", "misc", "mtrr", "consoles",
+	"kcore", "keys", "key-users", "timer_list", "timer_stats", "sched_debug", "latency_stats",
+	"sysrq-trigger", "acpi", "asound", "scsi", "driver", "dynamic_debug",
+	"interrupts", "softirqs", "diskstats", "partitions", "swaps", "pressure",
+}
+
 // Sizes of the small tmpfs mounts besides the workspace.
 const (
 	rootSize   = 1 << 20  // the root skeleton: mount points, /etc files
@@ -55,6 +72,7 @@ const (
 	opProc                     // fresh proc at Target
 	opCopy                     // copy host file Source to Target (or write Content), before pivot_root
 	opBindDev                  // bind a host device node at Target, usable (not nodev, not read-only)
+	opMask                     // hide an existing Target: Source (/dev/null) over a file, an empty read-only tmpfs over a directory
 )
 
 // mountOp is one step of the root plan. Targets are absolute paths inside the sandbox.
@@ -150,11 +168,20 @@ func rootPlan(cfg *initConfig, host hostFS) []mountOp {
 	}
 
 	const nosuidNodev = unix.MS_NOSUID | unix.MS_NODEV
-	plan = append(plan,
-		mountOp{Kind: opProc, Target: "/proc"},
-		mountOp{Kind: opTmpfs, Target: "/dev", Flags: nosuidNodev | unix.MS_NOEXEC,
-			Data: "mode=0755,size=" + strconv.Itoa(devSize)},
-	)
+	if cfg.NoProc {
+		// A container that masks paths of its own /proc keeps the kernel from mounting a
+		// fresh one in a user namespace ("too revealing"), and its own /proc shows the
+		// container's processes: the sandbox gets an empty /proc instead (probe: proc).
+		plan = append(plan, mountOp{Kind: opTmpfs, Target: "/proc", Flags: nosuidNodev | unix.MS_NOEXEC,
+			Data: "mode=0555,size=4k,nr_inodes=1"})
+	} else {
+		plan = append(plan, mountOp{Kind: opProc, Target: "/proc"})
+		for _, p := range procMasks {
+			plan = append(plan, mountOp{Kind: opMask, Source: "/dev/null", Target: "/proc/" + p})
+		}
+	}
+	plan = append(plan, mountOp{Kind: opTmpfs, Target: "/dev", Flags: nosuidNodev | unix.MS_NOEXEC,
+		Data: "mode=0755,size=" + strconv.Itoa(devSize)})
 	for _, n := range devNodes {
 		plan = append(plan, mountOp{Kind: opBindDev, Source: "/dev/" + n, Target: "/dev/" + n, IsFile: true})
 	}

@@ -63,6 +63,10 @@ type initConfig struct {
 	// SetupOnly builds the whole sandbox, reports, and exits without running a program
 	// (the startup self-check).
 	SetupOnly bool
+	// NoProc gives the sandbox an empty /proc, and KeepHostname leaves the hostname its
+	// new UTS namespace inherits: the substitutes where a container forbids the real
+	// thing (adaptations, found by the self-test).
+	NoProc, KeepHostname bool
 
 	// Set by the launch: the namespaces to create and the host ids the sandbox's ids
 	// map to (uids_linux.go). OwnUID: the spawner becomes HostUID/HostGID before it
@@ -212,7 +216,11 @@ func encodeConfig(cfg *initConfig, host hostFS) ([]byte, error) {
 	e.u32(cfg.HostGID)
 	e.str(cfg.UIDMap)
 	e.str(cfg.GIDMap)
-	e.str(hostname)
+	if cfg.KeepHostname {
+		e.str("") // the init leaves the hostname alone
+	} else {
+		e.str(hostname)
+	}
 	plan := rootPlan(cfg, host)
 	e.u32(uint32(len(plan)))
 	for _, op := range plan {

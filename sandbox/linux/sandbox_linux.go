@@ -35,6 +35,7 @@ type Sandbox struct {
 	root    bool     // the server runs as host root
 	ids     *hostIDs // the host ids sandboxes' uid and gid map to
 	cg      *cgroups
+	adapt   adaptations // substitutes for what this container forbids (container_linux.go)
 	filters map[sandbox.Network]*bpf
 	log     *slog.Logger
 	cleanup sync.WaitGroup
@@ -64,7 +65,7 @@ func New(opts sandbox.Options) (*Sandbox, error) {
 	default:
 		s.cg = detectCgroups()
 		if opts.Cgroups == "require" && s.cg.version == 0 {
-			return nil, fmt.Errorf("%w: cgroups are required but unusable: %s (run as root with cgroup v1 controllers, or under a delegated cgroup v2 subtree: systemd-run --user --scope -p Delegate=yes airlock serve)", sandbox.ErrUnavailable, s.cg.reason)
+			return nil, fmt.Errorf("%w: cgroups are required but unusable: %s (%s)", sandbox.ErrUnavailable, s.cg.reason, cgroupFix(s.root, container()))
 		}
 		if removed := s.cg.cleanStale(s.log); len(removed) > 0 {
 			s.log.Info("removed stale sandbox cgroups", "count", len(removed), "dirs", removed)
@@ -78,15 +79,25 @@ func New(opts sandbox.Options) (*Sandbox, error) {
 		}
 		s.filters[n] = f
 	}
-	// The definitive check: build a whole sandbox once, without running a program.
+	// The definitive check: build a whole sandbox once, without running a program. A
+	// refusal a container gives for one piece (a fresh /proc, the hostname) is met with
+	// its substitute, said once here and in every probe, and the check runs again.
 	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
 	defer cancel()
-	if _, err := s.selfTest(ctx); err != nil {
-		s.Wait()
-		s.zyg.stop()
-		return nil, err
+	for {
+		_, err := s.selfTest(ctx)
+		if err == nil {
+			return s, nil
+		}
+		next, what, ok := s.adapt.after(err)
+		if !ok {
+			s.Wait()
+			s.zyg.stop()
+			return nil, err
+		}
+		s.log.Warn("sandboxes adapted to this container", "change", what, "err", err)
+		s.adapt = next
 	}
-	return s, nil
 }
 
 func lookupUser(name string) (int, int, error) {
@@ -212,6 +223,7 @@ func (s *Sandbox) config(spec sandbox.Spec) *initConfig {
 		ID: spec.ID, Env: spec.Env, Limits: spec.Limits, Network: spec.Network,
 		Mounts: spec.Mounts, Environment: spec.Environment, OutDir: spec.OutDir, Artifacts: spec.Artifacts,
 		Filter: f.prog, FilterRules: f.rules,
+		NoProc: s.adapt.noProc, KeepHostname: s.adapt.keepHostname,
 	}
 }
 
@@ -355,6 +367,12 @@ func (s *Sandbox) selfTest(ctx context.Context) (int, error) {
 		if errors.Is(err, sandbox.ErrUnavailable) {
 			return 0, err
 		}
+		if hint := stageHint(err); hint != "" {
+			return 0, fmt.Errorf("%w: %w — %s", sandbox.ErrUnavailable, err, hint)
+		}
+		if errors.Is(err, errCgroup) {
+			return 0, fmt.Errorf("%w: %w (%s, or set sandbox.cgroups = \"off\")", sandbox.ErrUnavailable, err, cgroupFix(s.root, container()))
+		}
 		return 0, fmt.Errorf("%w: %w%s", sandbox.ErrUnavailable, err, diagnose())
 	}
 	return l.rules, nil
@@ -364,7 +382,7 @@ func (s *Sandbox) selfTest(ctx context.Context) (int, error) {
 // namespaces are not allowed here.
 func (s *Sandbox) startError(err error) error {
 	if errors.Is(err, syscall.ENOSYS) {
-		return fmt.Errorf("%w: cannot start a sandbox: %w (airlock needs Linux 5.3 or later, for clone3 and pidfds)", sandbox.ErrUnavailable, err)
+		return fmt.Errorf("%w: cannot start a sandbox: clone3: %w (%s)", sandbox.ErrUnavailable, err, clone3Error())
 	}
 	return fmt.Errorf("%w: cannot create the sandbox's namespaces: %w%s", sandbox.ErrUnavailable, err, diagnose())
 }
@@ -383,10 +401,10 @@ func diagnose() string {
 		hints = append(hints, "unprivileged user namespaces are disabled (kernel.unprivileged_userns_clone = 0); fix: sysctl -w kernel.unprivileged_userns_clone=1")
 	}
 	if b, err := os.ReadFile("/proc/sys/kernel/apparmor_restrict_unprivileged_userns"); err == nil && strings.TrimSpace(string(b)) == "1" {
-		hints = append(hints, "AppArmor restricts unprivileged user namespaces (Ubuntu 23.10+); fix: install examples/apparmor/airlock (see README, Troubleshooting), or sysctl -w kernel.apparmor_restrict_unprivileged_userns=0")
+		hints = append(hints, apparmorHint())
 	}
-	if _, err := os.Stat("/.dockerenv"); err == nil && len(hints) == 0 {
-		hints = append(hints, "inside a container, run it with a seccomp/AppArmor profile that allows user namespaces (e.g. docker run --security-opt seccomp=unconfined --security-opt apparmor=unconfined)")
+	if c := container(); c != "" && len(hints) == 0 {
+		hints = append(hints, "inside a container ("+c+") whose profile refuses user namespaces; "+userNSSettings)
 	}
 	if len(hints) == 0 {
 		return ""

@@ -123,8 +123,9 @@ func (p filterPlan) socketFamilies() []uint64 {
 // loaded by each sandbox's init. Compiling with libseccomp costs milliseconds; loading
 // the finished BPF costs microseconds.
 type bpf struct {
-	prog  []byte // struct sock_filter array, native endianness
-	rules int
+	prog    []byte // struct sock_filter array, native endianness
+	rules   int
+	badArch string // what happens to a syscall of a foreign architecture, for probe
 }
 
 // compileFilter turns the policy into BPF without loading it anywhere.
@@ -142,9 +143,15 @@ func compileFilter(p filterPlan) (*bpf, error) {
 			return nil, fmt.Errorf("seccomp: remove the native arch: %w", err)
 		}
 	}
-	// Only the native ABI: i386 and x32 entry points would bypass every rule.
+	// Only the native ABI: i386 and x32 entry points would bypass every rule. gVisor
+	// knows no SECCOMP_RET_KILL_PROCESS (libseccomp asks the kernel and gets EINVAL):
+	// there the calling thread is killed instead, and probe says so.
+	badArch := "foreign architectures killed"
 	if err := filter.SetBadArchAction(seccomp.ActKillProcess); err != nil {
-		return nil, fmt.Errorf("seccomp: bad arch action: %w", err)
+		if err2 := filter.SetBadArchAction(seccomp.ActKillThread); err2 != nil {
+			return nil, fmt.Errorf("seccomp: bad arch action: %w", err)
+		}
+		badArch = "a syscall of a foreign architecture kills its thread (this kernel has no kill-process action: gVisor)"
 	}
 	// A binary tree of syscall numbers rather than a linear list: the kernel runs the
 	// filter once per syscall number and architecture when it loads it (to fill its
@@ -212,7 +219,7 @@ func compileFilter(p filterPlan) (*bpf, error) {
 	if err != nil {
 		return nil, fmt.Errorf("seccomp: export: %w", err)
 	}
-	return &bpf{prog: prog, rules: b.n}, nil
+	return &bpf{prog: prog, rules: b.n, badArch: badArch}, nil
 }
 
 // exportBPF writes the program to a memfd and reads it back (libseccomp 2.5, as shipped
