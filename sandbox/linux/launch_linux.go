@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"strings"
 	"sync"
@@ -16,6 +17,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/airlock-mcp/airlock/egress"
 	"github.com/airlock-mcp/airlock/sandbox"
 )
 
@@ -62,6 +64,12 @@ type launch struct {
 	applyAS bool     // the config's RlimitAS, for the handover's rlimits
 	pidfd   *os.File // the spawner's; closed once the sandbox is released
 	kill    func()
+
+	// Network "allowlist": the bridge's listener once the init has passed it, the
+	// call's proxy, and what the call did through it.
+	listener chan net.Listener
+	proxy    *egress.Proxy
+	netUse   *sandbox.NetworkUse
 }
 
 func newID() string {
@@ -79,6 +87,7 @@ func newLaunch(sb *Sandbox, spec sandbox.Spec, cg *cgroup) *launch {
 		readyCh:   make(chan struct{}),
 		startedCh: make(chan struct{}),
 		exitCh:    make(chan struct{}),
+		listener:  make(chan net.Listener, 1),
 		kill:      func() {},
 	}
 }
@@ -112,7 +121,7 @@ func (l *launch) start(cfg *initConfig) (err error) {
 		return err
 	}
 	closers = append(closers, cfgR)
-	repR, repW, err := pipe("report")
+	repR, repW, err := reportPair()
 	if err != nil {
 		cfgW.Close()
 		return err
@@ -264,6 +273,7 @@ func (l *launch) handover(spec sandbox.Spec, h *handover) error {
 		l.kill()
 		return fmt.Errorf("hand the call to the sandbox init: %w", err)
 	}
+	l.startProxy(spec)
 	// EPIPE: the init is gone, having reported why (a setup failure) or not; wait says.
 	stdin, w := spec.Stdin, l.stdinW
 	go func() {
@@ -304,6 +314,8 @@ func (l *launch) finish() {
 	<-l.reportDone
 	l.drain()
 	l.closeParentEnds()
+	l.stopProxy()
+	l.dropListener()
 }
 
 func (l *launch) closeParentEnds() {
@@ -324,6 +336,7 @@ func (l *launch) wait(ctx context.Context) sandbox.Result {
 	} else {
 		l.finish()
 	}
+	l.stopProxy()
 	return l.result(sandbox.Result{ID: l.spec.ID, Status: sandbox.StatusSandboxError, ExitCode: -1})
 }
 
@@ -422,7 +435,7 @@ func (l *launch) pump(r *os.File, c *sandbox.Capture) {
 	}
 }
 
-func (l *launch) readReports(r *os.File, done chan<- struct{}) {
+func (l *launch) readReports(r *reportConn, done chan<- struct{}) {
 	defer close(done)
 	defer r.Close()
 	br := bufio.NewReaderSize(r, 64<<10)
@@ -445,6 +458,8 @@ func (l *launch) readReports(r *os.File, done chan<- struct{}) {
 			l.exit = m.Exit
 			l.arts = m.Artifacts
 			close(l.exitCh)
+		case repListener:
+			l.acceptListener(r)
 		case repError:
 			l.setup = &SetupError{Stage: m.Stage, Errno: syscall.Errno(m.Errno), Msg: m.Err}
 		}
@@ -477,6 +492,7 @@ func (l *launch) result(res sandbox.Result) sandbox.Result {
 		res.PeakMemory = cs.PeakMemory
 	}
 	res.Artifacts = l.arts
+	res.Network = l.netUse
 
 	switch {
 	case l.setup != nil:

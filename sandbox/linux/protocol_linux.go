@@ -23,7 +23,9 @@ const (
 	// joins, then the handover with the call itself, which a warm pool sends only when
 	// a call arrives.
 	configFD = 3
-	reportFD = 4 // frames of reports, written by the init
+	// reportFD carries frames of reports, written by the init: a unix stream socket,
+	// so the init can pass the bridge's listening socket with its REP_LISTENER frame.
+	reportFD = 4
 )
 
 // Inside the sandbox, everything runs as this uid/gid, mapped to one unprivileged host id.
@@ -61,6 +63,9 @@ type initConfig struct {
 	// SetupOnly builds the whole sandbox, reports, and exits without running a program
 	// (the startup self-check).
 	SetupOnly bool
+	// ProxyPort is, for network "allowlist", the port on the sandbox's 127.0.0.1 whose
+	// listening socket the init passes out (REP_LISTENER); 0 otherwise.
+	ProxyPort uint16
 
 	// Set by the launch: the namespaces to create and the host ids the sandbox's ids
 	// map to.
@@ -86,6 +91,8 @@ const (
 	repStarted = 2 // the program runs
 	repExit    = 3 // the program ended; everything else in the sandbox is dead
 	repError   = 4 // a setup stage failed; the init exits
+	// repListener comes with the bridge's listening socket (SCM_RIGHTS), during setup.
+	repListener = 5
 )
 
 // message is one report from the init.
@@ -220,6 +227,7 @@ func encodeConfig(cfg *initConfig, host hostFS) ([]byte, error) {
 	e.u32(maxArtifactEntries)
 	e.u32(maxArtifactDepth)
 	e.rlimits(rlimits(cfg.Limits, cfg.RlimitAS))
+	e.u32(uint32(cfg.ProxyPort))
 	return e.frame(), nil
 }
 
@@ -281,7 +289,7 @@ func readReport(r io.Reader) (*message, error) {
 	d := decoder{b: b[1:]}
 	m := &message{Kind: b[0]}
 	switch m.Kind {
-	case repReady, repStarted:
+	case repReady, repStarted, repListener:
 	case repError:
 		m.Stage = d.str()
 		m.Errno = int(d.u32())

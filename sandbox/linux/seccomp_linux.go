@@ -106,11 +106,17 @@ var personalities = []uint64{0x0, 0x0008, 0x20000, 0x20008, 0xffffffff}
 // filterPlan is the seccomp policy as data, so tests can check it without loading it.
 type filterPlan struct {
 	network bool // host network: AF_INET, AF_INET6 and AF_NETLINK sockets allowed
+	// loopback (network "allowlist"): AF_INET and AF_INET6, to reach the proxy on the
+	// namespace's loopback, its only interface. Netlink stays refused.
+	loopback bool
 }
 
 func (p filterPlan) socketFamilies() []uint64 {
-	if p.network {
+	switch {
+	case p.network:
 		return []uint64{unix.AF_UNIX, unix.AF_INET, unix.AF_INET6, unix.AF_NETLINK}
+	case p.loopback:
+		return []uint64{unix.AF_UNIX, unix.AF_INET, unix.AF_INET6}
 	}
 	return []uint64{unix.AF_UNIX}
 }

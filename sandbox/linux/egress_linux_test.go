@@ -1,0 +1,408 @@
+package linux
+
+import (
+	"archive/zip"
+	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/json"
+	"encoding/pem"
+	"fmt"
+	"math/big"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/airlock-mcp/airlock/sandbox"
+)
+
+// The allowlist's escape tests: real sandboxes, real interpreters, servers on the
+// host's loopback that the sandbox may reach only through the egress proxy. Names are
+// answered by testDNS (a rebinding name included); allow_private is on, or no loopback
+// server could be reached at all.
+
+// testDNS answers from a table; a name with several answers gives one per lookup, in
+// turn, the last repeating, as a rebinding server would.
+type testDNS struct {
+	mu      sync.Mutex
+	answers map[string][]netip.Addr
+	lookups map[string]int
+}
+
+func (d *testDNS) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	seq := d.answers[strings.ToLower(host)]
+	if len(seq) == 0 {
+		return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
+	}
+	i := min(d.lookups[host], len(seq)-1)
+	d.lookups[host]++
+	return []netip.Addr{seq[i]}, nil
+}
+
+var (
+	egressOnce sync.Once
+	egressInst *Sandbox
+	egressErr  error
+	egressDNS  = &testDNS{lookups: map[string]int{}, answers: map[string][]netip.Addr{
+		"allowed.test":  {netip.MustParseAddr("127.0.0.1")},
+		"other.test":    {netip.MustParseAddr("127.0.0.1")},
+		"denied.test":   {netip.MustParseAddr("127.0.0.1")},
+		"index.test":    {netip.MustParseAddr("127.0.0.1")},
+		"metadata.test": {netip.MustParseAddr("169.254.169.254")},
+		"rebind.test":   {netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("169.254.169.254")},
+	}}
+)
+
+// egressSandbox is a backend of its own whose proxy asks testDNS.
+func egressSandbox(t *testing.T) *Sandbox {
+	t.Helper()
+	egressOnce.Do(func() {
+		egressInst, egressErr = New(sandbox.Options{})
+		if egressErr == nil {
+			egressInst.resolver = egressDNS
+		}
+	})
+	requireSandbox(t, egressErr)
+	return egressInst
+}
+
+// egressServers are the host's loopback servers of these tests.
+type egressServers struct {
+	plain, secure, denied *httptest.Server
+	deniedHits            atomic.Int64
+	caPEM                 []byte
+	wheel                 []byte
+}
+
+func (e *egressServers) port(s *httptest.Server) int { return s.Listener.Addr().(*net.TCPAddr).Port }
+
+func newEgressServers(t *testing.T) *egressServers {
+	t.Helper()
+	e := &egressServers{wheel: demoWheel(t)}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "hello from ", r.Host) })
+	mux.HandleFunc("/redirect", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, fmt.Sprintf("http://denied.test:%d/", e.port(e.denied)), http.StatusFound)
+	})
+	mux.HandleFunc("/big", func(w http.ResponseWriter, r *http.Request) {
+		_, _ = w.Write(bytes.Repeat([]byte("x"), 8<<20))
+	})
+	mux.HandleFunc("/simple/demo/", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, `<html><body><a href="/files/demo-1.0-py3-none-any.whl">demo-1.0-py3-none-any.whl</a></body></html>`)
+	})
+	mux.HandleFunc("/files/demo-1.0-py3-none-any.whl", func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write(e.wheel) })
+	e.plain = httptest.NewServer(mux)
+	e.denied = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		e.deniedHits.Add(1)
+		fmt.Fprint(w, "secret")
+	}))
+	cert, caPEM := testCert(t, "allowed.test", "other.test")
+	e.caPEM = caPEM
+	smux := http.NewServeMux()
+	smux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "tls ok") })
+	smux.Handle("/simple/", mux)
+	smux.Handle("/files/", mux)
+	e.secure = httptest.NewUnstartedServer(smux)
+	e.secure.TLS = &tls.Config{Certificates: []tls.Certificate{cert}}
+	e.secure.StartTLS()
+	t.Cleanup(func() { e.plain.Close(); e.denied.Close(); e.secure.Close() })
+	return e
+}
+
+func (e *egressServers) egress(maxBytes int64) *sandbox.Egress {
+	return &sandbox.Egress{Domains: []string{"allowed.test", "index.test", "metadata.test", "rebind.test"},
+		Ports: []int{e.port(e.plain), e.port(e.secure), e.port(e.denied), 80}, AllowPrivate: true, MaxBytes: maxBytes}
+}
+
+// testCert makes a CA for this test and a certificate it signed for names.
+func testCert(t *testing.T, names ...string) (tls.Certificate, []byte) {
+	t.Helper()
+	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "airlock test CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, _ := x509.ParseCertificate(caDER)
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	leaf := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: names[0]}, DNSNames: names,
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	der, err := x509.CreateCertificate(rand.Reader, leaf, ca, &key.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key},
+		pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER})
+}
+
+// demoWheel is a minimal valid wheel for pip to download.
+func demoWheel(t *testing.T) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	z := zip.NewWriter(&buf)
+	files := map[string]string{
+		"demo/__init__.py":                 "VALUE = 1\n",
+		"demo-1.0.dist-info/METADATA":      "Metadata-Version: 2.1\nName: demo\nVersion: 1.0\n",
+		"demo-1.0.dist-info/WHEEL":         "Wheel-Version: 1.0\nGenerator: airlock-test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+		"demo-1.0.dist-info/top_level.txt": "demo\n",
+	}
+	var record strings.Builder
+	for _, name := range []string{"demo/__init__.py", "demo-1.0.dist-info/METADATA", "demo-1.0.dist-info/WHEEL", "demo-1.0.dist-info/top_level.txt"} {
+		w, _ := z.Create(name)
+		_, _ = w.Write([]byte(files[name]))
+		fmt.Fprintf(&record, "%s,,\n", name)
+	}
+	record.WriteString("demo-1.0.dist-info/RECORD,,\n")
+	w, _ := z.Create("demo-1.0.dist-info/RECORD")
+	_, _ = w.Write([]byte(record.String()))
+	if err := z.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// egressProgram tries every way out from inside the sandbox and prints what happened.
+const egressProgram = `
+import json, os, socket, ssl, sys, urllib.request, urllib.error
+P, S, D = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+out = {}
+def fetch(key, url, ctx=None):
+    try:
+        with urllib.request.urlopen(url, timeout=10, context=ctx) as r:
+            out[key] = {"status": r.status, "body": r.read().decode(errors="replace")[:200]}
+    except urllib.error.HTTPError as e:
+        out[key] = {"status": e.code, "body": e.read().decode(errors="replace")[:200]}
+    except Exception as e:
+        out[key] = {"error": type(e).__name__ + ": " + str(e)[:200]}
+ctx = ssl.create_default_context(cafile="ca.pem")
+fetch("allowed", "http://allowed.test:%d/" % P)
+fetch("allowed_tls", "https://allowed.test:%d/" % S, ctx)
+fetch("not_listed", "http://denied.test:%d/" % D)
+fetch("not_listed_tls", "https://other.test:%d/" % S, ctx)
+fetch("ip_literal", "http://127.0.0.2:%d/" % D)
+fetch("metadata_name", "http://metadata.test:%d/" % D)
+fetch("redirect", "http://allowed.test:%d/redirect" % P)
+fetch("rebind_first", "http://rebind.test:%d/" % P)
+fetch("rebind_second", "http://rebind.test:%d/" % P)
+fetch("big", "http://allowed.test:%d/big" % P)
+def conn(key, family, kind, addr, send=None):
+    try:
+        s = socket.socket(family, kind)
+        s.settimeout(5)
+        if send is not None:
+            s.sendto(send, addr)
+            s.recvfrom(512)
+        else:
+            s.connect(addr)
+        out[key] = "connected"
+    except OSError as e:
+        out[key] = type(e).__name__ + ":" + str(e.errno)
+conn("direct_host_port", socket.AF_INET, socket.SOCK_STREAM, ("127.0.0.1", P))
+conn("direct_remote", socket.AF_INET, socket.SOCK_STREAM, ("93.184.215.14", 80))
+conn("direct_remote6", socket.AF_INET6, socket.SOCK_STREAM, ("2606:4700::1111", 80))
+conn("dns_udp", socket.AF_INET, socket.SOCK_DGRAM, ("8.8.8.8", 53), send=b"\x00")
+try:
+    socket.getaddrinfo("allowed.test", 80)
+    out["getaddrinfo"] = "resolved"
+except OSError as e:
+    out["getaddrinfo"] = type(e).__name__
+# The port of the bridge is taken: the program cannot listen in the proxy's place.
+try:
+    s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    s.bind(("127.0.0.1", 3128)); out["bind_bridge"] = "bound"
+except OSError as e:
+    out["bind_bridge"] = type(e).__name__ + ":" + str(e.errno)
+# Domain fronting: CONNECT to an allowed name, TLS for another.
+try:
+    s = socket.create_connection(("127.0.0.1", 3128), timeout=10)
+    s.sendall(b"CONNECT allowed.test:%d HTTP/1.1\r\nHost: allowed.test\r\n\r\n" % S)
+    head = b""
+    while b"\r\n\r\n" not in head:
+        head += s.recv(1)
+    t = ctx.wrap_socket(s, server_hostname="other.test")
+    out["sni_mismatch"] = "handshake done"
+except Exception as e:
+    out["sni_mismatch"] = type(e).__name__
+print(json.dumps(out))
+`
+
+func TestEgressAllowlist(t *testing.T) {
+	sb := egressSandbox(t)
+	e := newEgressServers(t)
+	P, S, D := e.port(e.plain), e.port(e.secure), e.port(e.denied)
+	const maxBytes = 2 << 20
+	spec := sandbox.Spec{
+		Argv: []string{python, "-I", "-S", "main.py", strconv.Itoa(P), strconv.Itoa(S), strconv.Itoa(D)},
+		Code: []byte(egressProgram), CodeFile: "main.py",
+		Files:   []sandbox.File{{Path: "ca.pem", Data: e.caPEM}},
+		Network: sandbox.NetworkAllowlist, Egress: e.egress(maxBytes),
+		Limits: sandbox.Limits{Wall: 60 * time.Second},
+	}
+	res, err := sb.Run(context.Background(), spec)
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if res.Status != sandbox.StatusOK {
+		t.Fatalf("program: %s", brief(res))
+	}
+	var out map[string]any
+	lines := strings.Split(strings.TrimSpace(string(res.Stdout.Bytes())), "\n")
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &out); err != nil {
+		t.Fatalf("decode: %v\n%s", err, brief(res))
+	}
+	status := func(k string) (float64, string) {
+		m, _ := out[k].(map[string]any)
+		code, _ := m["status"].(float64)
+		body, _ := m["body"].(string)
+		if errs, ok := m["error"].(string); ok {
+			body = errs
+		}
+		return code, body
+	}
+	if code, body := status("allowed"); code != 200 || !strings.HasPrefix(body, "hello from allowed.test") {
+		t.Errorf("allowed name over http: %v %q", code, body)
+	}
+	if code, body := status("allowed_tls"); code != 200 || body != "tls ok" {
+		t.Errorf("allowed name over https: %v %q", code, body)
+	}
+	if code, body := status("rebind_first"); code != 200 {
+		t.Errorf("rebinding name, first answer: %v %q", code, body)
+	}
+	for key, rule := range map[string]string{"not_listed": "domain:", "ip_literal": "ip-literal:",
+		"metadata_name": "metadata:", "redirect": "domain:", "rebind_second": "metadata:"} {
+		if code, body := status(key); code != 403 || !strings.Contains(body, rule) {
+			t.Errorf("%s: %v %q, want 403 naming %q", key, code, body, rule)
+		}
+	}
+	if _, body := status("not_listed_tls"); !strings.Contains(body, "403") {
+		t.Errorf("https to a name not listed: %q, want the CONNECT refused with 403", body)
+	}
+	if code, body := status("big"); code == 200 && len(body) >= 8<<20 {
+		t.Errorf("the byte cap did not cut an 8 MiB download")
+	}
+	for key, want := range map[string]string{
+		"direct_host_port": "ConnectionRefusedError:111", // the host's port is not in this namespace
+		"direct_remote":    "OSError:101",                // ENETUNREACH: no route
+		"direct_remote6":   "OSError:101",
+		"dns_udp":          "OSError:101",
+		"getaddrinfo":      "gaierror",
+		"bind_bridge":      "OSError:98", // EADDRINUSE
+		"sni_mismatch":     "SSLError",
+	} {
+		if got, _ := out[key].(string); got != want {
+			t.Errorf("%s: %q, want %q", key, got, want)
+		}
+	}
+	if n := e.deniedHits.Load(); n != 0 {
+		t.Errorf("the denied server saw %d requests", n)
+	}
+	nu := res.Network
+	if nu == nil {
+		t.Fatal("no network use in the result")
+	}
+	if !nu.Capped || nu.Sent+nu.Received > maxBytes {
+		t.Errorf("byte cap: capped=%v, %d bytes through a cap of %d", nu.Capped, nu.Sent+nu.Received, maxBytes)
+	}
+	rules := map[string]bool{}
+	for _, c := range nu.Connections {
+		rules[c.Rule] = true
+		if c.Addr == "169.254.169.254" && c.Verdict != "refused" {
+			t.Errorf("the metadata address was connected to: %+v", c)
+		}
+	}
+	for _, r := range []string{"domain", "ip-literal", "metadata", "sni-mismatch", "byte-cap"} {
+		if !rules[r] {
+			t.Errorf("no connection refused by rule %q in %+v", r, nu.Connections)
+		}
+	}
+}
+
+// TestEgressPipAndNode: pip downloads from a local index through the proxy, and node
+// reaches an allowed name through a CONNECT tunnel. Node 20's fetch ignores the proxy
+// variables, and so has no route at all.
+func TestEgressPipAndNode(t *testing.T) {
+	sb := egressSandbox(t)
+	e := newEgressServers(t)
+	P, S := e.port(e.plain), e.port(e.secure)
+	if _, err := os.Stat("/usr/lib/python3/dist-packages/pip"); err != nil {
+		if os.Getenv("AIRLOCK_REQUIRE_SANDBOX") == "1" {
+			t.Fatalf("pip is not installed (apt-get install python3-pip): %v", err)
+		}
+		t.Skipf("SKIPPING THE PIP DOWNLOAD: pip is not installed (apt-get install python3-pip): %v", err)
+	}
+	pip := sandbox.Spec{
+		Argv: []string{python, "-m", "pip", "download", "--no-cache-dir", "--no-deps", "--disable-pip-version-check",
+			"--cert", "/workspace/ca.pem", "--index-url", fmt.Sprintf("https://allowed.test:%d/simple", S), "-d", "/workspace/dl", "demo"},
+		Files:   []sandbox.File{{Path: "ca.pem", Data: e.caPEM}},
+		Network: sandbox.NetworkAllowlist, Egress: e.egress(8 << 20),
+		Limits: sandbox.Limits{Wall: 60 * time.Second, Memory: 512 << 20},
+		OutDir: "dl", Artifacts: sandbox.ArtifactLimits{MaxFiles: 4, MaxFileBytes: 1 << 20, MaxTotal: 1 << 20},
+	}
+	res, err := sb.Run(context.Background(), pip)
+	if err != nil || res.Status != sandbox.StatusOK {
+		t.Fatalf("pip download: %v %s", err, brief(res))
+	}
+	if len(res.Artifacts) != 1 || !bytes.Equal(res.Artifacts[0].Data, e.wheel) {
+		t.Errorf("pip downloaded %+v, want the demo wheel", res.Artifacts)
+	}
+
+	node := "/usr/bin/node"
+	if _, err := os.Stat(node); err != nil {
+		t.Fatalf("node: %v", err)
+	}
+	script := fmt.Sprintf(`
+const http = require("http"), tls = require("tls"), fs = require("fs");
+const out = {};
+const proxy = new URL(process.env.HTTPS_PROXY);
+const req = http.request({host: proxy.hostname, port: proxy.port, method: "CONNECT", path: "allowed.test:%d"});
+req.on("connect", (res, sock) => {
+  const t = tls.connect({socket: sock, servername: "allowed.test", ca: fs.readFileSync("ca.pem")}, () => {
+    t.write("GET / HTTP/1.1\r\nHost: allowed.test\r\nConnection: close\r\n\r\n");
+  });
+  let body = "";
+  t.on("data", d => body += d);
+  t.on("end", async () => {
+    out.tunnel = body.split("\r\n\r\n")[1];
+    try { await fetch("http://allowed.test:%d/"); out.fetch = "reached"; }
+    catch (e) { out.fetch = "failed"; }
+    console.log(JSON.stringify(out));
+  });
+  t.on("error", e => { out.tunnel = "error " + e.message; console.log(JSON.stringify(out)); });
+});
+req.on("error", e => { out.tunnel = "connect error " + e.message; console.log(JSON.stringify(out)); });
+req.end();
+`, S, P)
+	ns := sandbox.Spec{Argv: []string{node, "main.js"}, Code: []byte(script), CodeFile: "main.js",
+		Files:   []sandbox.File{{Path: "ca.pem", Data: e.caPEM}},
+		Network: sandbox.NetworkAllowlist, Egress: e.egress(8 << 20),
+		Limits: sandbox.Limits{Wall: 60 * time.Second, Memory: 1 << 30, AddressSpace: 16 << 30}}
+	res, err = sb.Run(context.Background(), ns)
+	if err != nil || res.Status != sandbox.StatusOK {
+		t.Fatalf("node: %v %s", err, brief(res))
+	}
+	var out struct{ Tunnel, Fetch string }
+	if err := json.Unmarshal(bytes.TrimSpace(res.Stdout.Bytes()), &out); err != nil {
+		t.Fatalf("node output: %v %s", err, brief(res))
+	}
+	if out.Tunnel != "tls ok" || out.Fetch != "failed" {
+		t.Errorf("node: %+v, want the tunnel to work and the proxy-less fetch to fail", out)
+	}
+}
