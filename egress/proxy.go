@@ -167,7 +167,7 @@ func (p *Proxy) Close() sandbox.NetworkUse {
 	defer p.mu.Unlock()
 	use := p.use
 	use.Connections = slices.Clone(use.Connections)
-	use.Capped = p.capped.Load()
+	use.Capped, use.MaxBytes = p.capped.Load(), p.cfg.MaxBytes
 	return use
 }
 

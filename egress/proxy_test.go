@@ -532,7 +532,9 @@ func BenchmarkTLSDirect(b *testing.B) {
 	defer srv.Close()
 	addr := srv.Listener.Addr().String()
 	c := &http.Client{Transport: &http.Transport{DisableKeepAlives: true, TLSClientConfig: &tls.Config{RootCAs: ca.pool, ServerName: "ok.test"},
-		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) { return (&net.Dialer{}).DialContext(ctx, "tcp", addr) }}}
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+		}}}
 	u := fmt.Sprintf("https://ok.test:%d/", port(b, srv.URL))
 	b.ResetTimer()
 	for b.Loop() {

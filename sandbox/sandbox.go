@@ -73,8 +73,9 @@ type NetworkUse struct {
 	Refused     int          `json:"refused"`
 	Sent        int64        `json:"sent"`
 	Received    int64        `json:"received"`
-	// Capped is set when the byte cap cut the call's traffic.
-	Capped bool `json:"capped,omitempty"`
+	// Capped is set when the byte cap (MaxBytes) cut the call's traffic.
+	Capped   bool  `json:"capped,omitempty"`
+	MaxBytes int64 `json:"max_bytes"`
 }
 
 // Limits bound one run. A zero field means "use the backend's built-in floor", never
