@@ -202,7 +202,7 @@ func (s *Suite) verdict(ctx context.Context, p *probeDef) (Status, string) {
 	if timeout == 0 {
 		timeout = 5 * time.Second
 	}
-	a := &attempt{args: map[string]any{}, limits: r.Bounds.Clamp(policy.Request{Timeout: timeout}), env: s.env}
+	a := &attempt{args: map[string]any{}, limits: r.Bounds.Clamp(policy.Request{Timeout: timeout}), env: s.env, network: r.Network}
 	defer a.cleanup()
 	if p.setup != nil {
 		if err := p.setup(a); err != nil {
