@@ -570,9 +570,10 @@ func relay(t *tally, br *bufio.Reader, c, up net.Conn) {
 var hopHeaders = []string{"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate",
 	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade"}
 
-// forward sends one plain-HTTP request to the destination and relays its response. The
-// request asks the destination to close after it, so one connection is one exchange: a
-// second request (perhaps for another host) cannot follow on the checked connection.
+// forward sends one plain-HTTP request to the destination and relays its response. One
+// connection is one exchange: the response goes back marked "Connection: close", so a
+// second request (perhaps for another host) never follows on the checked connection,
+// whether or not the destination honours the close asked of it.
 func (p *Proxy) forward(c net.Conn, req *http.Request, up net.Conn, t *tally, conn *sandbox.Connection) {
 	for _, h := range strings.Split(req.Header.Get("Connection"), ",") {
 		if h = strings.TrimSpace(h); h != "" {
@@ -585,11 +586,50 @@ func (p *Proxy) forward(c net.Conn, req *http.Request, up net.Conn, t *tally, co
 	req.RequestURI = ""
 	req.Host = req.URL.Host
 	req.Close = true
+	capped := &Refusal{"byte-cap", fmt.Sprintf("the call's %d bytes of network traffic are used up", p.cfg.MaxBytes)}
 	if err := req.Write(&countedWriter{t, up, &t.sent}); err != nil {
 		if errors.Is(err, errCapped) {
-			writeStatus(c, http.StatusForbidden, &Refusal{"byte-cap", fmt.Sprintf("the call's %d bytes of network traffic are used up", p.cfg.MaxBytes)})
+			writeStatus(c, http.StatusForbidden, capped)
 		}
 		return
 	}
-	_ = t.copyCounted(c, up, &t.received)
+	ur := bufio.NewReader(&countedReader{t, up, &t.received})
+	for {
+		resp, err := http.ReadResponse(ur, req)
+		if err != nil {
+			if errors.Is(err, errCapped) {
+				writeStatus(c, http.StatusForbidden, capped)
+			} else {
+				writeStatus(c, http.StatusBadGateway, &Refusal{"bad-response", "the destination's answer was not HTTP: " + err.Error()})
+			}
+			return
+		}
+		// 1xx answers (100 Continue) come before the real one.
+		interim := resp.StatusCode >= 100 && resp.StatusCode < 200 && resp.StatusCode != http.StatusSwitchingProtocols
+		if !interim {
+			resp.Close = true
+		}
+		err = resp.Write(c)
+		resp.Body.Close()
+		if err != nil || !interim {
+			return
+		}
+	}
+}
+
+// countedReader reads through the tally (a forwarded response).
+type countedReader struct {
+	t   *tally
+	r   io.Reader
+	cnt *atomic.Int64
+}
+
+func (c *countedReader) Read(b []byte) (int, error) {
+	n, err := c.r.Read(b)
+	m := c.t.take(n)
+	c.cnt.Add(int64(m))
+	if m < n {
+		return m, errCapped
+	}
+	return n, err
 }

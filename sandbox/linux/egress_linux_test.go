@@ -19,6 +19,7 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -404,5 +405,98 @@ req.end();
 	}
 	if out.Tunnel != "tls ok" || out.Fetch != "failed" {
 		t.Errorf("node: %+v, want the tunnel to work and the proxy-less fetch to fail", out)
+	}
+}
+
+// fetchProgram prints the status of one request through the proxy.
+const fetchProgram = `
+import sys, urllib.request, urllib.error
+try:
+    with urllib.request.urlopen(sys.argv[1], timeout=10) as r:
+        print(r.status, r.read().decode()[:100])
+except urllib.error.HTTPError as e:
+    print(e.code, e.read().decode()[:100])
+`
+
+// TestEgressTwoCallsInFlight: two sandboxes at once, each bridged to its own call's
+// proxy: the call whose allowlist lacks the name is refused while the other is served.
+func TestEgressTwoCallsInFlight(t *testing.T) {
+	sb := egressSandbox(t)
+	e := newEgressServers(t)
+	u := fmt.Sprintf("http://allowed.test:%d/", e.port(e.plain))
+	narrow := e.egress(1 << 20)
+	narrow.Domains = []string{"index.test"}
+	var wg sync.WaitGroup
+	out := make([]sandbox.Result, 8)
+	for i := range out {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			eg := e.egress(1 << 20)
+			if i%2 == 1 {
+				eg = narrow
+			}
+			res, err := sb.Run(context.Background(), sandbox.Spec{Argv: []string{python, "-I", "-S", "main.py", u},
+				Code: []byte(fetchProgram), CodeFile: "main.py", Network: sandbox.NetworkAllowlist, Egress: eg})
+			if err != nil {
+				t.Errorf("run %d: %v", i, err)
+			}
+			out[i] = res
+		}()
+	}
+	wg.Wait()
+	for i, res := range out {
+		got := strings.TrimSpace(string(res.Stdout.Bytes()))
+		want := "200 hello from allowed.test"
+		if i%2 == 1 {
+			want = "403 airlock egress proxy: domain:"
+		}
+		if !strings.HasPrefix(got, want) {
+			t.Errorf("run %d: %q, want %q (%s)", i, got, want, brief(res))
+		}
+	}
+}
+
+// TestEgressWarmPool: a sandbox prepared before its call gets the call's allowlist.
+func TestEgressWarmPool(t *testing.T) {
+	egressSandbox(t)
+	sb, err := New(sandbox.Options{})
+	requireSandbox(t, err)
+	defer sb.Close()
+	sb.resolver = egressDNS
+	e := newEgressServers(t)
+	tmpl := withDefaults(sandbox.Spec{Argv: []string{python, "-I", "-S"}, CodeFile: "main.py",
+		Network: sandbox.NetworkAllowlist, Egress: e.egress(1 << 20)})
+	sb.Warm([]sandbox.Spec{tmpl}, 1)
+	deadline := time.Now().Add(10 * time.Second)
+	for sb.PoolStats().Ready == 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	narrow := e.egress(1 << 20)
+	narrow.Domains = []string{"index.test"}
+	for _, tc := range []struct {
+		eg   *sandbox.Egress
+		want string
+	}{{e.egress(1 << 20), "200 hello"}, {narrow, "403 "}} {
+		spec := tmpl
+		spec.Argv = append(slices.Clone(tmpl.Argv), "main.py", fmt.Sprintf("http://allowed.test:%d/", e.port(e.plain)))
+		spec.Code, spec.Egress = []byte(fetchProgram), tc.eg
+		before := sb.PoolStats().Hits
+		res, err := sb.Run(context.Background(), spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := string(res.Stdout.Bytes()); !strings.HasPrefix(got, tc.want) {
+			t.Errorf("pooled run with %q: %q, want %q (%s)", tc.eg.Domains, got, tc.want, brief(res))
+		}
+		if sb.PoolStats().Hits == before {
+			t.Log("served cold: the pool was not ready")
+		}
+		for sb.PoolStats().Ready == 0 && time.Now().Before(deadline.Add(10*time.Second)) {
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	if sb.PoolStats().Hits == 0 {
+		t.Error("no run was served from the pool")
 	}
 }
