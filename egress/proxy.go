@@ -416,7 +416,7 @@ func (p *Proxy) connect(ctx context.Context, host string, port int) (net.Conn, n
 	var last error
 	for _, a := range addrs {
 		dctx, cancel := context.WithTimeout(ctx, dialTime)
-		c, err := d.DialContext(dctx, "tcp", netip.AddrPortFrom(a, uint16(port)).String())
+		c, err := d.DialContext(dctx, "tcp", net.JoinHostPort(a.String(), strconv.Itoa(port)))
 		cancel()
 		if err == nil {
 			return c, a, nil, nil

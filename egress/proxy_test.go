@@ -129,7 +129,6 @@ type harness struct {
 	dns   *fakeDNS
 	proxy *Proxy
 	addr  string
-	ca    *testCA
 }
 
 func newHarness(t testing.TB, cfg sandbox.Egress, dns *fakeDNS, tune ...func(*Proxy)) *harness {
