@@ -168,6 +168,10 @@ func (p *Proxy) Close() sandbox.NetworkUse {
 	use := p.use
 	use.Connections = slices.Clone(use.Connections)
 	use.Capped, use.MaxBytes = p.capped.Load(), p.cfg.MaxBytes
+	if use.Allowed+use.Refused > 0 {
+		p.log.Info("egress", "allowed", use.Allowed, "refused", use.Refused, "sent", use.Sent,
+			"received", use.Received, "capped", use.Capped)
+	}
 	return use
 }
 
@@ -187,7 +191,9 @@ func (p *Proxy) record(c sandbox.Connection) {
 	p.use.Sent += c.Sent
 	p.use.Received += c.Received
 	p.mu.Unlock()
-	p.log.Info("egress", "host", c.Host, "port", c.Port, "addr", c.Addr, "sent", c.Sent,
+	// Each connection at debug level: the call's audit line lists them, and one flood
+	// must not write a thousand log lines. Close logs the call's summary.
+	p.log.Debug("egress connection", "host", c.Host, "port", c.Port, "addr", c.Addr, "sent", c.Sent,
 		"received", c.Received, "verdict", c.Verdict, "rule", c.Rule)
 }
 
@@ -529,7 +535,7 @@ func (p *Proxy) tunnel(c net.Conn, br *bufio.Reader, up net.Conn, host string, t
 		want, _ := normalizeHost(host)
 		if got, _ := normalizeHost(sni); sni != "" && got != want {
 			conn.Verdict, conn.Rule = "refused", "sni-mismatch"
-			p.log.Info("egress: ClientHello names another host than CONNECT", "connect", host, "sni", sni)
+			p.log.Debug("egress: ClientHello names another host than CONNECT", "connect", host, "sni", sni)
 			_, _ = c.Write(tlsAlert)
 			return
 		}

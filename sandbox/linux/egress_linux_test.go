@@ -19,6 +19,7 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"os"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -498,5 +499,66 @@ func TestEgressWarmPool(t *testing.T) {
 	}
 	if sb.PoolStats().Hits == 0 {
 		t.Error("no run was served from the pool")
+	}
+}
+
+// floodProgram opens 1,000 connections to the bridge in rounds of 200 (garbage on some,
+// a request head that never ends on others, nothing on the rest), then asks for an
+// allowed page, retrying while the proxy is still freeing the flood's slots.
+const floodProgram = `
+import socket, sys, time, urllib.request, urllib.error
+opened = 0
+for _ in range(5):
+    socks = []
+    for i in range(200):
+        try:
+            s = socket.create_connection(("127.0.0.1", 3128), timeout=5)
+        except OSError:
+            continue
+        opened += 1
+        if i % 3 == 0:
+            s.sendall(b"\x00\xff\xfe garbage\r\n\r\n")
+        elif i % 3 == 1:
+            s.sendall(b"GET http://allowed.test/ HTTP/1.1\r\nX-Slow: ")
+        socks.append(s)
+    for s in socks:
+        s.close()
+deadline = time.time() + 10
+while True:
+    try:
+        with urllib.request.urlopen(sys.argv[1], timeout=10) as r:
+            print(opened, r.status)
+            break
+    except urllib.error.HTTPError as e:
+        if b"connection-cap" not in e.read() or time.time() > deadline:
+            print(opened, e.code)
+            break
+        time.sleep(0.05)
+`
+
+// TestEgressFloodFromOneCall: the proxy bounds one call's flood of connections and
+// still serves it afterwards; nothing of the flood outlives the call.
+func TestEgressFloodFromOneCall(t *testing.T) {
+	sb := egressSandbox(t)
+	e := newEgressServers(t)
+	before := runtime.NumGoroutine()
+	res, err := sb.Run(context.Background(), sandbox.Spec{
+		Argv: []string{python, "-I", "-S", "main.py", fmt.Sprintf("http://allowed.test:%d/", e.port(e.plain))},
+		Code: []byte(floodProgram), CodeFile: "main.py", Network: sandbox.NetworkAllowlist, Egress: e.egress(1 << 20),
+		Limits: sandbox.Limits{Wall: 60 * time.Second}})
+	if err != nil || res.Status != sandbox.StatusOK {
+		t.Fatalf("flood: %v %s", err, brief(res))
+	}
+	if got := strings.TrimSpace(string(res.Stdout.Bytes())); got != "1000 200" {
+		t.Errorf("flood program: %q, want 1000 connections opened and the page served after", got)
+	}
+	nu := res.Network
+	if nu == nil || nu.Allowed+nu.Refused < 1000 || nu.Omitted == 0 || len(nu.Connections) > 256 {
+		t.Errorf("network use after the flood: %+v", nu)
+	}
+	sb.Wait()
+	time.Sleep(100 * time.Millisecond)
+	if after := runtime.NumGoroutine(); after > before+10 {
+		t.Errorf("%d goroutines after the call, %d before", after, before)
 	}
 }
