@@ -279,7 +279,7 @@ func TestSelect(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(got) != 8 || got[len(got)-1] != "uid" {
+	if len(got) != 9 || got[len(got)-1] != "uid" {
 		t.Errorf("network + uid = %v", got)
 	}
 	if _, err := Select(QuickFilter); err != nil {
