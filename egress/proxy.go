@@ -35,6 +35,11 @@ const (
 	dialTime      = 10 * time.Second
 	// maxRecords bounds the connections a call's result lists; the counts go on.
 	maxRecords = 256
+	// maxRefusers bounds the connections over the cap being answered at once; the accept
+	// loop waits for one to finish, and the kernel's backlog holds the rest.
+	maxRefusers = 8
+	// lingerTime bounds how long a refused connection is drained after its answer.
+	lingerTime = time.Second
 )
 
 // Resolver is how the proxy looks names up (net.DefaultResolver; tests inject one).
@@ -55,6 +60,8 @@ type Proxy struct {
 	used   atomic.Int64 // bytes, both directions
 	capped atomic.Bool
 	slots  chan struct{} // one per open connection
+	// refusers bounds the goroutines answering connections over the cap.
+	refusers chan struct{}
 
 	mu     sync.Mutex
 	ln     net.Listener
@@ -79,12 +86,13 @@ func New(cfg sandbox.Egress, id string, resolve Resolver, log *slog.Logger) *Pro
 		log = slog.Default().With("component", "egress")
 	}
 	return &Proxy{cfg: cfg, id: id, resolve: resolve, log: log.With("id", id), headerTimeout: HeaderTimeout,
-		slots: make(chan struct{}, cfg.MaxConnections), open: map[net.Conn]struct{}{},
+		slots: make(chan struct{}, cfg.MaxConnections), refusers: make(chan struct{}, maxRefusers), open: map[net.Conn]struct{}{},
 		use: sandbox.NetworkUse{Connections: []sandbox.Connection{}}}
 }
 
 // Serve accepts ln's connections until ln is closed (by Close). A connection over the
-// cap is refused at once, in this loop, so a flood of connections costs no goroutines.
+// cap is answered by one of a few refusers, so a flood of connections costs a bounded
+// number of goroutines.
 func (p *Proxy) Serve(ln net.Listener) {
 	p.mu.Lock()
 	if p.closed {
@@ -111,7 +119,13 @@ func (p *Proxy) Serve(ln net.Listener) {
 		select {
 		case p.slots <- struct{}{}:
 		default:
-			p.refuseNow(c)
+			p.refusers <- struct{}{}
+			if !p.track(c) {
+				<-p.refusers
+				c.Close()
+				continue
+			}
+			go p.refuseNow(c)
 			continue
 		}
 		if !p.track(c) {
@@ -205,13 +219,32 @@ type Refusal struct {
 
 func (r *Refusal) Error() string { return r.Rule + ": " + r.Why }
 
-// refuseNow answers a connection over the cap without reading it.
+// refuseNow answers a connection over the cap without reading its request.
 func (p *Proxy) refuseNow(c net.Conn) {
+	defer func() {
+		p.mu.Lock()
+		delete(p.open, c)
+		p.mu.Unlock()
+		<-p.refusers
+		p.wg.Done()
+	}()
 	r := &Refusal{"connection-cap", fmt.Sprintf("this call already has %d connections open", p.cfg.MaxConnections)}
-	_ = c.SetWriteDeadline(time.Now().Add(time.Second))
+	_ = c.SetWriteDeadline(time.Now().Add(lingerTime))
 	writeStatus(c, http.StatusForbidden, r)
-	c.Close()
+	closeGently(c)
 	p.record(sandbox.Connection{Verdict: "refused", Rule: r.Rule})
+}
+
+// closeGently ends a connection whose request may be unread: closed with unread bytes,
+// it would be reset, and the reset can destroy the answer before the client reads it.
+// It sends FIN and drains what the client still sends, briefly.
+func closeGently(c net.Conn) {
+	if tc, ok := c.(*net.TCPConn); ok {
+		_ = tc.CloseWrite()
+		_ = c.SetReadDeadline(time.Now().Add(lingerTime))
+		_, _ = io.Copy(io.Discard, io.LimitReader(c, maxHeader))
+	}
+	c.Close()
 }
 
 // writeStatus writes a whole response whose body names the rule, so a program (or the
@@ -251,6 +284,7 @@ func (p *Proxy) handle(c net.Conn) {
 	req, err := http.ReadRequest(br)
 	if err != nil {
 		writeStatus(c, http.StatusBadRequest, &Refusal{"malformed-request", "not an HTTP proxy request"})
+		closeGently(c)
 		p.record(sandbox.Connection{Verdict: "refused", Rule: "malformed-request"})
 		return
 	}
@@ -261,6 +295,7 @@ func (p *Proxy) handle(c net.Conn) {
 	conn.Host, conn.Port = host, port
 	if rerr != nil {
 		writeStatus(c, http.StatusBadRequest, rerr)
+		closeGently(c)
 		conn.Verdict, conn.Rule = "refused", rerr.Rule
 		p.record(conn)
 		return
@@ -273,12 +308,14 @@ func (p *Proxy) handle(c net.Conn) {
 	}
 	if refused != nil {
 		writeStatus(c, http.StatusForbidden, refused)
+		closeGently(c)
 		conn.Verdict, conn.Rule = "refused", refused.Rule
 		p.record(conn)
 		return
 	}
 	if err != nil {
 		writeStatus(c, http.StatusBadGateway, &Refusal{"unreachable", err.Error()})
+		closeGently(c)
 		conn.Verdict, conn.Rule = "failed", "unreachable"
 		p.record(conn)
 		return
@@ -337,11 +374,20 @@ func target(req *http.Request) (string, int, *Refusal) {
 }
 
 // Decide is the allowlist's verdict on a destination before any lookup: nil, or the
-// rule that refuses it. A name must match a pattern; an IP literal must be listed.
+// rule that refuses it. A name must match a pattern; an IP literal must be listed; the
+// port must be listed (checked second, so a name not on the list is named as such).
 func Decide(cfg sandbox.Egress, host string, port int) *Refusal {
+	if r := decideHost(cfg, host); r != nil {
+		return r
+	}
 	if !slices.Contains(cfg.Ports, port) {
 		return &Refusal{"port", fmt.Sprintf("port %d is not allowed (allowed: %s)", port, joinInts(cfg.Ports))}
 	}
+	return nil
+}
+
+// decideHost is Decide's verdict on the host alone.
+func decideHost(cfg sandbox.Egress, host string) *Refusal {
 	if a, ok := ipLiteral(host); ok {
 		if !slices.Contains(cfg.Domains, a.String()) {
 			return &Refusal{"ip-literal", fmt.Sprintf("%s is an IP address; only listed names (and listed addresses) may be reached", a)}

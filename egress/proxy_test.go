@@ -397,7 +397,7 @@ func TestHostileClients(t *testing.T) {
 	p := port(t, srv.URL)
 	dns := &fakeDNS{answers: map[string][][]netip.Addr{"ok.test": {{loopback}}}, lookups: map[string]int{}}
 	h := newHarness(t, sandbox.Egress{Domains: []string{"ok.test"}, Ports: []int{p}, AllowPrivate: true, MaxConnections: 16}, dns,
-		func(p *Proxy) { p.headerTimeout = 300 * time.Millisecond })
+		func(p *Proxy) { p.headerTimeout = 2 * time.Second })
 	good := func() {
 		t.Helper()
 		if code, body := get(t, h.client(nil), fmt.Sprintf("http://ok.test:%d/", p)); code != 200 {
@@ -422,7 +422,9 @@ func TestHostileClients(t *testing.T) {
 	}
 	good()
 
-	// Slowloris: every slot held by a client that sends a byte now and then.
+	// Slowloris: every slot held by a client that sends a byte now and then. (The good
+	// request's handler may still hold its slot for a moment after its answer.)
+	waitIdle(t, h.proxy)
 	var slow []net.Conn
 	for range 16 {
 		c, err := net.Dial("tcp", h.addr)
@@ -490,6 +492,18 @@ func TestHostileClients(t *testing.T) {
 	time.Sleep(100 * time.Millisecond)
 	if after := runtime.NumGoroutine(); after > before+5 {
 		t.Errorf("%d goroutines after the flood, %d before", after, before)
+	}
+}
+
+// waitIdle waits until the proxy holds no connection slot.
+func waitIdle(t testing.TB, p *Proxy) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for len(p.slots) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d connection slots still held", len(p.slots))
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
 
