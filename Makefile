@@ -26,7 +26,10 @@ endif
 
 GO_MIN       := 1.26
 VERSION      ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-LDFLAGS      := -X github.com/airlock-mcp/airlock/cli.Version=$(VERSION) $(STATIC_LD)
+# The commit is stamped by hand too: Go's own VCS stamping is off wherever GOFLAGS has
+# -buildvcs=false (as on the shared build hosts), and `airlock version` must still say it.
+COMMIT       ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+LDFLAGS      := -X github.com/airlock-mcp/airlock/cli.Version=$(VERSION) -X github.com/airlock-mcp/airlock/cli.Commit=$(COMMIT) $(STATIC_LD)
 TOOLS        := $(CURDIR)/.tools/bin
 GOLANGCI_VERSION := v2.15.0
 GOLANGCI     := $(TOOLS)/golangci-lint
@@ -38,7 +41,7 @@ SOAK_PARALLEL ?= 8
 SUDO         := $(if $(filter 0,$(shell id -u)),,sudo)
 
 .PHONY: help build run test test-go test-darwin-compile fmt-check bench soak lint vet fmt \
-        update-golden fuzz-short deps
+        update-golden fuzz-short deps clients
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-20s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -82,6 +85,10 @@ update-golden: ## rewrite the golden snapshots (tool schemas, SBPL profiles)
 bench: build ## airlock vs the bare interpreter over MCP stdio, plus the Go micro-benchmarks
 	$(GO) run ./cmd/airlock-bench -airlock bin/airlock
 	$(BUILD_ENV) $(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./...
+
+clients: build ## the official MCP Go and TypeScript SDKs drive bin/airlock over stdio, Streamable HTTP and SSE (needs the Go proxy and npm)
+	cd clients/go && $(GO) vet ./... && AIRLOCK_BIN=$(CURDIR)/bin/airlock $(GO) test -count=1 ./...
+	clients/ts/run.sh bin/airlock
 
 soak: build ## many parallel calls through one server: leaks, hangs, ordering
 	@if [ ! -d cmd/airlock-soak ]; then echo "cmd/airlock-soak is not in this tree yet"; exit 1; fi

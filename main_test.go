@@ -527,7 +527,7 @@ func TestE2EBadInputRawStdio(t *testing.T) {
 	// 100 MB: six times the 16 MiB message limit, so it is refused unread.
 	big := call(2, `{"code":"`+strings.Repeat("a", 100<<20)+`"}`)
 	go func() { _, _ = p.stdin.Write(append(big, '\n')) }()
-	if m := p.answer(t); m["id"] != nil || !strings.Contains(fmt.Sprint(m["error"]), "message too large") {
+	if m := p.answer(t); m["id"] != float64(2) || !strings.Contains(fmt.Sprint(m["error"]), "message too large") {
 		t.Fatalf("100 MB line: %.300v", m)
 	}
 	alive(3)

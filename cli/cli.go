@@ -11,14 +11,21 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"runtime"
 	"runtime/debug"
+	"slices"
 	"strings"
 
 	"github.com/airlock-mcp/airlock/config"
 )
 
-// Version is set at build time with -ldflags "-X github.com/airlock-mcp/airlock/cli.Version=v1.2.3".
-var Version = ""
+// Version and Commit are set at build time (the Makefile does) with -ldflags
+// "-X github.com/airlock-mcp/airlock/cli.Version=v1.2.3 -X ...cli.Commit=<sha>". Without
+// Commit, `airlock version` takes the commit Go's VCS stamping recorded, if any.
+var (
+	Version = ""
+	Commit  = ""
+)
 
 // Exit codes.
 const (
@@ -35,28 +42,53 @@ type IO struct {
 	Stderr io.Writer
 }
 
-const usage = `airlock runs untrusted code in a fresh OS sandbox per call, as an MCP tool server.
+// commands are the subcommands in the order usage lists them; completion scripts are
+// generated from the same list and from each command's own flag set.
+var commands = []struct {
+	name, args, summary string
+}{
+	{"serve", "[--http ADDR | --sse ADDR]", "serve MCP over stdio (the default), Streamable HTTP (/mcp) or legacy SSE"},
+	{"run", "[--language L] [--timeout T] [--out DIR] [FILE|-]", "run a program once; prints the result as JSON"},
+	{"probe", "[--json]", "check the sandbox's isolation on this host"},
+	{"config", "[--json]", "print the effective configuration (token redacted)"},
+	{"completion", "bash|zsh|fish", "print a shell completion script"},
+	{"version", "", "print the version, the build's commit and Go version"},
+	{"help", "", "show this help"},
+}
+
+func usage() string {
+	var b strings.Builder
+	b.WriteString(`airlock runs untrusted code in a fresh OS sandbox per call, as an MCP tool server.
 
 Usage:
-  airlock [serve] [flags]             serve MCP over stdio (the default)
-  airlock serve --http 127.0.0.1:PORT serve MCP over Streamable HTTP at /mcp
-  airlock serve --sse 127.0.0.1:PORT  serve MCP over the legacy SSE transport (/sse, /message)
-  airlock run [--language L] [--timeout S] [FILE|-]
-                                      run a program once; prints the result as JSON
-  airlock probe [--json]              check the sandbox's isolation on this host
-  airlock config [--json]             print the effective configuration (token redacted)
-  airlock version                     print the version
+  airlock [global flags] [command] [flags]
 
-Every command accepts --config PATH (TOML) and the settings below; precedence is
-defaults < config file < AIRLOCK_* environment < flags. Run "airlock <command> --help".
-`
+Commands:
+`)
+	for _, c := range commands {
+		fmt.Fprintf(&b, "  %-11s %s\n", c.name, c.summary)
+		if c.args != "" {
+			fmt.Fprintf(&b, "  %-11s   airlock %s %s\n", "", c.name, c.args)
+		}
+	}
+	b.WriteString(`
+Global flags (before or after the command):
+  --config PATH         TOML configuration file (env AIRLOCK_CONFIG); see examples/airlock.toml
+`)
+	for _, s := range config.Settings {
+		fmt.Fprintf(&b, "  --%-19s %s (env %s)\n", s.Flag+" V", s.Usage, s.Env)
+	}
+	b.WriteString(`
+Precedence: built-in defaults < config file < AIRLOCK_* environment < flags.
+Without a command airlock serves MCP on stdio. "airlock <command> --help" lists a
+command's flags.
+`)
+	return b.String()
+}
 
 // Main runs one command.
 func Main(ctx context.Context, args []string, stdio IO) int {
-	cmd := "serve"
-	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
-		cmd, args = args[0], args[1:]
-	}
+	cmd, args := split(args)
 	switch cmd {
 	case "serve":
 		return serveCmd(ctx, args, stdio)
@@ -66,37 +98,127 @@ func Main(ctx context.Context, args []string, stdio IO) int {
 		return probeCmd(ctx, args, stdio)
 	case "config":
 		return configCmd(ctx, args, stdio)
-	case "version":
-		fmt.Fprintln(stdio.Stdout, "airlock", version())
+	case "completion":
+		return completionCmd(args, stdio)
+	case "version", "--version":
+		fmt.Fprint(stdio.Stdout, versionText(buildInfo()))
 		return exitOK
-	case "help", "-h", "--help":
-		fmt.Fprint(stdio.Stdout, usage)
+	case "help", "-h", "-help", "--help":
+		fmt.Fprint(stdio.Stdout, usage())
 		return exitOK
 	}
-	fmt.Fprintf(stdio.Stderr, "airlock: unknown command %q\n\n%s", cmd, usage)
+	fmt.Fprintf(stdio.Stderr, "airlock: unknown command %q%s\nRun \"airlock --help\" for the commands.\n", cmd, suggest(cmd, "", commandNames()))
 	return exitUsage
+}
+
+// split finds the command. Global flags may come before it (`airlock --languages
+// python,bash config`): they are handed to the command as if written after it. Without
+// a command the arguments are serve's.
+func split(args []string) (cmd string, rest []string) {
+	if len(args) == 0 {
+		return "serve", nil
+	}
+	switch a := args[0]; {
+	case !strings.HasPrefix(a, "-"):
+		return a, args[1:]
+	case a == "-h" || a == "-help" || a == "--help" || a == "--version":
+		return a, args[1:]
+	}
+	fs := newFlags("", IO{Stderr: io.Discard}).fs
+	if err := fs.Parse(args); err != nil {
+		// A typo or a command's own flag before the command: the command's parse says
+		// which (`airlock --timout 5 run x.py` is run's typo). No command: serve's flag.
+		for i, a := range args {
+			if slices.Contains(commandNames(), a) {
+				return a, append(slices.Clone(args[:i]), args[i+1:]...)
+			}
+		}
+		return "serve", args
+	}
+	if fs.NArg() == 0 || !slices.Contains(commandNames(), fs.Arg(0)) {
+		return "serve", args
+	}
+	global := args[:len(args)-fs.NArg()]
+	return fs.Arg(0), append(slices.Clone(global), fs.Args()[1:]...)
+}
+
+func commandNames() []string {
+	names := make([]string, len(commands))
+	for i, c := range commands {
+		names[i] = c.name
+	}
+	return names
+}
+
+// buildInfo is the binary's embedded build information (nil when there is none).
+func buildInfo() *debug.BuildInfo {
+	bi, _ := debug.ReadBuildInfo()
+	return bi
 }
 
 func version() string {
 	if Version != "" {
 		return Version
 	}
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+	if bi := buildInfo(); bi != nil && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
 		return bi.Main.Version
 	}
 	return "dev"
 }
 
+// versionText is `airlock version`: the version, then the commit the binary was built
+// from (git stamps it into the build) and the Go toolchain and platform.
+func versionText(bi *debug.BuildInfo) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "airlock %s\n", version())
+	commit, modified, when, goVersion := Commit, false, "", runtime.Version()
+	if bi != nil {
+		goVersion = bi.GoVersion
+		for _, s := range bi.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				if commit == "" {
+					commit = s.Value
+				}
+			case "vcs.modified":
+				modified = s.Value == "true"
+			case "vcs.time":
+				when = s.Value
+			}
+		}
+	}
+	if commit == "" {
+		commit = "unknown"
+	}
+	if modified {
+		commit += " (with uncommitted changes)"
+	}
+	if when != "" {
+		commit += ", " + when
+	}
+	fmt.Fprintf(&b, "commit: %s\n", commit)
+	fmt.Fprintf(&b, "go: %s %s/%s\n", goVersion, runtime.GOOS, runtime.GOARCH)
+	return b.String()
+}
+
 // common holds the flags every command shares.
 type common struct {
+	name  string
+	stdio IO
+	// quiet: a one-shot command (run, probe) whose output is the point logs warnings
+	// and errors only, unless a log level was asked for; a server logs at info.
+	quiet      bool
 	fs         *flag.FlagSet
 	configPath string
 	settings   map[string]*string
 }
 
 func newFlags(name string, stdio IO) *common {
-	c := &common{fs: flag.NewFlagSet("airlock "+name, flag.ContinueOnError), settings: map[string]*string{}}
-	c.fs.SetOutput(stdio.Stderr)
+	c := &common{name: name, fs: flag.NewFlagSet("airlock "+name, flag.ContinueOnError), settings: map[string]*string{}, stdio: stdio}
+	// Errors and help are written by parse: a short message with the nearest flag, not the
+	// flag package's full usage after every typo.
+	c.fs.SetOutput(io.Discard)
+	c.fs.Usage = func() {}
 	c.fs.StringVar(&c.configPath, "config", os.Getenv("AIRLOCK_CONFIG"), "TOML configuration file (env AIRLOCK_CONFIG)")
 	for _, s := range config.Settings {
 		c.settings[s.Name] = c.fs.String(s.Flag, "", fmt.Sprintf("%s (env %s; file key %s)", s.Usage, s.Env, s.Name))
@@ -106,13 +228,33 @@ func newFlags(name string, stdio IO) *common {
 
 // parse parses args; ok is false when the command should exit with code.
 func (c *common) parse(args []string) (code int, ok bool) {
-	if err := c.fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK, false
-		}
-		return exitUsage, false
+	err := c.fs.Parse(args)
+	switch {
+	case err == nil:
+		return 0, true
+	case errors.Is(err, flag.ErrHelp):
+		c.fs.SetOutput(c.stdio.Stdout)
+		fmt.Fprintf(c.stdio.Stdout, "Usage of airlock %s:\n", c.name)
+		c.fs.PrintDefaults()
+		return exitOK, false
 	}
-	return 0, true
+	msg := err.Error()
+	if name, found := strings.CutPrefix(msg, "flag provided but not defined: "); found {
+		name = strings.TrimLeft(name, "-")
+		var flags []string
+		c.fs.VisitAll(func(f *flag.Flag) { flags = append(flags, f.Name) })
+		msg = "unknown flag --" + name + suggest(name, "--", flags)
+	}
+	fmt.Fprintf(c.stdio.Stderr, "airlock %s: %s\nRun \"airlock %s --help\" for its flags.\n", c.name, msg, c.name)
+	return exitUsage, false
+}
+
+// logLevelAsked reports whether the user chose a log level: by flag, environment or
+// configuration file (a level other than the default).
+func (c *common) logLevelAsked(cfg config.Config) bool {
+	asked := os.Getenv("AIRLOCK_LOG_LEVEL") != "" || cfg.Log.Level != config.Default().Log.Level
+	c.fs.Visit(func(f *flag.Flag) { asked = asked || f.Name == "log-level" })
+	return asked
 }
 
 // load builds and validates the configuration; invalid configuration is exit code 2.
@@ -167,7 +309,11 @@ func (c *common) loadAndLog(stdio IO) (config.Config, func(), bool) {
 	if !ok {
 		return cfg, nil, false
 	}
-	closeLog, err := setupLog(cfg, stdio)
+	logCfg := cfg
+	if c.quiet && !c.logLevelAsked(cfg) {
+		logCfg.Log.Level = "warn"
+	}
+	closeLog, err := setupLog(logCfg, stdio)
 	if err != nil {
 		fmt.Fprintf(stdio.Stderr, "airlock: %v\n", err)
 		return cfg, nil, false

@@ -9,9 +9,11 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"runtime"
 	"time"
 
 	"github.com/airlock-mcp/airlock/config"
+	"github.com/airlock-mcp/airlock/policy"
 	"github.com/airlock-mcp/airlock/probe"
 	"github.com/airlock-mcp/airlock/runner"
 	"github.com/airlock-mcp/airlock/sandbox"
@@ -19,10 +21,16 @@ import (
 	"github.com/airlock-mcp/airlock/tools"
 )
 
+// serveFlags are serve's flags: the shared ones and the transport's.
+func serveFlags(stdio IO) (c *common, httpAddr, sseAddr *string) {
+	c = newFlags("serve", stdio)
+	httpAddr = c.fs.String("http", "", "serve Streamable HTTP on this address (e.g. 127.0.0.1:8765) instead of stdio")
+	sseAddr = c.fs.String("sse", "", "serve the legacy SSE transport on this address instead of stdio")
+	return c, httpAddr, sseAddr
+}
+
 func serveCmd(ctx context.Context, args []string, stdio IO) int {
-	c := newFlags("serve", stdio)
-	httpAddr := c.fs.String("http", "", "serve Streamable HTTP on this address (e.g. 127.0.0.1:8765) instead of stdio")
-	sseAddr := c.fs.String("sse", "", "serve the legacy SSE transport on this address instead of stdio")
+	c, httpAddr, sseAddr := serveFlags(stdio)
 	if code, ok := c.parse(args); !ok {
 		return code
 	}
@@ -96,11 +104,27 @@ func serveCmd(ctx context.Context, args []string, stdio IO) int {
 	return exitOK
 }
 
-func runCmd(ctx context.Context, args []string, stdio IO) int {
+// runOpts are run's own flags.
+type runOpts struct {
+	lang    *string
+	timeout config.Duration
+	out     *string
+	force   *bool
+}
+
+func runFlags(stdio IO) (*common, *runOpts) {
 	c := newFlags("run", stdio)
-	lang := c.fs.String("language", "", "language of the program (default: python, or the first enabled)")
-	var timeout config.Duration
-	c.fs.TextVar(&timeout, "timeout", config.Duration(0), "wall-clock timeout: seconds or a duration like 1m30s (default: the configured default)")
+	c.quiet = true
+	o := &runOpts{}
+	o.lang = c.fs.String("language", "", "language of the program (default: python, or the first enabled)")
+	c.fs.TextVar(&o.timeout, "timeout", config.Duration(0), "wall-clock timeout: seconds or a duration like 1m30s (default: the configured default)")
+	o.out = c.fs.String("out", "", "save the files the program leaves in its output directory here (created if missing)")
+	o.force = c.fs.Bool("force", false, "with --out: overwrite files that already exist")
+	return c, o
+}
+
+func runCmd(ctx context.Context, args []string, stdio IO) int {
+	c, o := runFlags(stdio)
 	if code, ok := c.parse(args); !ok {
 		return code
 	}
@@ -113,6 +137,16 @@ func runCmd(ctx context.Context, args []string, stdio IO) int {
 		return exitUsage
 	}
 	defer closeLog()
+	var saver *saver
+	if *o.out != "" {
+		s, err := newSaver(*o.out, *o.force)
+		if err != nil {
+			fmt.Fprintf(stdio.Stderr, "airlock run: --out: %v\n", err)
+			return exitUsage
+		}
+		defer s.close()
+		saver = s
+	}
 	code, err := readProgram(c.fs.Arg(0), stdio.Stdin, int64(cfg.MaxCodeBytes))
 	if err != nil {
 		fmt.Fprintf(stdio.Stderr, "airlock run: %v\n", err)
@@ -124,13 +158,13 @@ func runCmd(ctx context.Context, args []string, stdio IO) int {
 		return exitRefused
 	}
 	defer closeSandbox(deps)
-	if *lang == "" {
-		*lang = "python"
+	if *o.lang == "" {
+		*o.lang = "python"
 		if en := deps.Runner.Languages.Enabled(); len(en) > 0 && !contains(en, "python") {
-			*lang = en[0]
+			*o.lang = en[0]
 		}
 	}
-	out, err := deps.Runner.Run(ctx, runner.Call{Language: *lang, Code: code, Timeout: time.Duration(timeout)})
+	out, err := deps.Runner.Run(ctx, runner.Call{Language: *o.lang, Code: code, Timeout: time.Duration(o.timeout)})
 	enc := json.NewEncoder(stdio.Stdout)
 	enc.SetIndent("", "  ")
 	if err != nil {
@@ -144,10 +178,22 @@ func runCmd(ctx context.Context, args []string, stdio IO) int {
 	if err := enc.Encode(res); err != nil {
 		return exitFailed
 	}
-	if out.Result.Status != sandbox.StatusOK {
+	for _, l := range out.Lowered {
+		fmt.Fprintf(stdio.Stderr, "airlock run: note: %s\n", cliLowering(l))
+	}
+	saved := saveArtifacts(saver, out.OutDir, out.Result.Artifacts, stdio.Stderr)
+	if out.Result.Status != sandbox.StatusOK || !saved {
 		return exitFailed
 	}
 	return exitOK
+}
+
+// cliLowering says a lowered limit in the flag's terms ("--timeout 1h was lowered to 5m").
+func cliLowering(l policy.Lowering) string {
+	if l.Limit == "timeout" {
+		return "--" + l.String()
+	}
+	return l.String()
 }
 
 // readProgram reads FILE, or stdin for "-" or no name, refusing more than max bytes.
@@ -166,14 +212,20 @@ func readProgram(name string, stdin io.Reader, max int64) ([]byte, error) {
 		return nil, fmt.Errorf("read program: %w", err)
 	}
 	if int64(len(b)) > max {
-		return nil, fmt.Errorf("program is larger than max_code_bytes (%d)", max)
+		return nil, fmt.Errorf("program is larger than max_code_bytes (%s)", policy.FormatSize(max))
 	}
 	return b, nil
 }
 
+// jsonFlags are the flags of probe and config: the shared ones and --json.
+func jsonFlags(name, what string, stdio IO) (*common, *bool) {
+	c := newFlags(name, stdio)
+	return c, c.fs.Bool("json", false, "print the "+what+" as JSON")
+}
+
 func probeCmd(ctx context.Context, args []string, stdio IO) int {
-	c := newFlags("probe", stdio)
-	asJSON := c.fs.Bool("json", false, "print the report as JSON")
+	c, asJSON := jsonFlags("probe", "report", stdio)
+	c.quiet = true
 	if code, ok := c.parse(args); !ok {
 		return code
 	}
@@ -192,7 +244,7 @@ func probeCmd(ctx context.Context, args []string, stdio IO) int {
 	rep, err := deps.Prober.Run(pctx, probe.Filter{})
 	if err != nil {
 		// The sandbox could not even start: that is the unsafe verdict, with the reason.
-		rep = probe.NewReport(sandbox.Report{}, nil)
+		rep = probe.NewReport(sandbox.Report{Platform: runtime.GOOS}, nil)
 		rep.Verdict = probe.Unsafe
 		rep.Fixes = append(rep.Fixes, err.Error())
 	}
@@ -214,8 +266,7 @@ func probeCmd(ctx context.Context, args []string, stdio IO) int {
 }
 
 func configCmd(ctx context.Context, args []string, stdio IO) int {
-	c := newFlags("config", stdio)
-	asJSON := c.fs.Bool("json", false, "print the configuration as JSON")
+	c, asJSON := jsonFlags("config", "configuration", stdio)
 	if code, ok := c.parse(args); !ok {
 		return code
 	}

@@ -337,10 +337,11 @@ func (c Config) Validate() error {
 		}
 	}
 	if c.MaxCodeBytes > 64<<20 {
-		bad("max_code_bytes", "must be at most 64MiB, got %d", c.MaxCodeBytes)
+		bad("max_code_bytes", "must be at most 64MiB, got %s", policy.FormatSize(int64(c.MaxCodeBytes)))
 	}
 	if c.HTTP.MaxBodyBytes > 0 && c.HTTP.MaxBodyBytes < c.MaxCodeBytes+c.MaxStdinBytes {
-		bad("http.max_body_bytes", "must be at least max_code_bytes + max_stdin_bytes (%d)", c.MaxCodeBytes+c.MaxStdinBytes)
+		bad("http.max_body_bytes", "must be at least max_code_bytes + max_stdin_bytes (%s), got %s",
+			policy.FormatSize(int64(c.MaxCodeBytes+c.MaxStdinBytes)), policy.FormatSize(int64(c.HTTP.MaxBodyBytes)))
 	}
 	if c.Files.MaxFiles < 0 {
 		bad("files.max_files", "must not be negative, got %d", c.Files.MaxFiles)
@@ -409,16 +410,26 @@ func (e Egress) validate(bad func(field, format string, args ...any)) {
 }
 
 func (b Bounds) validate(bad func(field, format string, args ...any)) {
+	// Each value is written back in the units a person writes ("10m > 5m", "8GiB"),
+	// never as nanoseconds.
+	dur := func(v Duration) string { return policy.FormatDuration(time.Duration(v)) }
+	size := func(v Size) string { return policy.FormatSize(int64(v)) }
+	count := strconv.Itoa
 	type pair struct {
 		name     string
 		def, max int64
+		text     string // "default > max"
 	}
 	d, m := b.Default, b.Max
 	pairs := []pair{
-		{"wall", int64(d.Wall), int64(m.Wall)}, {"cpu", int64(d.CPU), int64(m.CPU)},
-		{"memory", int64(d.Memory), int64(m.Memory)}, {"pids", int64(d.Pids), int64(m.Pids)},
-		{"file_size", int64(d.FileSize), int64(m.FileSize)}, {"open_files", int64(d.OpenFiles), int64(m.OpenFiles)},
-		{"workspace", int64(d.Workspace), int64(m.Workspace)}, {"output", int64(d.Output), int64(m.Output)},
+		{"wall", int64(d.Wall), int64(m.Wall), dur(d.Wall) + " > " + dur(m.Wall)},
+		{"cpu", int64(d.CPU), int64(m.CPU), dur(d.CPU) + " > " + dur(m.CPU)},
+		{"memory", int64(d.Memory), int64(m.Memory), size(d.Memory) + " > " + size(m.Memory)},
+		{"pids", int64(d.Pids), int64(m.Pids), count(d.Pids) + " > " + count(m.Pids)},
+		{"file_size", int64(d.FileSize), int64(m.FileSize), size(d.FileSize) + " > " + size(m.FileSize)},
+		{"open_files", int64(d.OpenFiles), int64(m.OpenFiles), count(d.OpenFiles) + " > " + count(m.OpenFiles)},
+		{"workspace", int64(d.Workspace), int64(m.Workspace), size(d.Workspace) + " > " + size(m.Workspace)},
+		{"output", int64(d.Output), int64(m.Output), size(d.Output) + " > " + size(m.Output)},
 	}
 	for _, p := range pairs {
 		if p.max <= 0 {
@@ -427,7 +438,7 @@ func (b Bounds) validate(bad func(field, format string, args ...any)) {
 		if p.def <= 0 {
 			bad("limits.default."+p.name, "must be positive, got %d", p.def)
 		} else if p.max > 0 && p.def > p.max {
-			bad("limits.default."+p.name, "must not exceed limits.max.%s (%d > %d)", p.name, p.def, p.max)
+			bad("limits.default."+p.name, "must not exceed limits.max.%s (%s)", p.name, p.text)
 		}
 	}
 	if d.AddressSpace < 0 || m.AddressSpace < 0 {

@@ -2,12 +2,16 @@ package config
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
+	"sort"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/BurntSushi/toml"
 )
 
 func writeFile(t *testing.T, body string) string {
@@ -21,19 +25,124 @@ func writeFile(t *testing.T, body string) string {
 
 func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
 
-func TestExampleFileIsCompleteAndValid(t *testing.T) {
-	c, err := Load("../examples/airlock.toml", env(nil), nil)
+// The example claims to show the defaults: copying it must change nothing. Every key it
+// sets equals the built-in value, and every key of the configuration appears in it, set
+// or commented out, so a new setting or a changed default fails here until the example
+// says so too.
+func TestExampleShowsTheDefaults(t *testing.T) {
+	const example = "../examples/airlock.toml"
+	c, err := Load(example, env(nil), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := c.Validate(); err != nil {
-		t.Fatalf("examples/airlock.toml does not validate: %v", err)
+		t.Fatalf("%s does not validate: %v", example, err)
 	}
-	if got := time.Duration(c.Limits.Default.Wall); got != 30*time.Second {
-		t.Errorf("default wall = %v", got)
+	// An empty list in the file is the default's nil list.
+	for _, l := range []*[]string{&c.Imports.DenyImport, &c.Imports.DenyFrom, &c.HTTP.AllowedOrigins} {
+		if len(*l) == 0 {
+			*l = nil
+		}
 	}
-	if c.Limits.Max.Memory != 1<<30 {
-		t.Errorf("max memory = %d", c.Limits.Max.Memory)
+	if want := Default(); !reflect.DeepEqual(c, want) {
+		got, _ := json.MarshalIndent(c, "", "  ")
+		def, _ := json.MarshalIndent(want, "", "  ")
+		t.Errorf("%s differs from the built-in defaults:\n%s", example, lineDiff(string(got), string(def)))
+	}
+	text, err := os.ReadFile(example)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range configKeys(t) {
+		if !exampleMentions(string(text), key) {
+			t.Errorf("%s does not show the key %s", example, key)
+		}
+	}
+}
+
+// configKeys lists every dotted key of the configuration as TOML writes it.
+func configKeys(t *testing.T) []string {
+	t.Helper()
+	c := Default()
+	c.Languages.Interpreters = map[string]string{"python": "/usr/bin/python3"}
+	c.HTTP.AuthToken, c.Log.File, c.Audit.Path, c.Sandbox.StateDir = "x", "x", "x", "x"
+	var buf strings.Builder
+	if err := toml.NewEncoder(&buf).Encode(c); err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if _, err := toml.Decode(buf.String(), &m); err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	var walk func(prefix string, m map[string]any)
+	walk = func(prefix string, m map[string]any) {
+		for k, v := range m {
+			if sub, ok := v.(map[string]any); ok && k != "interpreters" {
+				walk(prefix+k+".", sub)
+				continue
+			}
+			keys = append(keys, prefix+k)
+		}
+	}
+	walk("", m)
+	sort.Strings(keys)
+	return keys
+}
+
+// exampleMentions reports whether the example sets key, or shows it commented out, in
+// the key's table.
+func exampleMentions(text, key string) bool {
+	table, name := "", key
+	if i := strings.LastIndex(key, "."); i >= 0 {
+		table, name = key[:i], key[i+1:]
+	}
+	current := ""
+	for _, line := range strings.Split(text, "\n") {
+		line = strings.TrimSpace(line)
+		if strings.HasPrefix(line, "[") {
+			current = strings.Trim(line, "[]")
+			continue
+		}
+		line = strings.TrimSpace(strings.TrimPrefix(line, "#"))
+		if current == table && (strings.HasPrefix(line, name+" =") || strings.HasPrefix(line, name+"=")) {
+			return true
+		}
+	}
+	return false
+}
+
+func lineDiff(got, want string) string {
+	g, w := strings.Split(got, "\n"), strings.Split(want, "\n")
+	var b strings.Builder
+	for i := range max(len(g), len(w)) {
+		var gl, wl string
+		if i < len(g) {
+			gl = g[i]
+		}
+		if i < len(w) {
+			wl = w[i]
+		}
+		if gl != wl {
+			fmt.Fprintf(&b, "  example: %s\n  default: %s\n", gl, wl)
+		}
+	}
+	return b.String()
+}
+
+func TestLimitErrorsInUserUnits(t *testing.T) {
+	for flags, want := range map[string]string{
+		"default-timeout=10m": "limits.default.wall: must not exceed limits.max.wall (10m > 5m)",
+		"memory=8GiB":         "limits.default.memory: must not exceed limits.max.memory (8GiB > 4GiB)",
+	} {
+		k, v, _ := strings.Cut(flags, "=")
+		c, err := Load("", env(nil), map[string]string{k: v})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Validate(); err == nil || err.Error() != want {
+			t.Errorf("--%s: got %v, want %q", flags, err, want)
+		}
 	}
 }
 

@@ -1,7 +1,7 @@
 # Plot a sine and a cosine into out/plot.png with the standard library only (matplotlib
 # is not installed here), and write the samples to out/samples.csv.
 #
-# Run it through airlock:  airlock run --language python examples/plot.py
+# Run it through airlock:  airlock run --out saved examples/plot.py   (saves saved/plot.png)
 # or pass its text as run_code's "code": the PNG comes back as image content and the
 # CSV as a text resource. Everything written under out/ (relative to the working
 # directory, which is the sandbox's workspace) is returned when the program exits.

@@ -276,7 +276,37 @@ func (r *Registry) Lookup(name string) (Language, error) {
 	if len(name) > 64 {
 		name = name[:64]
 	}
+	// Installed but off is the operator's choice: say how to change it, and what else
+	// there is, instead of a dead end.
+	if l, ok := r.installed(canon); ok {
+		return Language{}, fmt.Errorf("%w: %s is installed but not enabled on this server (enabled: %s; installed: %s); "+
+			"the operator enables it with languages.enabled in the configuration file or the AIRLOCK_LANGUAGES environment variable, e.g. AIRLOCK_LANGUAGES=%s",
+			ErrLanguageNotEnabled, l.Name, r.enabledText(), strings.Join(r.installedNames(), ", "),
+			strings.Join(append(r.Enabled(), l.Name), ","))
+	}
 	return Language{}, fmt.Errorf("%w: %q (enabled: %s)", ErrLanguageNotEnabled, name, r.enabledText())
+}
+
+// installed returns the language named canon when it is installed.
+func (r *Registry) installed(canon string) (Language, bool) {
+	for _, l := range r.langs {
+		if l.Name == canon && l.Installed {
+			return l, true
+		}
+	}
+	return Language{}, false
+}
+
+// installedNames lists every installed language, enabled or not, sorted.
+func (r *Registry) installedNames() []string {
+	var names []string
+	for _, l := range r.langs {
+		if l.Installed {
+			names = append(names, l.Name)
+		}
+	}
+	slices.Sort(names)
+	return names
 }
 
 func (r *Registry) enabledText() string {

@@ -198,8 +198,14 @@ func TestLookupErrors(t *testing.T) {
 		t.Fatalf("not installed: %v", err)
 	}
 	_, err := r.Lookup("bash")
-	if !errors.Is(err, ErrLanguageNotEnabled) || !strings.Contains(err.Error(), "(enabled: python)") {
-		t.Fatalf("not enabled: %v", err)
+	const want = "language not enabled: bash is installed but not enabled on this server (enabled: python; installed: bash, python); " +
+		"the operator enables it with languages.enabled in the configuration file or the AIRLOCK_LANGUAGES environment variable, e.g. AIRLOCK_LANGUAGES=python,bash"
+	if !errors.Is(err, ErrLanguageNotEnabled) || err.Error() != want {
+		t.Fatalf("installed, not enabled:\n got %v\nwant %s", err, want)
+	}
+	// Neither installed nor enabled: nothing to suggest but the enabled ones.
+	if _, err := r.Lookup("perl"); !errors.Is(err, ErrLanguageNotEnabled) || err.Error() != `language not enabled: "perl" (enabled: python)` {
+		t.Fatalf("unknown and not installed: %v", err)
 	}
 	if _, err := r.Lookup("cobol\x1b[31m"); !errors.Is(err, ErrLanguageNotEnabled) || strings.Contains(err.Error(), "\x1b") {
 		t.Fatalf("unknown: %v", err)

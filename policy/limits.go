@@ -3,6 +3,8 @@ package policy
 import (
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/airlock-mcp/airlock/sandbox"
@@ -76,6 +78,7 @@ type boundField struct {
 	def, max    int64
 	zeroAllowed bool // AddressSpace: zero means "Memory"
 	isDuration  bool
+	isCount     bool // pids, open files: a number, not bytes
 }
 
 func (b Bounds) fields() []boundField {
@@ -84,9 +87,9 @@ func (b Bounds) fields() []boundField {
 		{name: "wall", def: int64(d.Wall), max: int64(m.Wall), isDuration: true},
 		{name: "cpu", def: int64(d.CPU), max: int64(m.CPU), isDuration: true},
 		{name: "memory", def: d.Memory, max: m.Memory},
-		{name: "pids", def: int64(d.Pids), max: int64(m.Pids)},
+		{name: "pids", def: int64(d.Pids), max: int64(m.Pids), isCount: true},
 		{name: "file_size", def: d.FileSize, max: m.FileSize},
-		{name: "open_files", def: int64(d.OpenFiles), max: int64(m.OpenFiles)},
+		{name: "open_files", def: int64(d.OpenFiles), max: int64(m.OpenFiles), isCount: true},
 		{name: "workspace", def: d.Workspace, max: m.Workspace},
 		{name: "output", def: d.Output, max: m.Output},
 		{name: "address_space", def: d.AddressSpace, max: m.AddressSpace, zeroAllowed: true},
@@ -95,9 +98,12 @@ func (b Bounds) fields() []boundField {
 
 func (f boundField) text(v int64) string {
 	if f.isDuration {
-		return time.Duration(v).String()
+		return FormatDuration(time.Duration(v))
 	}
-	return fmt.Sprint(v)
+	if f.isCount {
+		return strconv.FormatInt(v, 10)
+	}
+	return FormatSize(v)
 }
 
 // Validate checks that every Default is positive and within Max, naming each offending
@@ -168,4 +174,70 @@ func (b Bounds) Clamp(req Request) sandbox.Limits {
 	}
 	l.AddressSpace = max(as, l.Memory)
 	return l
+}
+
+// Lowering is one limit a call asked for that the operator's maximum lowered. Results
+// say so: a call must never believe it got more time or memory than it has.
+type Lowering struct {
+	Limit     string // the Request knob: "timeout", "cpu", "memory" or "output"
+	Setting   string // the maximum that applied, as in the configuration: "limits.max.wall"
+	Requested int64  // nanoseconds for durations, bytes otherwise
+	Granted   int64
+	Duration  bool
+}
+
+// Lowered lists the knobs of req that Clamp gave less than asked for in l, in the
+// Request's field order; nil when the call got everything it asked for.
+func (b Bounds) Lowered(req Request, l sandbox.Limits) []Lowering {
+	var out []Lowering
+	add := func(limit, setting string, asked, got int64, isDuration bool) {
+		if asked > 0 && got < asked {
+			out = append(out, Lowering{Limit: limit, Setting: setting, Requested: asked, Granted: got, Duration: isDuration})
+		}
+	}
+	add("timeout", "limits.max.wall", int64(req.Timeout), int64(l.Wall), true)
+	add("cpu", "limits.max.cpu", int64(req.CPU), int64(l.CPU), true)
+	add("memory", "limits.max.memory", req.Memory, l.Memory, false)
+	add("output", "limits.max.output", req.Output, l.Output, false)
+	return out
+}
+
+// String says what was asked and what was granted, in the units a person writes.
+func (l Lowering) String() string {
+	format := FormatSize
+	if l.Duration {
+		format = func(v int64) string { return FormatDuration(time.Duration(v)) }
+	}
+	return fmt.Sprintf("%s %s was lowered to %s, the maximum (%s)", l.Limit, format(l.Requested), format(l.Granted), l.Setting)
+}
+
+// FormatDuration writes d the way a person writes it in the configuration: "10m", "1h30m",
+// "90ms", not "10m0s" or nanoseconds.
+func FormatDuration(d time.Duration) string {
+	s := d.String()
+	if d < time.Minute {
+		return s
+	}
+	for _, z := range []string{"0s", "0m"} {
+		if strings.HasSuffix(s, z) && len(s) > len(z) && !isDigit(s[len(s)-len(z)-1]) {
+			s = strings.TrimSuffix(s, z)
+		}
+	}
+	return s
+}
+
+func isDigit(b byte) bool { return b >= '0' && b <= '9' }
+
+// FormatSize writes a byte count in the largest binary unit that divides it exactly
+// ("512MiB", "4GiB", "1000"), the form the configuration accepts back.
+func FormatSize(n int64) string {
+	for _, u := range []struct {
+		suffix string
+		mult   int64
+	}{{"GiB", gib}, {"MiB", mib}, {"KiB", 1 << 10}} {
+		if n != 0 && n%u.mult == 0 {
+			return strconv.FormatInt(n/u.mult, 10) + u.suffix
+		}
+	}
+	return strconv.FormatInt(n, 10)
 }

@@ -24,8 +24,8 @@ func TestBoundsValidate(t *testing.T) {
 		{"max wall negative", func(b *Bounds) { b.Max.Wall = -time.Second }, "limits.max.wall: must be > 0"},
 		{"default pids zero", func(b *Bounds) { b.Default.Pids = 0 }, "limits.default.pids: must be > 0"},
 		{"default output negative", func(b *Bounds) { b.Default.Output = -1 }, "limits.default.output: must be > 0"},
-		{"default wall above max", func(b *Bounds) { b.Default.Wall = 10 * time.Minute }, "limits.default.wall: 10m0s is above limits.max.wall 5m0s"},
-		{"default memory above max", func(b *Bounds) { b.Default.Memory = 5 << 30 }, "limits.default.memory: 5368709120 is above limits.max.memory"},
+		{"default wall above max", func(b *Bounds) { b.Default.Wall = 10 * time.Minute }, "limits.default.wall: 10m is above limits.max.wall 5m"},
+		{"default memory above max", func(b *Bounds) { b.Default.Memory = 5 << 30 }, "limits.default.memory: 5GiB is above limits.max.memory 4GiB"},
 		{"address space above its max", func(b *Bounds) { b.Default.AddressSpace = 2 << 30; b.Max.AddressSpace = 1 << 30 }, "limits.default.address_space"},
 		{"address space negative", func(b *Bounds) { b.Default.AddressSpace = -1 }, "limits.default.address_space: must be > 0"},
 		{"max memory below start floor", func(b *Bounds) { b.Max.Memory = 1 << 20; b.Default.Memory = 1 << 20 }, "below the"},
@@ -170,5 +170,48 @@ func TestRequestValidate(t *testing.T) {
 	err := Request{Timeout: -1, Memory: -1}.Validate()
 	if err == nil || !strings.Contains(err.Error(), "timeout: must not be negative") || !strings.Contains(err.Error(), "memory") {
 		t.Fatalf("got %v", err)
+	}
+}
+
+func TestLowered(t *testing.T) {
+	b := DefaultBounds()
+	tests := []struct {
+		name string
+		req  Request
+		want string
+	}{
+		{"nothing asked", Request{}, ""},
+		{"within the maximum", Request{Timeout: 2 * time.Minute, Memory: 1 << 30}, ""},
+		{"at the maximum", Request{Timeout: 5 * time.Minute}, ""},
+		{"timeout above", Request{Timeout: time.Hour}, "timeout 1h was lowered to 5m, the maximum (limits.max.wall)"},
+		{"memory and output above", Request{Memory: 8 << 30, Output: 64 << 20},
+			"memory 8GiB was lowered to 4GiB, the maximum (limits.max.memory); output 64MiB was lowered to 16MiB, the maximum (limits.max.output)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var got []string
+			for _, l := range b.Lowered(tt.req, b.Clamp(tt.req)) {
+				got = append(got, l.String())
+			}
+			if s := strings.Join(got, "; "); s != tt.want {
+				t.Errorf("Lowered = %q, want %q", s, tt.want)
+			}
+		})
+	}
+}
+
+func TestFormatUnits(t *testing.T) {
+	for d, want := range map[time.Duration]string{
+		10 * time.Minute: "10m", time.Hour: "1h", 90 * time.Second: "1m30s", 30 * time.Second: "30s",
+		250 * time.Millisecond: "250ms", 2*time.Hour + 10*time.Minute: "2h10m", time.Hour + 30*time.Second: "1h0m30s",
+	} {
+		if got := FormatDuration(d); got != want {
+			t.Errorf("FormatDuration(%d) = %q, want %q", d, got, want)
+		}
+	}
+	for n, want := range map[int64]string{512 << 20: "512MiB", 4 << 30: "4GiB", 64 << 10: "64KiB", 1000: "1000", 0: "0", 1536 << 20: "1536MiB"} {
+		if got := FormatSize(n); got != want {
+			t.Errorf("FormatSize(%d) = %q, want %q", n, got, want)
+		}
 	}
 }

@@ -52,9 +52,12 @@ type Call struct {
 
 // Outcome is how a call ended when the sandbox ran it.
 type Outcome struct {
-	ID        string
-	Language  policy.Language
-	Limits    sandbox.Limits
+	ID       string
+	Language policy.Language
+	Limits   sandbox.Limits
+	// Lowered lists what the call asked for above the operator's maximum; its result
+	// must say so.
+	Lowered   []policy.Lowering
 	Result    sandbox.Result
 	Violation *policy.Violation
 	// OutDir is the output directory the artifacts came from; empty when off.
@@ -160,7 +163,9 @@ func (r *Runner) run(ctx context.Context, call Call, out Outcome) (Outcome, erro
 		return out, err
 	}
 	out.Language = lang
-	out.Limits = r.Bounds.Clamp(policy.Request{Timeout: call.Timeout})
+	req := policy.Request{Timeout: call.Timeout}
+	out.Limits = r.Bounds.Clamp(req)
+	out.Lowered = r.Bounds.Lowered(req, out.Limits)
 	files, err := r.files(call, out.Limits.Workspace)
 	if err != nil {
 		return out, err

@@ -53,12 +53,14 @@ func isLoopback(host string) bool {
 // the server's own URL (the SSE transport tells clients where to post).
 func Handler(s *server.MCPServer, base string, opt HTTPOptions) http.Handler {
 	var h http.Handler
+	var sse *server.SSEServer
 	if opt.SSE {
-		h = server.NewSSEServer(s, server.WithBaseURL(base))
+		sse = server.NewSSEServer(s, server.WithBaseURL(base))
+		h = sse
 	} else {
-		h = server.NewStreamableHTTPServer(s, server.WithEndpointPath("/mcp"))
+		h = eraCompat(server.NewStreamableHTTPServer(s, server.WithEndpointPath("/mcp")))
 	}
-	return guard(h, opt)
+	return guard(h, opt, sse)
 }
 
 // ServeHTTP serves h on ln until ctx ends, then cancels in-flight calls (their request
@@ -92,7 +94,8 @@ func ServeHTTP(ctx context.Context, ln net.Listener, h http.Handler, log *slog.L
 // guard enforces, in order: a browser Origin we trust (403), the bearer token (401) and
 // the body size (413). mcp-go checks Host but not Origin, which leaves DNS rebinding
 // and cross-site requests from a browser open.
-func guard(next http.Handler, opt HTTPOptions) http.Handler {
+// sse, when set, is where an oversized request's error is delivered (see tooLarge).
+func guard(next http.Handler, opt HTTPOptions, sse *server.SSEServer) http.Handler {
 	log := opt.Log
 	if log == nil {
 		log = slog.Default()
@@ -112,7 +115,7 @@ func guard(next http.Handler, opt HTTPOptions) http.Handler {
 		}
 		if opt.MaxBodyBytes > 0 && r.Body != nil && r.Method == http.MethodPost {
 			if r.ContentLength > opt.MaxBodyBytes {
-				http.Error(w, fmt.Sprintf("request body over %d bytes", opt.MaxBodyBytes), http.StatusRequestEntityTooLarge)
+				tooLarge(w, r, opt.MaxBodyBytes, sse, nil)
 				return
 			}
 			// Read here so a chunked body without Content-Length gets a 413 too, not
@@ -123,7 +126,7 @@ func guard(next http.Handler, opt HTTPOptions) http.Handler {
 				return
 			}
 			if int64(len(body)) > opt.MaxBodyBytes {
-				http.Error(w, fmt.Sprintf("request body over %d bytes", opt.MaxBodyBytes), http.StatusRequestEntityTooLarge)
+				tooLarge(w, r, opt.MaxBodyBytes, sse, body)
 				return
 			}
 			r.Body = io.NopCloser(bytes.NewReader(body))
@@ -132,12 +135,14 @@ func guard(next http.Handler, opt HTTPOptions) http.Handler {
 	})
 }
 
+// tokenOK matches the auth scheme case-insensitively, as RFC 7235 §2.1 says schemes are:
+// clients send "bearer" as well as "Bearer".
 func tokenOK(header, token string) bool {
-	got, ok := strings.CutPrefix(header, "Bearer ")
-	if !ok {
+	scheme, got, ok := strings.Cut(header, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
 		return false
 	}
-	return subtle.ConstantTimeCompare([]byte(got), []byte(token)) == 1
+	return subtle.ConstantTimeCompare([]byte(strings.TrimLeft(got, " ")), []byte(token)) == 1
 }
 
 // originAllowed accepts the configured origins and loopback pages served from the same

@@ -2,6 +2,8 @@ package serve
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -72,6 +74,12 @@ func TestHTTPGuards(t *testing.T) {
 		{"no token", initBody, nil, 401},
 		{"bad token", initBody, map[string]string{"Authorization": "Bearer s3cre"}, 401},
 		{"not bearer", initBody, map[string]string{"Authorization": "s3cret"}, 401},
+		// RFC 7235 §2.1: the scheme is case-insensitive; the token is not.
+		{"lowercase scheme", initBody, map[string]string{"Authorization": "bearer s3cret"}, 200},
+		{"uppercase scheme", initBody, map[string]string{"Authorization": "BEARER s3cret"}, 200},
+		{"token case matters", initBody, map[string]string{"Authorization": "Bearer S3CRET"}, 401},
+		{"other scheme", initBody, map[string]string{"Authorization": "Basic s3cret"}, 401},
+		{"scheme only", initBody, map[string]string{"Authorization": "Bearer"}, 401},
 		{"body too large", strings.Repeat(" ", 5000) + initBody, map[string]string{"Authorization": auth}, 413},
 	}
 	for _, tt := range tests {
@@ -176,5 +184,104 @@ func TestSSETransport(t *testing.T) {
 	}
 	if post(t, ts.URL+"/message", initBody, map[string]string{"Origin": "http://evil.example.com"}) != 403 {
 		t.Error("SSE message endpoint accepted an evil Origin")
+	}
+}
+
+// postJSON posts body and returns the status and the decoded JSON answer, if any.
+func postJSON(t *testing.T, url, body string, hdr map[string]string) (int, map[string]any) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var m map[string]any
+	_ = json.NewDecoder(resp.Body).Decode(&m)
+	return resp.StatusCode, m
+}
+
+// The Go SDK at 2026-07-28 sends notifications with the MCP-Protocol-Version header but
+// without _meta; a 400 there made it close its session. initialize under that header is
+// answered as the handshake it is (2025-11-25), not refused.
+func TestHTTPModernHeaderNotificationsAndInitialize(t *testing.T) {
+	ts := httpServer(t, fakeDeps(runnertest.Echo, 1), HTTPOptions{MaxBodyBytes: 1 << 20})
+	url := ts.URL + "/mcp"
+	modern := map[string]string{"MCP-Protocol-Version": "2026-07-28"}
+	for _, n := range []string{
+		`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":3,"reason":"user"}}`,
+		`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":3,"_meta":{"x":1}}}`,
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+	} {
+		if got, m := postJSON(t, url, n, modern); got != http.StatusAccepted {
+			t.Errorf("%s: status %d %v, want 202", n, got, m)
+		}
+	}
+	got, m := postJSON(t, url, strings.Replace(initBody, "2025-06-18", "2026-07-28", 1), modern)
+	res, _ := m["result"].(map[string]any)
+	if got != http.StatusOK || res == nil || res["protocolVersion"] != "2025-11-25" {
+		t.Errorf("initialize asking 2026-07-28 under a modern header: %d %v", got, m)
+	}
+	// A modern request still has to carry its _meta.
+	if got, _ := postJSON(t, url, `{"jsonrpc":"2.0","id":5,"method":"tools/list"}`, modern); got != http.StatusBadRequest {
+		t.Errorf("modern tools/list without _meta: status %d, want 400", got)
+	}
+}
+
+// An oversized body is refused with a JSON-RPC error carrying the request's id, found
+// first or last in the body, so that clients can match it (the Go SDK keeps its session
+// on a 413 only when its body is a JSON-RPC error).
+func TestHTTPTooLargeCarriesTheID(t *testing.T) {
+	ts := httpServer(t, fakeDeps(runnertest.Echo, 1), HTTPOptions{MaxBodyBytes: 1 << 16})
+	big := strings.Repeat("a", 1<<17) // within the 4x the limit that is scanned for an id
+	for _, tc := range []struct {
+		name, body string
+		id         any
+	}{
+		{"id first", `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"run_code","arguments":{"code":"` + big + `"}}}`, float64(7)},
+		{"id last", `{"method":"tools/call","params":{"name":"run_code","arguments":{"code":"` + big + `"}},"jsonrpc":"2.0","id":"z"}`, "z"},
+	} {
+		got, m := postJSON(t, ts.URL+"/mcp", tc.body, nil)
+		e, _ := m["error"].(map[string]any)
+		if got != http.StatusRequestEntityTooLarge || m["id"] != tc.id || e == nil || !strings.Contains(fmt.Sprint(e["message"]), "message too large") {
+			t.Errorf("%s: status %d %v", tc.name, got, m)
+		}
+	}
+	if got, _ := postJSON(t, ts.URL+"/mcp", `{"jsonrpc":"2.0","method":"notifications/x","params":{"a":"`+big+`"}}`, nil); got != http.StatusRequestEntityTooLarge {
+		t.Errorf("oversized notification: status %d", got)
+	}
+}
+
+// On SSE every answer travels on the event stream and a failed POST ends some clients'
+// sessions: the oversized request's error comes on the stream, with its id.
+func TestSSETooLargeAnsweredOnTheStream(t *testing.T) {
+	ts := httpServer(t, fakeDeps(runnertest.Echo, 1), HTTPOptions{SSE: true, MaxBodyBytes: 1 << 16})
+	c, err := client.NewSSEMCPClient(ts.URL + "/sse")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Initialize(ctx, mcp.InitializeRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	req := mcp.CallToolRequest{}
+	req.Params.Name = "run_code"
+	req.Params.Arguments = map[string]any{"code": strings.Repeat("a", 1<<18)}
+	if _, err := c.CallTool(ctx, req); err == nil || !strings.Contains(err.Error(), "message too large") {
+		t.Fatalf("oversized call over SSE: %v", err)
+	}
+	req.Params.Arguments = map[string]any{"code": "still here"}
+	if r, err := c.CallTool(ctx, req); err != nil || r.IsError {
+		t.Fatalf("after the oversized call: %v %+v", err, r)
 	}
 }

@@ -123,16 +123,63 @@ func TestStdioNoLateProgress(t *testing.T) {
 	}
 }
 
+// Every snapshot the sandbox takes is one notification, however close together they
+// come, numbered 1, 2, 3, ... and all of them before the result. The handler used to
+// drop any that came less than 1 s after the last one sent: with the sandbox's 1 s
+// ticker and its jitter, about half.
+func TestStdioEveryProgressTickDelivered(t *testing.T) {
+	const ticks = 5
+	d := fakeDeps(func(ctx context.Context, s sandbox.Spec) (sandbox.Result, error) {
+		for i := range ticks {
+			s.Progress(sandbox.Progress{Elapsed: time.Duration(i+1) * 999 * time.Millisecond})
+		}
+		return runnertest.Echo(ctx, s)
+	}, 1)
+	p := startStdio(t, d, StdioOptions{})
+	p.send(t, callLine(1, "x", "tok"))
+	var got []float64
+	for {
+		m := p.recv(t)
+		if m["method"] == "notifications/progress" {
+			got = append(got, m["params"].(map[string]any)["progress"].(float64))
+			continue
+		}
+		if m["id"] != float64(1) {
+			t.Fatalf("unexpected message %v", m)
+		}
+		break
+	}
+	if len(got) != ticks {
+		t.Fatalf("%d progress notifications before the result, want %d: %v", len(got), ticks, got)
+	}
+	for i, v := range got {
+		if v != float64(i+1) {
+			t.Fatalf("progress values %v, want 1..%d", got, ticks)
+		}
+	}
+}
+
 func TestStdioHugeLineAndBadInputKeepServing(t *testing.T) {
 	p := startStdio(t, fakeDeps(runnertest.Echo, 2), StdioOptions{MaxLine: 1 << 20})
-	go func() {
-		big := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"run_code","arguments":{"code":"` +
-			strings.Repeat("a", 100<<20) + `"}}}`
-		p.send(t, big)
-	}()
-	m := p.recv(t)
-	if e, ok := m["error"].(map[string]any); !ok || !strings.Contains(e["message"].(string), "message too large") {
-		t.Fatalf("100 MB line: %v", m)
+	big := strings.Repeat("a", 20<<20)
+	// The answer carries the request's own id wherever it sits: first (Go SDK, mcp-go) or
+	// last (the TypeScript SDK writes it after the params). A notification gets nothing.
+	for _, tc := range []struct {
+		line string
+		id   any
+	}{
+		{`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"run_code","arguments":{"code":"` + big + `"}}}`, float64(1)},
+		{`{"method":"notifications/message","params":{"data":"` + big + `"},"jsonrpc":"2.0"}`, nil},
+		{`{"method":"tools/call","params":{"name":"run_code","arguments":{"code":"` + big + `","id":7}},"jsonrpc":"2.0","id":"last"}`, "last"},
+	} {
+		go func() { _, _ = io.WriteString(p.in, tc.line+"\n") }()
+		if tc.id == nil {
+			continue
+		}
+		m := p.recv(t)
+		if e, ok := m["error"].(map[string]any); !ok || m["id"] != tc.id || !strings.Contains(e["message"].(string), "message too large") {
+			t.Fatalf("20 MB line with id %v: %.300v", tc.id, m)
+		}
 	}
 	for _, bad := range []string{"this is not json", `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"nope"}}`, `[1,2`, "{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"tools/call\",\"params\":{\"name\":\"run_code\",\"arguments\":{\"code\":\"\xff\"}}}"} {
 		p.send(t, bad)

@@ -73,10 +73,15 @@ func Stdio(ctx context.Context, s *server.MCPServer, in io.Reader, out io.Writer
 	lines := make(chan []byte)
 	readErr := make(chan error, 1)
 	go func() {
-		readErr <- readLines(in, opt.MaxLine, lines, func(n int) {
-			log.Warn("message too large", "bytes", n, "limit", opt.MaxLine)
-			w.emit(nil, errorResponse(nil, mcp.INVALID_REQUEST,
-				fmt.Sprintf("message too large: more than %d bytes, the limit is %d", n, opt.MaxLine)))
+		readErr <- readLines(in, opt.MaxLine, lines, func(n int, id json.RawMessage) {
+			log.Warn("message too large", "bytes", n, "limit", opt.MaxLine, "id", string(id))
+			if id == nil {
+				// A notification, or no id to be found: a null id would match no request
+				// and makes some clients drop the session, so nothing is answered.
+				return
+			}
+			w.emit(nil, errorResponse(id, mcp.INVALID_REQUEST,
+				fmt.Sprintf("message too large: %d bytes, the limit is %d", n, opt.MaxLine)))
 		})
 	}()
 
@@ -170,21 +175,26 @@ func errorResponse(id json.RawMessage, code int, msg string) any {
 }
 
 // readLines splits in into lines of at most max bytes. A longer line is consumed to its
-// end without being kept and reported through tooLong.
-func readLines(in io.Reader, max int, out chan<- []byte, tooLong func(n int)) error {
+// end without being kept and reported through tooLong with its size and its id.
+func readLines(in io.Reader, max int, out chan<- []byte, tooLong func(n int, id json.RawMessage)) error {
 	r := bufio.NewReaderSize(in, 64<<10)
 	for {
 		var line []byte
+		var ids *idScanner
 		n, over := 0, false
 		for {
 			chunk, err := r.ReadSlice('\n')
 			n += len(chunk)
-			if !over {
-				if n > max {
-					over, line = true, nil
-				} else {
-					line = append(line, chunk...)
-				}
+			switch {
+			case over:
+				_, _ = ids.Write(chunk)
+			case n > max:
+				over, ids = true, &idScanner{}
+				_, _ = ids.Write(line)
+				_, _ = ids.Write(chunk)
+				line = nil
+			default:
+				line = append(line, chunk...)
 			}
 			if errors.Is(err, bufio.ErrBufferFull) {
 				continue
@@ -199,7 +209,7 @@ func readLines(in io.Reader, max int, out chan<- []byte, tooLong func(n int)) er
 		}
 		switch {
 		case over:
-			tooLong(n)
+			tooLong(n, ids.ID())
 		case len(bytes.TrimSpace(line)) > 0:
 			out <- line
 		}

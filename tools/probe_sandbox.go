@@ -48,7 +48,18 @@ Returns each layer and probe result, totals, a verdict (isolated, degraded or un
 // RenderReport is the plain-text form of a report (also used by `airlock probe`).
 func RenderReport(r probe.Report) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "verdict: %s (%s, %s)\n", r.Verdict, r.Platform, r.Backend)
+	fmt.Fprintf(&b, "verdict: %s", r.Verdict)
+	// A sandbox that could not start has no backend to name.
+	var where []string
+	for _, s := range []string{r.Platform, r.Backend} {
+		if s != "" {
+			where = append(where, s)
+		}
+	}
+	if len(where) > 0 {
+		fmt.Fprintf(&b, " (%s)", strings.Join(where, ", "))
+	}
+	b.WriteString("\n")
 	for _, l := range r.Layers {
 		state := "active"
 		if !l.Active {

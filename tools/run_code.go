@@ -49,7 +49,7 @@ type Violation struct {
 // RunCodeResult is run_code's structured result.
 type RunCodeResult struct {
 	ID              string     `json:"id"`
-	Status          string     `json:"status" jsonschema:"enum=ok,enum=error,enum=timeout,enum=memory_limit,enum=output_limit,enum=killed,enum=cancelled,enum=policy_denied,enum=sandbox_error"`
+	Status          string     `json:"status" jsonschema:"enum=ok,enum=error,enum=timeout,enum=memory_limit,enum=output_limit,enum=killed,enum=cancelled,enum=policy_denied,enum=sandbox_error,enum=invalid_request,enum=busy"`
 	ExitCode        int        `json:"exit_code"`
 	Signal          string     `json:"signal,omitempty"`
 	Stdout          string     `json:"stdout"`
@@ -68,16 +68,48 @@ type RunCodeResult struct {
 	Degraded        bool       `json:"degraded,omitempty"`
 	Violation       *Violation `json:"violation,omitempty"`
 	Artifacts       []Artifact `json:"artifacts,omitempty"`
+	// Lowered is never silent: a call that asked for more than the server allows ran
+	// with less, and must know it.
+	Lowered []LoweredLimit `json:"lowered,omitempty" jsonschema:"description=Limits the call asked for above the server's maximum and the values it ran with."`
 	// Network is what the program did through the egress proxy (network "allowlist").
 	Network *sandbox.NetworkUse `json:"network,omitempty"`
 }
 
+// LoweredLimit is one limit a call asked for above the server's maximum.
+type LoweredLimit struct {
+	Limit     string  `json:"limit" jsonschema:"description=The argument that asked for it, e.g. timeout_seconds."`
+	Requested float64 `json:"requested"`
+	Granted   float64 `json:"granted" jsonschema:"description=The value the program ran with: the server's maximum."`
+	Unit      string  `json:"unit" jsonschema:"enum=seconds,enum=bytes"`
+	Setting   string  `json:"setting" jsonschema:"description=The server setting that holds the maximum, e.g. limits.max.wall."`
+}
+
+// loweredOf names each lowered limit after the argument that asks for it.
+func loweredOf(ls []policy.Lowering) []LoweredLimit {
+	var out []LoweredLimit
+	for _, l := range ls {
+		ll := LoweredLimit{Limit: l.Limit + "_bytes", Requested: float64(l.Requested), Granted: float64(l.Granted),
+			Unit: "bytes", Setting: l.Setting}
+		if l.Duration {
+			ll.Requested, ll.Granted = time.Duration(l.Requested).Seconds(), time.Duration(l.Granted).Seconds()
+			ll.Unit, ll.Limit = "seconds", l.Limit+"_seconds"
+		}
+		out = append(out, ll)
+	}
+	return out
+}
+
+// Statuses of calls refused before anything ran, beside the sandbox's own: the request
+// itself was wrong (bad argument, language, timeout, code too large), or every slot was
+// taken. Their structuredContent conforms to the output schema like any other result's.
+const (
+	statusInvalidRequest = "invalid_request"
+	statusBusy           = "busy"
+)
+
 // maxTimeoutSeconds rejects values no operator maximum could mean (a day); smaller
 // values above the maximum are clamped instead, so a model asking for "a lot" still runs.
 const maxTimeoutSeconds = 24 * 60 * 60
-
-// progressEvery throttles progress notifications.
-const progressEvery = time.Second
 
 // RunCode returns the run_code tool.
 func RunCode(d Deps) server.ServerTool {
@@ -164,17 +196,17 @@ PNG, JPEG, GIF, WebP and SVG images come back as image content, UTF-8 text as an
 func runCode(ctx context.Context, d Deps, req mcp.CallToolRequest, defLang string) (*mcp.CallToolResult, error) {
 	var args RunCodeArgs
 	if err := bindStrict(req, &args, runCodeArgNames); err != nil {
-		return mcp.NewToolResultError("invalid arguments: " + err.Error()), nil
+		return refused("", statusInvalidRequest, "invalid arguments: "+err.Error()), nil
 	}
 	if raw, ok := req.GetArguments()["code"]; !ok || raw == nil {
-		return mcp.NewToolResultError(`missing required argument "code": pass the source code to run`), nil
+		return refused("", statusInvalidRequest, `missing required argument "code": pass the source code to run`), nil
 	}
 	if args.Language == "" {
 		args.Language = defLang
 	}
 	timeout, err := timeoutOf(args.TimeoutSeconds)
 	if err != nil {
-		return mcp.NewToolResultError(err.Error()), nil
+		return refused("", statusInvalidRequest, err.Error()), nil
 	}
 	call := runner.Call{Language: args.Language, Code: []byte(args.Code), Stdin: []byte(args.Stdin),
 		Args: args.Args, Timeout: timeout, AllowDomains: args.AllowDomains}
@@ -194,7 +226,7 @@ func runCode(ctx context.Context, d Deps, req mcp.CallToolRequest, defLang strin
 		if r := hostFailure(ctx, out, err); r != nil {
 			return r, nil
 		}
-		return refusal(ctx, err), nil
+		return refusal(ctx, out.ID, err), nil
 	}
 	content, list := artifactContent(out.ID, out.OutDir, out.Result.Artifacts)
 	res := resultOf(out, list)
@@ -225,22 +257,35 @@ func timeoutOf(secs *float64) (time.Duration, error) {
 	return max(time.Duration(s*float64(time.Second)), time.Millisecond), nil
 }
 
-func refusal(ctx context.Context, err error) *mcp.CallToolResult {
+// refusal is the result of a call the runner refused before the program started, with
+// the status and text a model can act on.
+func refusal(ctx context.Context, id string, err error) *mcp.CallToolResult {
 	switch {
 	case errors.Is(err, policy.ErrCodeTooLarge):
-		return mcp.NewToolResultError("code too large: " + err.Error() + "; shorten it or split it into several calls")
+		return refused(id, statusInvalidRequest, "code too large: "+err.Error()+"; shorten it or split it into several calls")
 	case errors.Is(err, policy.ErrLanguageNotEnabled), errors.Is(err, policy.ErrLanguageNotInstalled):
-		return mcp.NewToolResultError(err.Error())
+		return refused(id, statusInvalidRequest, err.Error())
 	case runner.IsRefusal(err):
-		return mcp.NewToolResultError(err.Error())
+		return refused(id, statusInvalidRequest, err.Error())
 	case errors.Is(err, runner.ErrBusy):
-		return mcp.NewToolResultError("server busy: " + err.Error() + "; retry in a few seconds")
+		return refused(id, statusBusy, "server busy: "+err.Error()+"; retry in a few seconds")
 	case ctx.Err() != nil:
-		return mcp.NewToolResultError("cancelled before the program started")
+		return refused(id, string(sandbox.StatusCancelled), "cancelled before the program started")
 	case errors.Is(err, sandbox.ErrUnavailable):
-		return mcp.NewToolResultError("sandbox unavailable, nothing was run: " + err.Error())
+		return refused(id, string(sandbox.StatusSandboxError), "sandbox unavailable, nothing was run: "+err.Error())
 	}
-	return mcp.NewToolResultError("sandbox error, nothing reliable ran: " + err.Error())
+	return refused(id, string(sandbox.StatusSandboxError), "sandbox error, nothing reliable ran: "+err.Error())
+}
+
+// refused is an isError result for a call that ran nothing: the text as the only content
+// block, and a structuredContent that validates against the output schema (clients
+// check it, and 2025-06-18 says a tool with an outputSchema MUST return conforming
+// structured results), with the same text as its detail and exit_code -1.
+func refused(id, status, text string) *mcp.CallToolResult {
+	res := RunCodeResult{ID: id, Status: status, ExitCode: -1, Detail: sanitize.String(text)}
+	r := mcp.NewToolResultStructured(res, text)
+	r.IsError = true
+	return r
 }
 
 // ResultOf maps a finished run to the structured result (also printed by `airlock run`).
@@ -259,7 +304,7 @@ func resultOf(o runner.Outcome, arts []Artifact) RunCodeResult {
 		WallMs: r.Wall.Milliseconds(), CPUMs: r.CPU.Milliseconds(), PeakMemoryBytes: r.PeakMemory,
 		TimeoutSeconds: o.Limits.Wall.Seconds(),
 		Language:       o.Language.Name, LanguageVersion: o.Language.Version,
-		Detail: sanitize.String(r.Detail), Degraded: o.Degraded,
+		Detail: sanitize.String(r.Detail), Degraded: o.Degraded, Lowered: loweredOf(o.Lowered),
 	}
 	if o.Violation != nil {
 		res.Violation = &Violation{Module: o.Violation.Module, Line: o.Violation.Line}
@@ -299,7 +344,13 @@ func renderRun(r RunCodeResult, l sandbox.Limits) string {
 	var b strings.Builder
 	switch sandbox.Status(r.Status) {
 	case sandbox.StatusOK:
-		fmt.Fprintf(&b, "status: ok (exit 0) in %d ms", r.WallMs)
+		// A pooled program starts with its interpreter loaded: print(1) takes well
+		// under a millisecond, which "in 0 ms" would misstate.
+		if r.WallMs == 0 {
+			b.WriteString("status: ok (exit 0) in <1 ms")
+		} else {
+			fmt.Fprintf(&b, "status: ok (exit 0) in %d ms", r.WallMs)
+		}
 	case sandbox.StatusError:
 		fmt.Fprintf(&b, "status: error: the program exited with code %d", r.ExitCode)
 	case sandbox.StatusTimeout:
@@ -326,6 +377,9 @@ func renderRun(r RunCodeResult, l sandbox.Limits) string {
 	if r.Violation != nil {
 		fmt.Fprintf(&b, "\nviolation: import %q at line %d", r.Violation.Module, r.Violation.Line)
 	}
+	for _, l := range r.Lowered {
+		fmt.Fprintf(&b, "\nnote: %s %g was lowered to %g, the server's maximum (%s)", l.Limit, l.Requested, l.Granted, l.Setting)
+	}
 	if r.Degraded {
 		b.WriteString("\nwarning: the server runs in degraded isolation mode (see probe_sandbox)")
 	}
@@ -347,14 +401,16 @@ func truncNote(t bool) string {
 	return ""
 }
 
-// progress sends throttled notifications/progress for one call. stop makes sure none is
-// sent after the result: the sandbox may call send from its own goroutine at any time.
+// progress sends notifications/progress for one call, one per snapshot the sandbox
+// takes. The sandbox already paces them (a 1 s ticker); a second throttle here, by the
+// time since the last one sent, dropped every tick that came a little early: about half
+// of them. stop makes sure none is sent after the result: the sandbox may call send from
+// its own goroutine at any time.
 type progress struct {
 	ctx   context.Context
 	srv   *server.MCPServer
 	token mcp.ProgressToken
 	mu    sync.Mutex
-	last  time.Time
 	n     int
 	done  bool
 }
@@ -373,11 +429,11 @@ func newProgress(ctx context.Context, req mcp.CallToolRequest) *progress {
 func (p *progress) send(s sandbox.Progress) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	now := time.Now()
-	if p.done || now.Sub(p.last) < progressEvery {
+	if p.done {
 		return
 	}
-	p.last = now
+	// The count, not the elapsed time, is the progress value: it strictly increases
+	// however the ticks jitter, as the spec requires.
 	p.n++
 	msg := fmt.Sprintf("running %.0fs, %d bytes of output", s.Elapsed.Seconds(), s.StdoutBytes+s.StderrBytes)
 	// Dropped when the notification queue is full; progress is best effort by design.

@@ -6,10 +6,12 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +19,7 @@ import (
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
+	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/airlock-mcp/airlock/config"
 	"github.com/airlock-mcp/airlock/probe"
@@ -153,6 +156,43 @@ func structured(t *testing.T, r *mcp.CallToolResult) RunCodeResult {
 	return out
 }
 
+// refusedAs checks a refused call: isError, the text as the only content, and a
+// conforming structuredContent with the given status and the same text.
+func refusedAs(t *testing.T, r *mcp.CallToolResult, status string) {
+	t.Helper()
+	conforms(t, r)
+	out := structured(t, r)
+	if !r.IsError || out.Status != status || out.Detail != text(r) || len(r.Content) != 1 {
+		t.Errorf("isError=%t status=%q (want %q) detail=%q text=%q", r.IsError, out.Status, status, out.Detail, text(r))
+	}
+}
+
+// conforms checks that structuredContent validates against run_code's output schema,
+// with the validator mcp-go itself uses.
+func conforms(t *testing.T, r *mcp.CallToolResult) {
+	t.Helper()
+	var schema any
+	if err := json.Unmarshal(RunCode(fakeDeps(runnertest.Echo)).Tool.RawOutputSchema, &schema); err != nil {
+		t.Fatal(err)
+	}
+	comp := jsonschema.NewCompiler()
+	if err := comp.AddResource("run_code.output.json", schema); err != nil {
+		t.Fatal(err)
+	}
+	sch, err := comp.Compile("run_code.output.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(r.StructuredContent)
+	var v any
+	if err := json.Unmarshal(b, &v); err != nil || v == nil {
+		t.Fatalf("no structuredContent: %s", b)
+	}
+	if err := sch.Validate(v); err != nil {
+		t.Errorf("structuredContent does not validate against the output schema: %v\n%s", err, b)
+	}
+}
+
 func TestRunCodeOK(t *testing.T) {
 	c := startClient(t, fakeDeps(runnertest.Echo))
 	r := call(t, c, "run_code", map[string]any{"code": "print(1)\n", "stdin": "data"})
@@ -225,6 +265,7 @@ func TestRunCodeBadInput(t *testing.T) {
 			if !r.IsError || !strings.Contains(text(r), tt.want) {
 				t.Errorf("isError=%t text=%q, want %q", r.IsError, text(r), tt.want)
 			}
+			refusedAs(t, r, statusInvalidRequest)
 		})
 	}
 	// The server keeps serving after all of that.
@@ -244,8 +285,24 @@ func TestRunCodeTimeoutClamped(t *testing.T) {
 	if r.IsError {
 		t.Fatal(text(r))
 	}
-	if got := structured(t, r).TimeoutSeconds; got != d.Runner.Bounds.Max.Wall.Seconds() || wall != d.Runner.Bounds.Max.Wall {
+	res := structured(t, r)
+	if got := res.TimeoutSeconds; got != d.Runner.Bounds.Max.Wall.Seconds() || wall != d.Runner.Bounds.Max.Wall {
 		t.Errorf("reported %gs, ran with %v; want the maximum %v", got, wall, d.Runner.Bounds.Max.Wall)
+	}
+	// The lowering is said, in the structure and in the text a model reads.
+	want := []LoweredLimit{{Limit: "timeout_seconds", Requested: 3000, Granted: d.Runner.Bounds.Max.Wall.Seconds(),
+		Unit: "seconds", Setting: "limits.max.wall"}}
+	if !reflect.DeepEqual(res.Lowered, want) {
+		t.Errorf("lowered = %+v, want %+v", res.Lowered, want)
+	}
+	note := fmt.Sprintf("note: timeout_seconds 3000 was lowered to %g, the server's maximum (limits.max.wall)", d.Runner.Bounds.Max.Wall.Seconds())
+	if !strings.Contains(text(r), note) {
+		t.Errorf("text does not say the timeout was lowered:\n%s", text(r))
+	}
+	// A request within the maximum is not reported.
+	if r := call(t, c, "run_code", map[string]any{"code": "1", "timeout_seconds": 2}); structured(t, r).Lowered != nil ||
+		strings.Contains(text(r), "lowered") {
+		t.Errorf("a timeout within the maximum was reported lowered: %s", text(r))
 	}
 }
 
@@ -268,6 +325,7 @@ func TestRunCodeBusy(t *testing.T) {
 	if !r.IsError || !strings.Contains(text(r), "busy") {
 		t.Errorf("second call: isError=%t %q", r.IsError, text(r))
 	}
+	refusedAs(t, r, statusBusy)
 	cancel()
 	<-done
 }
@@ -280,6 +338,7 @@ func TestRunCodeSandboxUnavailable(t *testing.T) {
 	if !r.IsError || !strings.Contains(text(r), "sandbox unavailable") || !strings.Contains(text(r), "user namespaces") {
 		t.Errorf("isError=%t %q", r.IsError, text(r))
 	}
+	conforms(t, r)
 }
 
 func TestGetConfigRedacted(t *testing.T) {
@@ -315,5 +374,15 @@ func TestProbeSandbox(t *testing.T) {
 	}
 	if rep.Verdict != probe.Isolated || len(rep.Layers) != 3 || !strings.Contains(text(r), "verdict: isolated") {
 		t.Errorf("report = %+v", rep)
+	}
+}
+
+// The status line never says "in 0 ms": a pooled program can finish within a millisecond.
+func TestRenderRunSubMillisecond(t *testing.T) {
+	for wall, want := range map[int64]string{0: "status: ok (exit 0) in <1 ms\n", 12: "status: ok (exit 0) in 12 ms\n"} {
+		got := renderRun(RunCodeResult{Status: "ok", WallMs: wall}, sandbox.Limits{})
+		if !strings.HasPrefix(got, want) {
+			t.Errorf("wall %d ms: %q, want prefix %q", wall, got, want)
+		}
 	}
 }

@@ -323,10 +323,19 @@ func (c *cgroup) stats() cgroupStats {
 	case 2:
 		s.PeakMemory = readInt(filepath.Join(c.dir, "memory.peak"))
 		s.OOMKills = readKey(filepath.Join(c.dir, "memory.events"), "oom_kill")
-		s.CPU = time.Duration(readKey(filepath.Join(c.dir, "cpu.stat"), "usage_usec")) * time.Microsecond
+		s.CPU = c.cpu()
 		s.PidsMaxHit = readKey(filepath.Join(c.dir, "pids.events"), "max")
 	}
 	return s
+}
+
+// cpu is the CPU time every process of the cgroup has used so far (v2 only; 0 on v1,
+// where the init's rusage is used instead).
+func (c *cgroup) cpu() time.Duration {
+	if c.version != 2 {
+		return 0
+	}
+	return time.Duration(readKey(filepath.Join(c.dir, "cpu.stat"), "usage_usec")) * time.Microsecond
 }
 
 // destroy removes the cgroup. Every process in it is dead by then (the pid namespace

@@ -65,6 +65,10 @@ type launch struct {
 	pidfd   *os.File // the spawner's; closed once the sandbox is released
 	kill    func()
 
+	// cpuBefore is the cgroup's CPU time at the handover: the init's setup and a
+	// preloaded interpreter's start, which are not the call's.
+	cpuBefore time.Duration
+
 	// Network "allowlist": the bridge's listener once the init has passed it, the
 	// call's proxy, and what the call did through it.
 	listener chan net.Listener
@@ -254,10 +258,15 @@ func (l *launch) awaitCgroup() error {
 // handover sends the call to a started sandbox; the init writes its files and starts
 // the program (or releases the preloaded interpreter). Stdin is fed in the background.
 func (l *launch) handover(spec sandbox.Spec, h *handover) error {
+	var cpuBefore time.Duration
+	if l.cg != nil {
+		cpuBefore = l.cg.cpu()
+	}
 	l.mu.Lock()
 	l.spec.Limits = spec.Limits
 	l.spec.Progress = spec.Progress
 	l.spec.ID = spec.ID
+	l.cpuBefore = cpuBefore
 	l.mu.Unlock()
 	l.stdout.SetLimit(spec.Limits.Output)
 	l.stderr.SetLimit(spec.Limits.Output)
@@ -486,7 +495,7 @@ func (l *launch) result(res sandbox.Result) sandbox.Result {
 		res.PeakMemory = l.exit.MaxRSS
 	}
 	if cs.CPU > 0 {
-		res.CPU = cs.CPU
+		res.CPU = max(cs.CPU-l.cpuBefore, 0)
 	}
 	if cs.PeakMemory > 0 {
 		res.PeakMemory = cs.PeakMemory

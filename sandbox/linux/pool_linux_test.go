@@ -201,3 +201,55 @@ func TestPoolHonoursCallLimits(t *testing.T) {
 		t.Fatalf("higher limits: %v %s, stats %+v", err, res.Status, s.PoolStats())
 	}
 }
+
+// A pooled run reports the call's own time: not the CPU its sandbox spent loading the
+// interpreter before the call (the pool's work), and a wall clock from the program's
+// release. Both accountings are checked where the host has them: the cgroup's (v2
+// cpu.stat) and the init's rusage (no cgroup, or v1).
+func TestPoolReportsTheCallsOwnTime(t *testing.T) {
+	langs := poolLanguages(t)
+	limits := sandbox.Limits{Wall: 30 * time.Second, CPU: 30 * time.Second, Memory: 256 << 20, Pids: 32, Output: 1 << 20}
+	spec := func(code string) sandbox.Spec {
+		return langs["python"].Spec([]byte(code), nil, limits, policy.BoundByRlimit)
+	}
+	for _, mode := range []string{"auto", "off"} {
+		t.Run("cgroups="+mode, func(t *testing.T) {
+			s, err := New(sandbox.Options{Cgroups: mode})
+			requireSandbox(t, err)
+			// Where cgroup v2 is in use its cpu.stat is the figure; elsewhere (v1, off)
+			// the init's rusage.
+			t.Logf("cgroup version %d", s.cg.version)
+			defer s.Close()
+			cold, err := s.Run(context.Background(), spec("pass"))
+			if err != nil || cold.Status != sandbox.StatusOK {
+				t.Fatalf("cold: %v %s %s", err, cold.Status, cold.Detail)
+			}
+			s.Warm([]sandbox.Spec{spec("")}, 1)
+			pooled := func(code string) sandbox.Result {
+				t.Helper()
+				deadline := time.Now().Add(10 * time.Second)
+				for s.PoolStats().Ready < 1 && time.Now().Before(deadline) {
+					time.Sleep(10 * time.Millisecond)
+				}
+				hits := s.PoolStats().Hits
+				res, err := s.Run(context.Background(), spec(code))
+				if err != nil || res.Status != sandbox.StatusOK || s.PoolStats().Hits != hits+1 {
+					t.Fatalf("pooled %q: %v %s %s (stats %+v)", code, err, res.Status, res.Detail, s.PoolStats())
+				}
+				return res
+			}
+			// A cold `pass` pays python's start (~15 ms of CPU); a pooled one started
+			// before the call and must not report that start as the program's.
+			idle := pooled("pass")
+			t.Logf("cpu: cold pass %v, pooled pass %v (wall %v)", cold.CPU, idle.CPU, idle.Wall)
+			if idle.CPU*2 > cold.CPU {
+				t.Errorf("pooled `pass` reports %v of CPU, a cold one %v: the pool's preparation is counted as the call's", idle.CPU, cold.CPU)
+			}
+			// What the program itself spends is all there.
+			busy := pooled("import time\nt = time.process_time()\nwhile time.process_time() - t < 0.3:\n    pass")
+			if busy.CPU < 280*time.Millisecond || busy.Wall < 280*time.Millisecond {
+				t.Errorf("a program that spins 300 ms of CPU reports cpu %v, wall %v", busy.CPU, busy.Wall)
+			}
+		})
+	}
+}

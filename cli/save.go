@@ -1,0 +1,109 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+
+	"github.com/airlock-mcp/airlock/sandbox"
+	"github.com/airlock-mcp/airlock/sanitize"
+)
+
+// saver writes a run's artifacts under one directory for `airlock run --out DIR`. The
+// names come from the sandboxed program, so they are hostile: every file is opened
+// through an os.Root, which refuses any path (.., an absolute name, a symlink planted
+// in DIR) that resolves outside it, and nothing is overwritten unless asked.
+type saver struct {
+	dir   string
+	root  *os.Root
+	force bool
+}
+
+// newSaver creates dir when missing and opens it; it runs before the program does, so a
+// bad --out costs no run.
+func newSaver(dir string, force bool) (*saver, error) {
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return nil, err
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, err
+	}
+	return &saver{dir: dir, root: root, force: force}, nil
+}
+
+func (s *saver) close() { _ = s.root.Close() }
+
+var errExists = errors.New("exists; pass --force to overwrite it")
+
+// save writes one file at name (slash-separated, relative to the output directory).
+func (s *saver) save(name string, data []byte) error {
+	// A name the sandbox could write but a person could not read back safely (control
+	// or BiDi characters) or that is not a plain relative path is never written.
+	if sanitize.String(name) != name || !filepath.IsLocal(filepath.FromSlash(name)) {
+		return fmt.Errorf("refused: not a plain relative file name")
+	}
+	if dir := path.Dir(name); dir != "." {
+		if err := s.root.MkdirAll(dir, 0o750); err != nil {
+			return err
+		}
+	}
+	flags := os.O_WRONLY | os.O_CREATE | os.O_EXCL
+	if s.force {
+		// Overwrite a regular file only: never write through a symlink or into a device.
+		fi, err := s.root.Lstat(name)
+		switch {
+		case err == nil && !fi.Mode().IsRegular():
+			return fmt.Errorf("exists and is not a regular file")
+		case err != nil && !errors.Is(err, fs.ErrNotExist):
+			return err
+		}
+		flags = os.O_WRONLY | os.O_CREATE | os.O_TRUNC
+	}
+	f, err := s.root.OpenFile(name, flags, 0o644)
+	if errors.Is(err, fs.ErrExist) {
+		return errExists
+	}
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// saveArtifacts writes the returned artifacts when s is set, and says on w what it did;
+// without --out it says how to keep them. It reports whether every file was saved.
+func saveArtifacts(s *saver, outDir string, arts []sandbox.Artifact, w io.Writer) bool {
+	var returned []sandbox.Artifact
+	for _, a := range arts {
+		// The same rule as the result's "returned": an empty file comes back with a hash.
+		if a.Skipped == "" && (a.Data != nil || a.Size == 0 && a.SHA256 != "") {
+			returned = append(returned, a)
+		}
+	}
+	if s == nil {
+		if len(returned) > 0 {
+			fmt.Fprintf(w, "airlock run: %d file(s) in %s/ not saved; pass --out DIR to save them\n", len(returned), outDir)
+		}
+		return true
+	}
+	ok := true
+	for _, a := range returned {
+		if err := s.save(a.Path, a.Data); err != nil {
+			// The name as the program wrote it (made printable): joined to DIR, a
+			// "../x" would read as if it had been aimed somewhere else.
+			fmt.Fprintf(w, "airlock run: not saved: %s/%s: %v\n", outDir, sanitize.String(a.Path), err)
+			ok = false
+			continue
+		}
+		fmt.Fprintf(w, "airlock run: saved %s (%d bytes)\n", filepath.Join(s.dir, a.Path), len(a.Data))
+	}
+	return ok
+}

@@ -1,0 +1,119 @@
+package serve
+
+import (
+	"bytes"
+	"encoding/json"
+)
+
+// idScanner finds the top-level "id" of a JSON-RPC message fed to it in pieces, without
+// keeping the message. A line over the size limit is never parsed, yet its answer must
+// carry its id: a null id matches no request (the 2025-06-18 and 2025-11-25 schemas
+// forbid it), so clients would wait for their own timeout or drop the session. The id
+// usually comes first (Go SDK, mcp-go) but the TypeScript SDK writes it last, after the
+// params, so the whole line is scanned; that is one pass over bytes already being read.
+type idScanner struct {
+	depth   int
+	inStr   bool
+	esc     bool
+	wantKey bool   // at depth 1, the next string is a member name
+	inKey   bool   // reading a depth-1 member name
+	key     []byte // that name, up to maxKey bytes
+	inID    bool   // reading the value of the depth-1 "id"
+	val     []byte
+	id      json.RawMessage
+	failed  bool // not an object, or an id too long to be one
+}
+
+const (
+	maxKey = 8
+	maxID  = 256
+)
+
+func (s *idScanner) Write(p []byte) (int, error) {
+	for _, c := range p {
+		if s.id != nil || s.failed {
+			break
+		}
+		s.step(c)
+	}
+	return len(p), nil
+}
+
+func (s *idScanner) step(c byte) {
+	ends := s.depth == 1 && !s.inStr && (c == ',' || c == '}')
+	if s.inID && !ends {
+		if s.val = append(s.val, c); len(s.val) > maxID {
+			s.failed = true
+		}
+	}
+	if s.inStr {
+		switch {
+		case s.esc:
+			s.esc = false
+		case c == '\\':
+			s.esc = true
+		case c == '"':
+			s.inStr = false
+			s.inKey = false
+			return
+		}
+		if s.inKey && len(s.key) <= maxKey {
+			s.key = append(s.key, c)
+		}
+		return
+	}
+	switch c {
+	case '"':
+		s.inStr = true
+		if s.depth == 1 && s.wantKey {
+			s.inKey, s.wantKey, s.key = true, false, s.key[:0]
+		}
+	case '{':
+		s.depth++
+		if s.depth == 1 {
+			s.wantKey = true
+		}
+	case '[':
+		if s.depth == 0 {
+			s.failed = true // a batch: no single id to answer
+		}
+		s.depth++
+	case '}', ']':
+		if ends {
+			s.endID()
+		}
+		s.depth--
+	case ',':
+		if ends {
+			s.endID()
+			s.wantKey = true
+		}
+	case ':':
+		if s.depth == 1 && string(s.key) == "id" {
+			s.inID, s.val = true, s.val[:0]
+		}
+	}
+}
+
+func (s *idScanner) endID() {
+	if !s.inID {
+		return
+	}
+	s.inID = false
+	v := bytes.TrimSpace(s.val)
+	var id any
+	if json.Unmarshal(v, &id) != nil {
+		return
+	}
+	switch id.(type) {
+	case string, float64:
+		s.id = json.RawMessage(bytes.Clone(v))
+	}
+}
+
+// settled reports whether more input cannot change ID.
+func (s *idScanner) settled() bool { return s.id != nil || s.failed }
+
+// ID is the message's id, or nil when it has none a response could carry (a
+// notification, a null id, or an id past the end of what was scanned).
+func (s *idScanner) ID() json.RawMessage { return s.id }
