@@ -165,7 +165,7 @@ func Default() Config {
 		Languages: Languages{Enabled: []string{"python"}},
 		Limits:    Bounds{Default: fromSandbox(b.Default), Max: fromSandbox(b.Max)},
 		Network:   string(sandbox.NetworkNone),
-		Egress:    Egress{Ports: []int{443, 80}, MaxBytes: egress.DefaultMaxBytes, MaxConnections: egress.DefaultMaxConnections},
+		Egress:    Egress{Domains: []string{}, Ports: []int{443, 80}, MaxBytes: egress.DefaultMaxBytes, MaxConnections: egress.DefaultMaxConnections},
 		// Two prepared sandboxes per language hide the sandbox and interpreter start
 		// for an agent's next call at the cost of ~10 MB each while idle.
 		Pool: Pool{Size: 2},
