@@ -40,14 +40,35 @@ SOAK_CALLS   ?= 2000
 SOAK_PARALLEL ?= 8
 SUDO         := $(if $(filter 0,$(shell id -u)),,sudo)
 
-.PHONY: help build run test test-go test-darwin-compile fmt-check bench soak lint vet fmt \
-        update-golden fuzz-short deps clients
+PREFIX       ?= /usr/local
+APPARMOR_DIR ?= /etc/apparmor.d
+
+.PHONY: help build build-linux-arm64 install run test test-go test-darwin-compile fmt-check bench soak lint vet fmt \
+        update-golden fuzz-short deps clients fleet-test k8s-check kube-play
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-20s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 build: ## build bin/airlock (cgo on Linux, for libseccomp)
 	$(BUILD_ENV) $(GO) build $(BUILD_FLAGS) -trimpath -ldflags '$(LDFLAGS)' -o bin/airlock .
+
+# Debian/Ubuntu cross toolchain: gcc-aarch64-linux-gnu and libseccomp-dev:arm64 (after
+# dpkg --add-architecture arm64); .ci/run's arm64 step installs them.
+build-linux-arm64: ## cross-build bin/airlock-linux-arm64 (static, cgo) on an x86_64 Debian/Ubuntu
+	CC=aarch64-linux-gnu-gcc GOOS=linux GOARCH=arm64 CGO_ENABLED=1 PKG_CONFIG_PATH=/usr/lib/aarch64-linux-gnu/pkgconfig \
+	  $(GO) build -tags netgo,osusergo -trimpath -ldflags '-X github.com/airlock-mcp/airlock/cli.Version=$(VERSION) -linkmode external -extldflags "-static"' -o bin/airlock-linux-arm64 .
+
+# Ubuntu 23.10+ lets a program create user namespaces only under an AppArmor profile that
+# grants them, and the profile attaches by path: it is installed for the path installed to.
+install: ## install bin/airlock to PREFIX/bin (/usr/local/bin) and, where AppArmor restricts user namespaces, its profile
+	@[ -x bin/airlock ] || { echo "bin/airlock is not built: run make build first (as your user)"; exit 1; }
+	$(SUDO) install -D -m 0755 bin/airlock $(DESTDIR)$(PREFIX)/bin/airlock
+	@if [ "$$(cat /proc/sys/kernel/apparmor_restrict_unprivileged_userns 2>/dev/null)" = 1 ]; then \
+	  echo "AppArmor restricts user namespaces here: installing $(APPARMOR_DIR)/airlock for $(PREFIX)/bin/airlock"; \
+	  sed 's|/usr/local/bin/airlock|$(PREFIX)/bin/airlock|' examples/apparmor/airlock | $(SUDO) tee $(APPARMOR_DIR)/airlock >/dev/null; \
+	  $(SUDO) apparmor_parser -r $(APPARMOR_DIR)/airlock; \
+	fi
+	@echo "installed $(PREFIX)/bin/airlock; check it: $(PREFIX)/bin/airlock probe"
 
 # stdout is the MCP channel here, so the build's own output goes to stderr and make echoes
 # nothing.
@@ -68,9 +89,14 @@ fmt-check: ## fail if gofmt would change a file
 	@out=$$(gofmt -l $$(git ls-files -co --exclude-standard '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 
-vet: ## go vet for linux and darwin
+# The linux packages need cgo (libseccomp), which a Mac cannot cross-compile: there they
+# are vetted by the Linux jobs.
+vet: ## go vet for linux (on Linux) and darwin, and the windows build
+ifeq ($(UNAME),Linux)
 	$(BUILD_ENV) GOOS=linux $(GO) vet ./...
+endif
 	GOOS=darwin CGO_ENABLED=0 $(GO) vet ./...
+	GOOS=windows CGO_ENABLED=0 $(GO) build ./...
 
 fmt: ## gofmt every Go file in place
 	gofmt -w $$(git ls-files -co --exclude-standard '*.go')
@@ -93,6 +119,18 @@ clients: build ## the official MCP Go and TypeScript SDKs drive bin/airlock over
 soak: build ## many parallel calls through one server: leaks, hangs, ordering
 	@if [ ! -d cmd/airlock-soak ]; then echo "cmd/airlock-soak is not in this tree yet"; exit 1; fi
 	$(GO) run ./cmd/airlock-soak -airlock bin/airlock -calls $(SOAK_CALLS) -parallel $(SOAK_PARALLEL)
+
+FLEET_CALLS ?= 2000
+FLEET_CLIENTS ?= 16
+
+fleet-test: build ## 3 replicas behind HAProxy on loopback, a rolling restart and a SIGKILL under load; every call answered, none run twice
+	$(GO) run ./cmd/airlock-fleet -airlock bin/airlock -calls $(FLEET_CALLS) -clients $(FLEET_CLIENTS)
+
+k8s-check: ## decode deploy/kubernetes/*.yaml strictly into the Kubernetes API types (its own module)
+	cd deploy/kubernetes/check && $(GO) run . ../*.yaml
+
+kube-play: build ## build the runtime image and run deploy/kubernetes with podman kube play (root)
+	scripts/kube-play-test.sh bin/airlock
 
 lint: ## golangci-lint (pinned) for linux and darwin
 	@if ! "$(GOLANGCI)" version 2>/dev/null | grep -q "version $(GOLANGCI_VERSION:v%=%) "; then \

@@ -26,7 +26,18 @@ var newSandbox = host.New
 // call (sandbox.Options.AllowDegraded relaxes the optional ones there); the runner only
 // marks results degraded. Without strict (probe, config) build reports instead.
 func build(ctx context.Context, cfg config.Config, strict bool) (tools.Deps, error) {
-	sb, sbErr := newSandbox(cfg.SandboxOptions())
+	reg, err := policy.DetectWith(policy.Config{Enabled: cfg.Languages.Enabled, Interpreters: cfg.Languages.Interpreters})
+	if err != nil {
+		return tools.Deps{}, fmt.Errorf("languages: %w", err)
+	}
+	// The backend's self-test runs each enabled language once, as a call would (macOS).
+	opts := cfg.SandboxOptions()
+	for _, l := range reg.Languages() {
+		if l.Enabled && l.Installed {
+			opts.SelfTest = append(opts.SelfTest, l.Spec(nil, nil, sandbox.Limits{}, policy.BoundByRlimit))
+		}
+	}
+	sb, sbErr := newSandbox(opts)
 	if sbErr != nil {
 		sb = broken{sbErr}
 	}
@@ -61,37 +72,44 @@ func build(ctx context.Context, cfg config.Config, strict bool) (tools.Deps, err
 	if sbErr != nil && strict {
 		return tools.Deps{}, sbErr
 	}
-	reg, err := policy.DetectWith(policy.Config{Enabled: cfg.Languages.Enabled, Interpreters: cfg.Languages.Interpreters})
-	if err != nil {
-		return tools.Deps{}, fmt.Errorf("languages: %w", err)
-	}
 	if strict && len(reg.Enabled()) == 0 {
 		return tools.Deps{}, fmt.Errorf("languages: none of %s is installed on this host", strings.Join(cfg.Languages.Enabled, ", "))
 	}
 	r := &runner.Runner{
-		Sandbox: sb, Languages: reg, Bounds: cfg.PolicyBounds(), Imports: cfg.PolicyImports(),
+		Sandbox: sb, Languages: reg, Environments: inspectEnvironments(cfg, reg), Bounds: cfg.PolicyBounds(), Imports: cfg.PolicyImports(),
 		Network: sandbox.Network(cfg.Network), Egress: cfg.SandboxEgress(), MaxCodeBytes: int(cfg.MaxCodeBytes), MaxStdinBytes: int(cfg.MaxStdinBytes),
 		FileCaps: cfg.FileCaps(), OutDir: cfg.Artifacts.Dir, Artifacts: cfg.ArtifactLimits(),
 		Limiter:  runner.NewLimiter(cfg.Concurrency.MaxParallel, cfg.Concurrency.QueueSize, time.Duration(cfg.Concurrency.QueueTimeout)),
 		Degraded: degraded, MemoryBound: memBound,
 		Log: slog.Default().With("component", "runner"),
 	}
-	// The audit log is on unless audit.path is "off": the default lives in the user's
-	// state dir, and a log that cannot be opened refuses to start.
+	// The audit log is on unless audit.path is "off". A configured path that cannot be
+	// opened refuses to start; the default falls back (runner.OpenDefaultAudit).
 	if strict && cfg.Audit.Path != "off" {
-		path := cfg.Audit.Path
-		if path == "" {
-			if path, err = runner.DefaultAuditPath(os.Getenv); err != nil {
-				return tools.Deps{}, err
-			}
+		var a *runner.Audit
+		if cfg.Audit.Path == "" {
+			a, err = runner.OpenDefaultAudit(os.Getenv, int64(cfg.Audit.MaxBytes), slog.Default().With("component", "audit"))
+		} else if a, err = runner.OpenAudit(cfg.Audit.Path, int64(cfg.Audit.MaxBytes)); err != nil {
+			err = fmt.Errorf("%w (audit.path = %q: make it writable, choose another, or set it to \"off\")", err, cfg.Audit.Path)
 		}
-		a, err := runner.OpenAudit(path, int64(cfg.Audit.MaxBytes))
 		if err != nil {
 			return tools.Deps{}, err
 		}
 		r.Audit = a
 	}
 	return tools.Deps{Runner: r, Prober: probe.NewSuite(r), Config: cfg, Version: version()}, sbErr
+}
+
+// inspectEnvironments reads what each configured environment holds; none is usable
+// before checkEnvironments has run it in a sandbox.
+func inspectEnvironments(cfg config.Config, reg *policy.Registry) *policy.Environments {
+	var envs []policy.Environment
+	for _, c := range cfg.PolicyEnvironments() {
+		canon, _ := policy.Canonical(c.Language)
+		lang, _ := reg.Lookup(canon)
+		envs = append(envs, policy.InspectEnvironment(c, lang))
+	}
+	return policy.NewEnvironments(envs...)
 }
 
 func layerList(ls []sandbox.Layer) string {

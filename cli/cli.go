@@ -221,10 +221,24 @@ func newFlags(name string, stdio IO) *common {
 	c.fs.Usage = func() {}
 	c.fs.StringVar(&c.configPath, "config", os.Getenv("AIRLOCK_CONFIG"), "TOML configuration file (env AIRLOCK_CONFIG)")
 	for _, s := range config.Settings {
-		c.settings[s.Name] = c.fs.String(s.Flag, "", fmt.Sprintf("%s (env %s; file key %s)", s.Usage, s.Env, s.Name))
+		usage := fmt.Sprintf("%s (env %s; file key %s)", s.Usage, s.Env, s.Name)
+		if s.IsBool() {
+			v := new(string)
+			c.fs.Var((*switchFlag)(v), s.Flag, usage)
+			c.settings[s.Name] = v
+			continue
+		}
+		c.settings[s.Name] = c.fs.String(s.Flag, "", usage)
 	}
 	return c
 }
+
+// switchFlag is a boolean setting's flag: bare it means "true".
+type switchFlag string
+
+func (f *switchFlag) String() string     { return string(*f) }
+func (f *switchFlag) Set(v string) error { *f = switchFlag(v); return nil }
+func (f *switchFlag) IsBoolFlag() bool   { return true }
 
 // parse parses args; ok is false when the command should exit with code.
 func (c *common) parse(args []string) (code int, ok bool) {

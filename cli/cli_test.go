@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -397,6 +398,16 @@ func TestClientExamplesWorkAsIs(t *testing.T) {
 				continue // an HTTP entry
 			}
 			stdio++
+			// Windows: wsl.exe starts airlock inside WSL2; what follows its -e is the
+			// Linux command line, held to the same rule.
+			if strings.HasSuffix(strings.ToLower(e.Command), `\wsl.exe`) {
+				i := slices.Index(e.Args, "-e")
+				if i < 0 || i+1 >= len(e.Args) {
+					t.Errorf("%s %s: wsl.exe without -e COMMAND: %q", p, name, e.Args)
+					continue
+				}
+				e.Command, e.Args = e.Args[i+1], e.Args[i+2:]
+			}
 			if !filepath.IsAbs(e.Command) || len(e.Args) == 0 || e.Args[0] != "serve" {
 				t.Errorf("%s %s: want an absolute command and serve, got %q %q", p, name, e.Command, e.Args)
 				continue

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"os"
 	"runtime"
 	"time"
@@ -48,8 +47,14 @@ func serveCmd(ctx context.Context, args []string, stdio IO) int {
 	}
 	defer closeLog()
 	addr := *httpAddr + *sseAddr
+	var clients *serve.Clients
 	if addr != "" {
-		if err := serve.CheckBind(addr, cfg.HTTP.AuthToken); err != nil {
+		var err error
+		if clients, err = serve.NewClients(cfg.HTTP.AuthToken, cfg.HTTP.TokensFile); err != nil {
+			fmt.Fprintf(stdio.Stderr, "airlock: %v\n", err)
+			return exitUsage
+		}
+		if err := serve.CheckBind(addr, clients.Enabled()); err != nil {
 			fmt.Fprintf(stdio.Stderr, "airlock: %v\n", err)
 			return exitUsage
 		}
@@ -61,6 +66,9 @@ func serveCmd(ctx context.Context, args []string, stdio IO) int {
 		fmt.Fprintf(stdio.Stderr, "airlock: refusing to serve: %v\n", err)
 		return exitRefused
 	}
+	if addr != "" {
+		return serveHTTP(ctx, cfg, deps, httpListen{addr: addr, sse: *sseAddr != "", clients: clients}, stdio, log)
+	}
 	if err := startupCheck(ctx, deps, cfg, log); err != nil {
 		fmt.Fprintf(stdio.Stderr, "airlock: refusing to serve: %v\n", err)
 		return exitRefused
@@ -69,38 +77,17 @@ func serveCmd(ctx context.Context, args []string, stdio IO) int {
 		defer stop()
 	}
 	srv := serve.New(deps)
-	if addr == "" {
-		log.Info("serving MCP on stdio", "version", deps.Version, "languages", deps.Runner.Languages.Enabled())
-		err := serve.Stdio(ctx, srv, stdio.Stdin, stdio.Stdout, serve.StdioOptions{
-			MaxLine:     int(cfg.HTTP.MaxBodyBytes),
-			MaxInFlight: cfg.Concurrency.MaxParallel + cfg.Concurrency.QueueSize + 32,
-			Log:         slog.Default(),
-		})
-		if err != nil {
-			log.Error("stdio", "error", err)
-			return exitFailed
-		}
-		log.Info("stdio closed, exiting")
-		return exitOK
-	}
-	ln, err := net.Listen("tcp", addr)
+	log.Info("serving MCP on stdio", "version", deps.Version, "languages", deps.Runner.Languages.Enabled())
+	err = serve.Stdio(ctx, srv, stdio.Stdin, stdio.Stdout, serve.StdioOptions{
+		MaxLine:     int(cfg.HTTP.MaxBodyBytes),
+		MaxInFlight: cfg.Concurrency.MaxParallel + cfg.Concurrency.QueueSize + 32,
+		Log:         slog.Default(),
+	})
 	if err != nil {
-		fmt.Fprintf(stdio.Stderr, "airlock: listen: %v\n", err)
+		log.Error("stdio", "error", err)
 		return exitFailed
 	}
-	base := "http://" + ln.Addr().String()
-	h := serve.Handler(srv, base, serve.HTTPOptions{AuthToken: cfg.HTTP.AuthToken, AllowedOrigins: cfg.HTTP.AllowedOrigins,
-		MaxBodyBytes: int64(cfg.HTTP.MaxBodyBytes), SSE: *sseAddr != "", Log: slog.Default()})
-	endpoint := base + "/mcp"
-	if *sseAddr != "" {
-		endpoint = base + "/sse"
-	}
-	log.Info("serving MCP over HTTP", "endpoint", endpoint, "auth", cfg.HTTP.AuthToken != "")
-	if err := serve.ServeHTTP(ctx, ln, h, slog.Default()); err != nil {
-		log.Error("http", "error", err)
-		return exitFailed
-	}
-	log.Info("http server stopped")
+	log.Info("stdio closed, exiting")
 	return exitOK
 }
 
@@ -241,6 +228,9 @@ func probeCmd(ctx context.Context, args []string, stdio IO) int {
 	}
 	pctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
+	if buildErr == nil {
+		deps.Runner.CheckEnvironments(pctx)
+	}
 	rep, err := deps.Prober.Run(pctx, probe.Filter{})
 	if err != nil {
 		// The sandbox could not even start: that is the unsafe verdict, with the reason.

@@ -49,6 +49,7 @@ func startupCheck(ctx context.Context, deps tools.Deps, cfg config.Config, log *
 		deps.Runner.Degraded = true
 		log.Warn("serving in degraded mode: startup probes could not run", "probes", strings.Join(errored, "; "))
 	}
+	deps.Runner.CheckEnvironments(ctx)
 	return nil
 }
 

@@ -6,11 +6,13 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"net"
 	"os"
 	"path"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -40,6 +42,8 @@ type Config struct {
 	Log           Log       `toml:"log" json:"log"`
 	Audit         Audit     `toml:"audit" json:"audit"`
 	Pool          Pool      `toml:"pool" json:"pool"`
+	// Environments are the operator's library sets, by name ([environments.NAME]).
+	Environments map[string]Environment `toml:"environments" json:"environments,omitempty"`
 }
 
 // Languages says which interpreters may run and, optionally, where they are.
@@ -97,7 +101,11 @@ type Artifacts struct {
 
 // Sandbox configures the backend once at startup.
 type Sandbox struct {
-	HostUser      string `toml:"host_user" json:"host_user"`
+	HostUser string `toml:"host_user" json:"host_user"`
+	// UIDRange is the block of host ids a root server gives its sandboxes, one uid and
+	// gid per live sandbox ("FIRST-LAST"; empty: the backend's default; "off": every
+	// sandbox runs as HostUser).
+	UIDRange      string `toml:"uid_range" json:"uid_range,omitempty"`
 	Cgroups       string `toml:"cgroups" json:"cgroups"`
 	AllowDegraded bool   `toml:"allow_degraded" json:"allow_degraded"`
 	StateDir      string `toml:"state_dir" json:"state_dir,omitempty"`
@@ -109,6 +117,16 @@ type HTTP struct {
 	AuthToken      string   `toml:"auth_token" json:"-"`
 	AllowedOrigins []string `toml:"allowed_origins" json:"allowed_origins"`
 	MaxBodyBytes   Size     `toml:"max_body_bytes" json:"max_body_bytes"`
+	// TokensFile holds one "NAME TOKEN" line per client; reloaded on SIGHUP.
+	TokensFile string `toml:"tokens_file" json:"tokens_file,omitempty"`
+	// Stateless serves Streamable HTTP without sessions (any replica answers anything).
+	Stateless bool `toml:"stateless" json:"stateless"`
+	// SessionIdle ends a stateful session unused this long.
+	SessionIdle Duration `toml:"session_idle" json:"session_idle"`
+	// DrainGrace is how long calls in flight may finish after SIGTERM.
+	DrainGrace Duration `toml:"drain_grace" json:"drain_grace"`
+	// ClientMaxParallel bounds one token's calls in flight (0: no limit).
+	ClientMaxParallel int `toml:"client_max_parallel" json:"client_max_parallel"`
 }
 
 // Log configures slog.
@@ -118,7 +136,10 @@ type Log struct {
 	File   string `toml:"file" json:"file,omitempty"`
 }
 
-// Audit configures the per-run JSONL audit log (empty path disables it).
+// Audit configures the per-run JSONL audit log. It is on by default: an empty path means
+// $XDG_STATE_HOME/airlock/audit.jsonl (~/.local/state/...), falling back to a private
+// directory under $TMPDIR or the log stream where that cannot be written; "off" turns it
+// off.
 type Audit struct {
 	Path     string `toml:"path" json:"path,omitempty"`
 	MaxBytes Size   `toml:"max_bytes" json:"max_bytes"`
@@ -128,6 +149,15 @@ type Audit struct {
 // is per enabled language; 0 turns the pool off.
 type Pool struct {
 	Size int `toml:"size" json:"size"`
+}
+
+// Environment is one [environments.NAME] table: a venv, a prefix or a node_modules
+// directory, bound read-only into the sandboxes that run in it.
+type Environment struct {
+	Language string   `toml:"language" json:"language"`
+	Path     string   `toml:"path" json:"path"`
+	Preload  []string `toml:"preload" json:"preload,omitempty"`
+	Default  bool     `toml:"default" json:"default"`
 }
 
 // Egress is the allowlist of network "allowlist": what the egress proxy lets a
@@ -180,7 +210,10 @@ func Default() Config {
 		Artifacts:     Artifacts{Caps: Caps{MaxFiles: 16, MaxFileBytes: 4 << 20, MaxTotal: 16 << 20}, Dir: "out"},
 		Sandbox:       Sandbox{HostUser: "nobody", Cgroups: "auto"},
 		// Room for the largest legal call: 1 MiB of code plus 8 MiB of files as base64.
-		HTTP:  HTTP{Addr: "127.0.0.1:8765", MaxBodyBytes: 16 << 20},
+		// A session idle for 30 minutes is an agent that went away without DELETE; 30 s
+		// of drain is Kubernetes' default terminationGracePeriodSeconds.
+		HTTP: HTTP{Addr: "127.0.0.1:8765", MaxBodyBytes: 16 << 20,
+			SessionIdle: Duration(30 * time.Minute), DrainGrace: Duration(30 * time.Second)},
 		Log:   Log{Level: "info", Format: "text"},
 		Audit: Audit{MaxBytes: 64 << 20},
 	}
@@ -240,9 +273,19 @@ func validOutDir(d string) error {
 	return nil
 }
 
+// PolicyEnvironments converts the environments to policy's form, sorted by name.
+func (c Config) PolicyEnvironments() []policy.EnvironmentConfig {
+	out := make([]policy.EnvironmentConfig, 0, len(c.Environments))
+	for _, name := range slices.Sorted(maps.Keys(c.Environments)) {
+		e := c.Environments[name]
+		out = append(out, policy.EnvironmentConfig{Name: name, Language: e.Language, Path: e.Path, Preload: e.Preload, Default: e.Default})
+	}
+	return out
+}
+
 // SandboxOptions converts to the backend's options.
 func (c Config) SandboxOptions() sandbox.Options {
-	return sandbox.Options{HostUser: c.Sandbox.HostUser, Cgroups: c.Sandbox.Cgroups,
+	return sandbox.Options{HostUser: c.Sandbox.HostUser, UIDRange: c.Sandbox.UIDRange, Cgroups: c.Sandbox.Cgroups,
 		AllowDegraded: c.Sandbox.AllowDegraded, StateDir: c.Sandbox.StateDir}
 }
 
@@ -360,8 +403,20 @@ func (c Config) Validate() error {
 	if c.Sandbox.HostUser == "" {
 		bad("sandbox.host_user", "must not be empty")
 	}
+	if r := c.Sandbox.UIDRange; r != "" && r != "off" && !validIDRange(r) {
+		bad("sandbox.uid_range", `must be FIRST-LAST (e.g. 1879048192-1879113727) or "off", got %q`, r)
+	}
 	if _, _, err := net.SplitHostPort(c.HTTP.Addr); err != nil {
 		bad("http.addr", "must be host:port, got %q", c.HTTP.Addr)
+	}
+	if c.HTTP.SessionIdle <= 0 {
+		bad("http.session_idle", "must be positive, got %s", c.HTTP.SessionIdle)
+	}
+	if c.HTTP.DrainGrace < 0 {
+		bad("http.drain_grace", "must not be negative, got %s", c.HTTP.DrainGrace)
+	}
+	if c.HTTP.ClientMaxParallel < 0 {
+		bad("http.client_max_parallel", "must not be negative, got %d", c.HTTP.ClientMaxParallel)
 	}
 	for i, o := range c.HTTP.AllowedOrigins {
 		if !strings.HasPrefix(o, "http://") && !strings.HasPrefix(o, "https://") {
@@ -377,6 +432,19 @@ func (c Config) Validate() error {
 	case "text", "json":
 	default:
 		bad("log.format", `must be "text" or "json", got %q`, c.Log.Format)
+	}
+	defaults := map[string]string{}
+	for _, e := range c.PolicyEnvironments() {
+		if err := e.Validate(); err != nil {
+			bad("environments."+e.Name, "%v", err)
+			continue
+		}
+		lang, _ := policy.Canonical(e.Language)
+		if prev, dup := defaults[lang]; dup && e.Default {
+			bad("environments."+e.Name+".default", "environment %s is already the default for %s", prev, lang)
+		} else if e.Default {
+			defaults[lang] = e.Name
+		}
 	}
 	if c.Pool.Size < 0 || c.Pool.Size > 64 {
 		bad("pool.size", "must be between 0 and 64, got %d", c.Pool.Size)
@@ -519,4 +587,12 @@ func (s *Size) UnmarshalText(b []byte) error {
 	}
 	*s = Size(n * mult)
 	return nil
+}
+
+// validIDRange checks the shape of an id block; the backend checks it against the host.
+func validIDRange(r string) bool {
+	a, b, ok := strings.Cut(r, "-")
+	lo, err1 := strconv.ParseUint(a, 10, 32)
+	hi, err2 := strconv.ParseUint(b, 10, 32)
+	return ok && err1 == nil && err2 == nil && lo > 0 && hi >= lo
 }

@@ -330,3 +330,47 @@ func TestClientExamplesAreValidJSON(t *testing.T) {
 		}
 	}
 }
+
+func TestEnvironments(t *testing.T) {
+	p := writeFile(t, `
+[environments.data]
+language = "python"
+path = "/opt/venvs/data"
+preload = ["numpy", "matplotlib.pyplot"]
+default = true
+
+[environments.web]
+language = "node"
+path = "/opt/web"
+`)
+	c, err := Load(p, env(nil), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	got := c.PolicyEnvironments()
+	if len(got) != 2 || got[0].Name != "data" || !got[0].Default || got[0].Preload[1] != "matplotlib.pyplot" ||
+		got[1].Name != "web" || got[1].Language != "node" || got[1].Path != "/opt/web" {
+		t.Fatalf("environments %+v", got)
+	}
+	for body, field := range map[string]string{
+		"[environments.data]\nlanguage = \"python\"\npath = \"/opt/a\"\ndefault = true\n[environments.more]\nlanguage = \"py\"\npath = \"/opt/b\"\ndefault = true\n": "environments.more.default",
+		"[environments.data]\nlanguage = \"perl\"\npath = \"/opt/a\"\n":                                                                                              "environments.data",
+		"[environments.data]\nlanguage = \"python\"\npath = \"venv\"\n":                                                                                              "environments.data",
+		"[environments.Data]\nlanguage = \"python\"\npath = \"/opt/a\"\n":                                                                                            "environments.Data",
+		"[environments.data]\nlanguage = \"python\"\npath = \"/opt/a\"\npreload = [\"a b\"]\n":                                                                       "environments.data",
+	} {
+		c, err := Load(writeFile(t, body), env(nil), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), field+":") {
+			t.Errorf("%q: %v, want an error naming %s", body, err, field)
+		}
+	}
+	if _, err := Load(writeFile(t, "[environments.data]\nlanguage = \"python\"\npaht = \"/opt/a\"\n"), env(nil), nil); err == nil {
+		t.Error("a misspelt key was accepted")
+	}
+}

@@ -46,8 +46,10 @@ var Settings = []Setting{
 		func(c *Config, v string) error { return c.Concurrency.QueueTimeout.UnmarshalText([]byte(v)) }},
 	{"max_code_bytes", "AIRLOCK_MAX_CODE_BYTES", "max-code-bytes", "largest code argument",
 		func(c *Config, v string) error { return c.MaxCodeBytes.UnmarshalText([]byte(v)) }},
-	{"sandbox.host_user", "AIRLOCK_HOST_USER", "host-user", "unprivileged account sandboxes run as under root",
+	{"sandbox.host_user", "AIRLOCK_HOST_USER", "host-user", "unprivileged account sandboxes share under root with sandbox.uid_range = off",
 		func(c *Config, v string) error { c.Sandbox.HostUser = v; return nil }},
+	{"sandbox.uid_range", "AIRLOCK_UID_RANGE", "uid-range", `host ids FIRST-LAST a root server gives its sandboxes, one each ("off": all run as sandbox.host_user)`,
+		func(c *Config, v string) error { c.Sandbox.UIDRange = v; return nil }},
 	{"sandbox.cgroups", "AIRLOCK_CGROUPS", "cgroups", `"auto", "require" or "off"`,
 		func(c *Config, v string) error { c.Sandbox.Cgroups = v; return nil }},
 	{"sandbox.allow_degraded", "AIRLOCK_ALLOW_DEGRADED", "allow-degraded", "serve even when optional layers are missing",
@@ -56,6 +58,16 @@ var Settings = []Setting{
 		func(c *Config, v string) error { c.HTTP.AuthToken = v; return nil }},
 	{"http.allowed_origins", "AIRLOCK_ALLOWED_ORIGINS", "allowed-origins", "comma-separated extra allowed Origins",
 		func(c *Config, v string) error { c.HTTP.AllowedOrigins = splitList(v); return nil }},
+	{"http.tokens_file", "AIRLOCK_TOKENS_FILE", "tokens-file", `file of "NAME TOKEN" lines, one per client (reloaded on SIGHUP)`,
+		func(c *Config, v string) error { c.HTTP.TokensFile = v; return nil }},
+	{"http.stateless", "AIRLOCK_HTTP_STATELESS", "stateless", "serve Streamable HTTP without sessions (for replicas behind a load balancer)",
+		func(c *Config, v string) error { return setBool(&c.HTTP.Stateless, v) }},
+	{"http.session_idle", "AIRLOCK_SESSION_IDLE", "session-idle", "end an HTTP session unused this long",
+		func(c *Config, v string) error { return c.HTTP.SessionIdle.UnmarshalText([]byte(v)) }},
+	{"http.drain_grace", "AIRLOCK_DRAIN_GRACE", "drain-grace", "after SIGTERM, how long calls in flight may finish",
+		func(c *Config, v string) error { return c.HTTP.DrainGrace.UnmarshalText([]byte(v)) }},
+	{"http.client_max_parallel", "AIRLOCK_CLIENT_MAX_PARALLEL", "client-max-parallel", "calls one token may have in flight (0: no limit)",
+		func(c *Config, v string) error { return setInt(&c.HTTP.ClientMaxParallel, v) }},
 	{"log.level", "AIRLOCK_LOG_LEVEL", "log-level", "debug, info, warn or error",
 		func(c *Config, v string) error { c.Log.Level = v; return nil }},
 	{"log.format", "AIRLOCK_LOG_FORMAT", "log-format", "text or json",
@@ -65,6 +77,10 @@ var Settings = []Setting{
 	{"audit.path", "AIRLOCK_AUDIT", "audit", "JSONL audit log path",
 		func(c *Config, v string) error { c.Audit.Path = v; return nil }},
 }
+
+// IsBool reports whether the setting's flag is a switch, given bare (--stateless) or
+// as --stateless=false. (--allow-degraded keeps taking a value, as it always has.)
+func (s Setting) IsBool() bool { return s.Name == "http.stateless" }
 
 func settingByName(name string) (Setting, bool) {
 	i := slices.IndexFunc(Settings, func(s Setting) bool { return s.Name == name || s.Flag == name })

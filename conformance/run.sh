@@ -71,4 +71,6 @@ retry() {
 failed=0
 suite legacy 0.1.16 conformance/baseline.yml || failed=1
 retry modern 0.2.0-alpha.12 conformance/baseline-2026-07-28.yml --requirements 2026-07-28 || failed=1
+# Stateful sessions (the default): issued at initialize, 404 once terminated.
+suite sessions 0.2.0-alpha.12 conformance/baseline-sessions.yml --scenario server-session-lifecycle || failed=1
 exit "$failed"

@@ -149,8 +149,13 @@ func (p Imports) Apply(spec sandbox.Spec) sandbox.Spec {
 	// sys.path itself, just before the program runs, as `python3 main.py` would.
 	argv := make([]string, 0, len(spec.Argv)+4)
 	argv = append(argv, spec.Argv[0], "-I")
-	for _, f := range spec.Argv[1:i] {
-		if f != "-E" && f != "-s" && f != "-I" {
+	flags := spec.Argv[1:i]
+	for j := 0; j < len(flags); j++ {
+		switch f := flags[j]; f {
+		case "-E", "-s", "-I":
+		case "-c":
+			j++ // an environment's bootstrap: the guard runs the code file itself
+		default:
 			argv = append(argv, f)
 		}
 	}

@@ -155,6 +155,9 @@ func canonical(name string) (string, bool) {
 	return "", false
 }
 
+// Canonical maps a language name or alias ("node", "py") to its registry name.
+func Canonical(name string) (string, bool) { return canonical(name) }
+
 func defFor(name string) (langDef, bool) {
 	for _, d := range defs {
 		if d.name == name {
@@ -238,9 +241,9 @@ func (l Language) preload() []string {
 	var opt, boot string
 	switch l.Name {
 	case "python":
-		opt, boot = "-c", pythonPreload
+		opt, boot = "-c", pythonBoot(true, nil, "")
 	case "javascript":
-		opt, boot = "-e", nodePreload
+		opt, boot = "-e", nodeBoot(nil)
 	default:
 		return nil
 	}

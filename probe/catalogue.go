@@ -19,14 +19,19 @@ import (
 // work before (setup), during (during) and after the run (judge). The verdict is the
 // host's wherever the host can see the effect (files, listeners, survivors, credentials);
 // the program's own word is used only for what exists only inside.
+// syscallArches are the GOARCH values kernel.py has syscall numbers for.
+var syscallArches = []string{"amd64", "arm64"}
+
 type probeDef struct {
 	name, category, program string
 	timeout                 time.Duration
 	limits                  sandbox.Limits // tighter limits that keep the probe fast
 	// only lists the GOOS values the probe means something on; why says why not elsewhere.
-	only  []string
-	why   string
-	amd64 bool // uses x86_64 syscall numbers
+	only []string
+	why  string
+	// sysnr marks probes that call syscalls by number: kernel.py knows x86_64's and
+	// aarch64's (syscallArches).
+	sysnr bool
 	setup func(a *attempt) error
 	// during starts host work for the length of the run; the returned func stops it.
 	during func(ctx context.Context, a *attempt) func()
@@ -38,8 +43,8 @@ func (p *probeDef) skip(h hostEnv) string {
 	if len(p.only) > 0 && !slices.Contains(p.only, h.goos) {
 		return p.why
 	}
-	if p.amd64 && h.goarch != "amd64" {
-		return "uses x86_64 syscall numbers; not written for " + h.goarch
+	if p.sysnr && !slices.Contains(syscallArches, h.goarch) {
+		return "calls syscalls by number; kernel.py has no table for " + h.goarch
 	}
 	return ""
 }
@@ -233,16 +238,16 @@ var catalogue = []probeDef{
 
 	// kernel surface: seccomp, checked try-syscall style
 	{name: "seccomp-mode", category: "kernel", program: "kernel", only: onLinux, why: "seccomp is linux's; the darwin backend confines with Seatbelt", judge: byProgram, fix: seccompFix},
-	{name: "mount-syscall", category: "kernel", program: "kernel", only: onLinux, why: "probes linux syscalls", amd64: true, judge: byProgram, fix: seccompFix},
-	{name: "namespaces", category: "kernel", program: "kernel", only: onLinux, why: "probes linux syscalls", amd64: true, judge: byProgram, fix: seccompFix},
-	{name: "keyctl", category: "kernel", program: "kernel", only: onLinux, why: "probes linux syscalls", amd64: true, judge: byProgram, fix: seccompFix},
-	{name: "bpf", category: "kernel", program: "kernel", only: onLinux, why: "probes linux syscalls", amd64: true, judge: byProgram, fix: seccompFix},
-	{name: "perf-event-open", category: "kernel", program: "kernel", only: onLinux, why: "probes linux syscalls", amd64: true, judge: byProgram, fix: seccompFix},
-	{name: "userfaultfd", category: "kernel", program: "kernel", only: onLinux, why: "probes linux syscalls", amd64: true, judge: byProgram, fix: seccompFix},
-	{name: "io-uring", category: "kernel", program: "kernel", only: onLinux, why: "probes linux syscalls", amd64: true, judge: byProgram, fix: seccompFix},
-	{name: "kexec-load", category: "kernel", program: "kernel", only: onLinux, why: "probes linux syscalls", amd64: true, judge: byProgram, fix: seccompFix},
-	{name: "tiocsti", category: "kernel", program: "kernel", only: onLinux, why: "probes linux syscalls", amd64: true, judge: byProgram, fix: seccompFix},
-	{name: "inotify", category: "kernel", program: "kernel", only: onLinux, why: "probes linux syscalls", amd64: true, judge: byProgram, fix: seccompFix},
+	{name: "mount-syscall", category: "kernel", program: "kernel", only: onLinux, why: "probes linux syscalls", sysnr: true, judge: byProgram, fix: seccompFix},
+	{name: "namespaces", category: "kernel", program: "kernel", only: onLinux, why: "probes linux syscalls", sysnr: true, judge: byProgram, fix: seccompFix},
+	{name: "keyctl", category: "kernel", program: "kernel", only: onLinux, why: "probes linux syscalls", sysnr: true, judge: byProgram, fix: seccompFix},
+	{name: "bpf", category: "kernel", program: "kernel", only: onLinux, why: "probes linux syscalls", sysnr: true, judge: byProgram, fix: seccompFix},
+	{name: "perf-event-open", category: "kernel", program: "kernel", only: onLinux, why: "probes linux syscalls", sysnr: true, judge: byProgram, fix: seccompFix},
+	{name: "userfaultfd", category: "kernel", program: "kernel", only: onLinux, why: "probes linux syscalls", sysnr: true, judge: byProgram, fix: seccompFix},
+	{name: "io-uring", category: "kernel", program: "kernel", only: onLinux, why: "probes linux syscalls", sysnr: true, judge: byProgram, fix: seccompFix},
+	{name: "kexec-load", category: "kernel", program: "kernel", only: onLinux, why: "probes linux syscalls", sysnr: true, judge: byProgram, fix: seccompFix},
+	{name: "tiocsti", category: "kernel", program: "kernel", only: onLinux, why: "probes linux syscalls", sysnr: true, judge: byProgram, fix: seccompFix},
+	{name: "inotify", category: "kernel", program: "kernel", only: onLinux, why: "probes linux syscalls", sysnr: true, judge: byProgram, fix: seccompFix},
 
 	// identity and secrets
 	{name: "uid", category: "identity", program: "identity", setup: func(a *attempt) error {

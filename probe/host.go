@@ -145,7 +145,7 @@ func procsWith(marker string) []int {
 func judgeSurvivors(a *attempt, res sandbox.Result, rep *programReport) (Status, string) {
 	if pids := procsWith(a.marker); len(pids) > 0 {
 		for _, pid := range pids {
-			syscall.Kill(pid, syscall.SIGKILL)
+			signalPid(pid, syscall.SIGKILL)
 		}
 		return Failed, fmt.Sprintf("%d process(es) of the run outlived it on the host (pids %v, killed by the probe)", len(pids), pids)
 	}
@@ -297,13 +297,13 @@ func watchCredentials(ctx context.Context, a *attempt) func() {
 		for ctx.Err() == nil {
 			for _, pid := range procsWith(a.marker) {
 				st := procStatus(pid)
-				if cgt, err := strconv.ParseUint(st["SigCgt"], 16, 64); err != nil || cgt&(1<<(int(syscall.SIGUSR1)-1)) == 0 {
+				if cgt, err := strconv.ParseUint(st["SigCgt"], 16, 64); err != nil || cgt&(1<<(int(sigRelease)-1)) == 0 {
 					continue
 				}
 				a.mu.Lock()
 				a.hostCred = st["Uid"]
 				a.mu.Unlock()
-				syscall.Kill(pid, syscall.SIGUSR1)
+				signalPid(pid, sigRelease)
 				return
 			}
 			time.Sleep(5 * time.Millisecond)

@@ -57,8 +57,19 @@ type Report struct {
 	Fixes    []string        `json:"fixes"`
 	// Notes say how the probe runs differed from a run_code call (probe language, import
 	// guard, lowered limits).
-	Notes      []string `json:"notes,omitempty"`
-	DurationMs int64    `json:"duration_ms"`
+	Notes []string `json:"notes,omitempty"`
+	// Environments are the configured environments and whether the startup check let
+	// them serve.
+	Environments []EnvironmentCheck `json:"environments,omitempty"`
+	DurationMs   int64              `json:"duration_ms"`
+}
+
+// EnvironmentCheck is one environment's state: a broken one is not offered to calls.
+type EnvironmentCheck struct {
+	Name     string `json:"name"`
+	Language string `json:"language"`
+	Usable   bool   `json:"usable"`
+	Problem  string `json:"problem,omitempty"`
 }
 
 // Filter selects probes by name or category; empty fields select everything.

@@ -42,6 +42,7 @@ type Suite struct {
 	langErr error    // no python interpreter: every program probe errors
 	notes   []string // how the probe runs differ from run_code, said in every report
 	env     hostEnv
+	envs    *policy.Environments // reported, not used by the probes
 }
 
 // NewSuite prepares the catalogue for r. Three things differ from a run_code call, each
@@ -64,6 +65,9 @@ func NewSuite(r *runner.Runner) *Suite {
 		s.notes = append(s.notes, "the advisory python import guard is not applied to probe programs; they test the sandbox behind it")
 	}
 	s.base.Imports = policy.Imports{}
+	// The probes test the sandbox itself; a default environment would run them through
+	// its bootstrap.
+	s.envs, s.base.Environments = r.Environments, nil
 	// The probe programs are ours and larger than a small code cap may allow.
 	s.base.MaxCodeBytes = max(r.MaxCodeBytes, 1<<20)
 	return s
@@ -163,8 +167,21 @@ func (s *Suite) Run(ctx context.Context, f Filter) (Report, error) {
 	wg.Wait()
 	rep := NewReport(sr, results)
 	rep.Notes = append([]string{}, s.notes...)
+	for _, e := range s.envs.All() {
+		rep.Environments = append(rep.Environments, EnvironmentCheck{Name: e.Name, Language: e.Language, Usable: e.Usable, Problem: e.Problem})
+		if !e.Usable {
+			rep.Fixes = append(rep.Fixes, fmt.Sprintf("environment %s is not offered: %s; fix it and restart the server", e.Name, orUnchecked(e.Problem)))
+		}
+	}
 	rep.DurationMs = time.Since(start).Milliseconds()
 	return rep, nil
+}
+
+func orUnchecked(problem string) string {
+	if problem == "" {
+		return "not checked yet (the server checks environments at startup)"
+	}
+	return problem
 }
 
 func byName(name string) *probeDef {

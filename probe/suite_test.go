@@ -2,6 +2,7 @@ package probe
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/airlock-mcp/airlock/policy"
@@ -46,6 +47,26 @@ func TestUnreportedRunIsAnError(t *testing.T) {
 	for _, p := range rep.Probes {
 		if p.Status == Passed {
 			t.Errorf("%s passed without a report: %s", p.Name, p.Detail)
+		}
+	}
+}
+
+// The syscall-number probes run on the architectures kernel.py has a table for, and are
+// not applicable elsewhere rather than calling the wrong syscalls.
+func TestSyscallProbesPerArch(t *testing.T) {
+	p := probeDef{only: []string{"linux"}, sysnr: true}
+	for arch, runs := range map[string]bool{"amd64": true, "arm64": true, "riscv64": false, "386": false} {
+		if got := p.skip(hostEnv{goos: "linux", goarch: arch}) == ""; got != runs {
+			t.Errorf("%s: runs = %v, want %v", arch, got, runs)
+		}
+	}
+	body, err := programs.ReadFile("programs/kernel.py")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, machine := range []string{`"x86_64": {`, `"aarch64": {`} {
+		if !strings.Contains(string(body), machine) {
+			t.Errorf("kernel.py has no %s table", machine)
 		}
 	}
 }

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/airlock-mcp/airlock/sandbox"
@@ -32,6 +34,8 @@ type Audit struct {
 	// torn is set after a short write (a full disk), so the next line starts on a line
 	// of its own instead of extending the torn one.
 	torn bool
+	// log, when set, takes the records instead of a file (OpenDefaultAudit's last resort).
+	log *slog.Logger
 }
 
 // auditFile is the part of *os.File the log uses; tests substitute it.
@@ -45,20 +49,23 @@ type auditFile interface {
 // AuditRecord is one line of the audit log. It holds the code's hash and size, never the
 // code, its stdin or its output.
 type AuditRecord struct {
-	Time       time.Time `json:"time"`
-	ID         string    `json:"id"`
-	Transport  string    `json:"transport,omitempty"`
-	Client     string    `json:"client,omitempty"`
-	Language   string    `json:"language"`
-	CodeSHA256 string    `json:"code_sha256"`
-	CodeBytes  int       `json:"code_bytes"`
-	Status     string    `json:"status"`
-	ExitCode   int       `json:"exit_code"`
-	WallMs     int64     `json:"wall_ms"`
-	CPUMs      int64     `json:"cpu_ms"`
-	PeakMemory int64     `json:"peak_memory_bytes"`
-	DurationMs int64     `json:"duration_ms"`
-	Limits     struct {
+	Time      time.Time `json:"time"`
+	ID        string    `json:"id"`
+	Transport string    `json:"transport,omitempty"`
+	Client    string    `json:"client,omitempty"`
+	Principal string    `json:"principal,omitempty"`
+	Language  string    `json:"language"`
+	// Environment is the environment the call ran in, if any.
+	Environment string `json:"environment,omitempty"`
+	CodeSHA256  string `json:"code_sha256"`
+	CodeBytes   int    `json:"code_bytes"`
+	Status      string `json:"status"`
+	ExitCode    int    `json:"exit_code"`
+	WallMs      int64  `json:"wall_ms"`
+	CPUMs       int64  `json:"cpu_ms"`
+	PeakMemory  int64  `json:"peak_memory_bytes"`
+	DurationMs  int64  `json:"duration_ms"`
+	Limits      struct {
 		WallMs      int64 `json:"wall_ms"`
 		MemoryBytes int64 `json:"memory_bytes"`
 		Pids        int   `json:"pids"`
@@ -83,6 +90,48 @@ func DefaultAuditPath(getenv func(string) string) (string, error) {
 		return "", fmt.Errorf("%w: no default path: neither XDG_STATE_HOME nor HOME is an absolute path; set audit.path", ErrAudit)
 	}
 	return filepath.Join(home, ".local", "state", "airlock", "audit.jsonl"), nil
+}
+
+// OpenDefaultAudit opens the audit log where no audit.path is configured: at the default
+// path, or, where that cannot be written (a read-only root, a user without a home, as
+// containers run), in a private directory under the temporary one, or else on the log
+// stream as records of their own. It warns once where the records go instead.
+func OpenDefaultAudit(getenv func(string) string, maxBytes int64, log *slog.Logger) (*Audit, error) {
+	path, err := DefaultAuditPath(getenv)
+	if err == nil {
+		a, err2 := OpenAudit(path, maxBytes)
+		if err2 == nil {
+			return a, nil
+		}
+		err = err2
+	}
+	fallback := filepath.Join(os.TempDir(), fmt.Sprintf("airlock-%d", os.Geteuid()), "audit.jsonl")
+	if ferr := privateDir(filepath.Dir(fallback)); ferr == nil {
+		if a, ferr := OpenAudit(fallback, maxBytes); ferr == nil {
+			log.Warn("the default audit log cannot be written; audit records go to a fallback file (set audit.path to choose)", "path", fallback, "err", err)
+			return a, nil
+		}
+	}
+	log.Warn("the default audit log cannot be written; audit records go to the log stream (set audit.path to choose)", "err", err)
+	return &Audit{log: log}, nil
+}
+
+// privateDir creates dir, or accepts an existing one, only if it is a real directory of
+// this user that no one else may enter: in a shared temporary directory another user
+// could have made it first, or put a symlink there.
+func privateDir(dir string) error {
+	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+		return err
+	}
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return err
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !fi.IsDir() || !ok || int(st.Uid) != os.Geteuid() || fi.Mode().Perm()&0o077 != 0 {
+		return fmt.Errorf("%s is not a private directory of uid %d", dir, os.Geteuid())
+	}
+	return nil
 }
 
 // OpenAudit opens (appending, creating it and its directory) the audit log at path. An
@@ -118,7 +167,7 @@ func (a *Audit) reopen() error {
 	return nil
 }
 
-// Path is the log's file name.
+// Path is the log's file name ("" when the records go to the log stream).
 func (a *Audit) Path() string { return a.path }
 
 // Write appends rec and syncs it to disk. An error wraps ErrAudit.
@@ -126,6 +175,10 @@ func (a *Audit) Write(rec AuditRecord) error {
 	b, err := json.Marshal(rec)
 	if err != nil {
 		return fmt.Errorf("%w: encode: %w", ErrAudit, err)
+	}
+	if a.log != nil {
+		a.log.Info("audit", "record", json.RawMessage(b))
+		return nil
 	}
 	b = append(b, '\n')
 	a.mu.Lock()

@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -224,4 +226,68 @@ func TestAuditUnwritableAtStartup(t *testing.T) {
 			t.Errorf("OpenAudit(%q) = %v, %v; want an ErrAudit error", p, a, err)
 		}
 	}
+}
+
+// TestAuditDefaultFallback: with no audit.path, an unwritable default (a read-only root,
+// a home that does not exist, as containers run) falls back to a private directory in
+// TMPDIR, and, where that cannot be had either, to the log stream; each says so once.
+func TestAuditDefaultFallback(t *testing.T) {
+	blocker := filepath.Join(t.TempDir(), "not-a-dir")
+	if err := os.WriteFile(blocker, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := func(home string) func(string) string {
+		return func(k string) string {
+			if k == "HOME" {
+				return home
+			}
+			return ""
+		}
+	}
+	var logs bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&logs, nil))
+
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	a, err := OpenDefaultAudit(env(blocker), 1<<20, log)
+	if err != nil {
+		t.Fatalf("OpenDefaultAudit: %v", err)
+	}
+	want := filepath.Join(tmp, fmt.Sprintf("airlock-%d", os.Geteuid()), "audit.jsonl")
+	if a.Path() != want || !strings.Contains(logs.String(), want) {
+		t.Fatalf("path %q, log %q; want %s", a.Path(), logs.String(), want)
+	}
+	if err := a.Write(AuditRecord{ID: "fallback-file"}); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(want); !bytes.Contains(b, []byte("fallback-file")) {
+		t.Fatalf("fallback file holds %q", b)
+	}
+	a.Close()
+
+	// A fallback directory someone else could enter is not used.
+	os.Chmod(filepath.Dir(want), 0o755)
+	logs.Reset()
+	a, err = OpenDefaultAudit(env(blocker), 1<<20, log)
+	if err != nil {
+		t.Fatalf("OpenDefaultAudit: %v", err)
+	}
+	if a.Path() != "" || !strings.Contains(logs.String(), "log stream") {
+		t.Fatalf("a shared fallback dir was used: path %q, log %q", a.Path(), logs.String())
+	}
+	if err := a.Write(AuditRecord{ID: "to-the-log"}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(logs.String(), "to-the-log") {
+		t.Fatalf("the record is not in the log stream: %q", logs.String())
+	}
+
+	// The default itself, when writable, is used without a word.
+	logs.Reset()
+	home := t.TempDir()
+	a, err = OpenDefaultAudit(env(home), 1<<20, log)
+	if err != nil || a.Path() != filepath.Join(home, ".local", "state", "airlock", "audit.jsonl") || logs.Len() != 0 {
+		t.Fatalf("default: %v %q %q", err, a.Path(), logs.String())
+	}
+	a.Close()
 }

@@ -55,3 +55,6 @@ func (l *Limiter) Running() int { return len(l.slots) }
 
 // Parallel is the number of slots.
 func (l *Limiter) Parallel() int { return cap(l.slots) }
+
+// Waiting is the number of calls queued for a slot.
+func (l *Limiter) Waiting() int { return int(l.waiting.Load()) }

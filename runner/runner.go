@@ -31,9 +31,12 @@ type Languages interface {
 // Call is one request to run code.
 type Call struct {
 	Language string
-	Code     []byte
-	Stdin    []byte
-	Args     []string
+	// Environment names a configured environment; empty: the language's default
+	// environment, if there is one.
+	Environment string
+	Code        []byte
+	Stdin       []byte
+	Args        []string
 	// Files are placed in the workspace before the program starts; policy.Files
 	// validates them against Runner.FileCaps.
 	Files []policy.FileInput
@@ -45,16 +48,20 @@ type Call struct {
 	AllowDomains []string
 	// Progress, when set, receives snapshots while the program runs. It must not block.
 	Progress func(sandbox.Progress)
-	// Transport and Client say where the call came from, for the audit log.
+	// Transport and Client say where the call came from, for the audit log; Principal
+	// is the authenticated client name (the token's), which the per-client limit counts.
 	Transport string
 	Client    string
+	Principal string
 }
 
 // Outcome is how a call ended when the sandbox ran it.
 type Outcome struct {
 	ID       string
 	Language policy.Language
-	Limits   sandbox.Limits
+	// Environment is the name of the environment the call ran in, if any.
+	Environment string
+	Limits      sandbox.Limits
 	// Lowered lists what the call asked for above the operator's maximum; its result
 	// must say so.
 	Lowered   []policy.Lowering
@@ -70,9 +77,11 @@ type Outcome struct {
 type Runner struct {
 	Sandbox   sandbox.Sandbox
 	Languages Languages
-	Bounds    policy.Bounds
-	Imports   policy.Imports
-	Network   sandbox.Network
+	// Environments are the operator's library sets (nil: none).
+	Environments *policy.Environments
+	Bounds       policy.Bounds
+	Imports      policy.Imports
+	Network      sandbox.Network
 	// Egress is the operator's allowlist when Network is "allowlist".
 	Egress        *sandbox.Egress
 	MaxCodeBytes  int
@@ -90,6 +99,10 @@ type Runner struct {
 	Log         *slog.Logger
 	// Audit, when set, gets one record per call, refused calls included.
 	Audit *Audit
+	// PerClient, when set, bounds each authenticated client's calls in flight.
+	PerClient *ClientLimit
+	// Observer, when set, is told how every call ended.
+	Observer Observer
 }
 
 const maxArgs = 64
@@ -114,7 +127,16 @@ func (r *Runner) Run(ctx context.Context, call Call) (Outcome, error) {
 			}
 		}
 	}
+	if r.Observer != nil {
+		r.Observer.ObserveRun(out.Language.Name, observedStatus(ctx, out, err), time.Since(start))
+	}
 	attrs := []any{"duration", time.Since(start).Round(time.Millisecond)}
+	if call.Principal != "" {
+		attrs = append(attrs, "client", call.Principal)
+	}
+	if out.Environment != "" {
+		attrs = append(attrs, "environment", out.Environment)
+	}
 	if out.Limits != (sandbox.Limits{}) {
 		attrs = append(attrs, "wall_limit", out.Limits.Wall, "memory_limit", out.Limits.Memory)
 	}
@@ -135,10 +157,13 @@ func (r *Runner) Run(ctx context.Context, call Call) (Outcome, error) {
 // request was at fault or the server busy, "sandbox_error" when the host failed.
 func (r *Runner) record(start time.Time, call Call, sum string, out Outcome, err error) AuditRecord {
 	res := out.Result
-	rec := AuditRecord{Time: start.UTC(), ID: out.ID, Transport: call.Transport, Client: call.Client,
+	rec := AuditRecord{Time: start.UTC(), ID: out.ID, Transport: call.Transport, Client: call.Client, Principal: call.Principal,
 		Language: call.Language, CodeSHA256: sum, CodeBytes: len(call.Code),
 		Status: string(res.Status), ExitCode: res.ExitCode, WallMs: res.Wall.Milliseconds(), CPUMs: res.CPU.Milliseconds(),
-		PeakMemory: res.PeakMemory, DurationMs: time.Since(start).Milliseconds()}
+		PeakMemory: res.PeakMemory, DurationMs: time.Since(start).Milliseconds(), Environment: out.Environment}
+	if out.Language.Name != "" {
+		rec.Language = out.Language.Name // an environment decides the language of a call that names none
+	}
 	rec.Limits.WallMs, rec.Limits.MemoryBytes = out.Limits.Wall.Milliseconds(), out.Limits.Memory
 	rec.Limits.Pids, rec.Limits.OutputBytes = out.Limits.Pids, out.Limits.Output
 	if out.Violation != nil {
@@ -154,15 +179,34 @@ func (r *Runner) record(start time.Time, call Call, sum string, out Outcome, err
 	return rec
 }
 
+// observedStatus is the status metrics count a call under.
+func observedStatus(ctx context.Context, out Outcome, err error) string {
+	switch {
+	case err == nil:
+		return string(out.Result.Status)
+	case errors.Is(err, ErrBusy):
+		return "busy"
+	case IsRefusal(err):
+		return "refused"
+	case ctx.Err() != nil:
+		return "cancelled"
+	}
+	return string(sandbox.StatusSandboxError)
+}
+
 func (r *Runner) run(ctx context.Context, call Call, out Outcome) (Outcome, error) {
 	if err := r.validate(call); err != nil {
 		return out, err
 	}
-	lang, err := r.Languages.Lookup(call.Language)
+	lang, env, err := r.lookup(call)
 	if err != nil {
 		return out, err
 	}
 	out.Language = lang
+	if env != nil {
+		out.Environment = env.Name
+		out.Language.Version = env.Version
+	}
 	req := policy.Request{Timeout: call.Timeout}
 	out.Limits = r.Bounds.Clamp(req)
 	out.Lowered = r.Bounds.Lowered(req, out.Limits)
@@ -170,7 +214,7 @@ func (r *Runner) run(ctx context.Context, call Call, out Outcome) (Outcome, erro
 	if err != nil {
 		return out, err
 	}
-	spec := r.spec(lang, call.Code, call.Args, out.Limits)
+	spec := r.spec(lang, env, call.Code, call.Args, out.Limits)
 	spec.ID = out.ID
 	spec.Stdin = call.Stdin
 	spec.Files = files
@@ -181,6 +225,11 @@ func (r *Runner) run(ctx context.Context, call Call, out Outcome) (Outcome, erro
 	out.OutDir = spec.OutDir
 	spec = r.Imports.Apply(spec)
 
+	mine, err := r.PerClient.Acquire(call.Principal)
+	if err != nil {
+		return out, err
+	}
+	defer mine()
 	release, err := r.Limiter.Acquire(ctx)
 	if err != nil {
 		return out, err
@@ -200,8 +249,42 @@ func (r *Runner) run(ctx context.Context, call Call, out Outcome) (Outcome, erro
 			res.Detail = fmt.Sprintf("import of %q refused by the import policy (line %d)", v.Module, v.Line)
 		}
 	}
+	if res.Status == sandbox.StatusError {
+		if m, ok := policy.MissingModule(lang.Name, res.Stderr.Bytes()); ok {
+			res.Detail = strings.TrimPrefix(res.Detail+"; ", "; ") + r.Environments.MissingHint(lang.Name, out.Environment, m)
+		}
+	}
 	out.Result = res
 	return out, nil
+}
+
+// lookup resolves the call's language and environment. A named environment decides the
+// language (a different one named in the call is refused); without one, the language's
+// default environment, if any, is used.
+func (r *Runner) lookup(call Call) (policy.Language, *policy.Environment, error) {
+	var env *policy.Environment
+	name := call.Language
+	if call.Environment != "" {
+		e, err := r.Environments.Lookup(call.Environment)
+		if err != nil {
+			return policy.Language{}, nil, err
+		}
+		if canon, _ := policy.Canonical(name); name != "" && canon != e.Language {
+			return policy.Language{}, nil, fmt.Errorf("%w: environment %s is %s, not %s; omit language or pick another environment",
+				policy.ErrInvalidRequest, e.Name, e.Language, name)
+		}
+		env, name = &e, e.Language
+	}
+	lang, err := r.Languages.Lookup(name)
+	if err != nil {
+		return policy.Language{}, nil, err
+	}
+	if env == nil {
+		if e, ok := r.Environments.Default(lang.Name); ok {
+			env = &e
+		}
+	}
+	return lang, env, nil
 }
 
 func (r *Runner) validate(call Call) error {
@@ -301,20 +384,30 @@ func newID() string {
 	return hex.EncodeToString(b[:])
 }
 
-// spec is how every call in lang is run, whatever its code: the one place a Spec is
-// built, so warm-pool templates match the calls they serve.
-func (r *Runner) spec(lang policy.Language, code []byte, args []string, limits sandbox.Limits) sandbox.Spec {
-	spec := lang.Spec(code, args, limits, r.MemoryBound)
+// spec is how every call in lang (and env, when not nil) is run, whatever its code: the
+// one place a Spec is built, so warm-pool templates match the calls they serve.
+func (r *Runner) spec(lang policy.Language, env *policy.Environment, code []byte, args []string, limits sandbox.Limits) sandbox.Spec {
+	outDir := ""
+	if r.OutDir != "" && r.Artifacts.MaxFiles > 0 {
+		outDir = r.OutDir
+	}
+	var spec sandbox.Spec
+	if env != nil {
+		spec = env.Spec(lang, code, args, limits, r.MemoryBound, outDir)
+	} else {
+		spec = lang.Spec(code, args, limits, r.MemoryBound)
+	}
 	spec.Language = lang.Name
 	spec.Network = r.Network
 	spec.Egress = r.Egress
-	if r.OutDir != "" && r.Artifacts.MaxFiles > 0 {
-		spec.OutDir, spec.Artifacts = r.OutDir, r.Artifacts
+	if outDir != "" {
+		spec.OutDir, spec.Artifacts = outDir, r.Artifacts
 	}
 	return spec
 }
 
-// Templates are the warm-pool templates: one per enabled language, with the default
+// Templates are the warm-pool templates: one per enabled language (in its default
+// environment, if it has one) and one per other usable environment, with the default
 // limits and no code. A call with default (or lower) limits and no import policy in the
 // way is served by a sandbox prepared from one of them.
 func (r *Runner) Templates() []sandbox.Spec {
@@ -324,7 +417,18 @@ func (r *Runner) Templates() []sandbox.Spec {
 		if err != nil {
 			continue
 		}
-		out = append(out, r.Imports.Apply(r.spec(lang, nil, nil, r.Bounds.Default)))
+		var env *policy.Environment
+		if e, ok := r.Environments.Default(lang.Name); ok {
+			env = &e
+		}
+		out = append(out, r.Imports.Apply(r.spec(lang, env, nil, nil, r.Bounds.Default)))
+	}
+	for _, e := range r.Environments.Usable() {
+		lang, err := r.Languages.Lookup(e.Language)
+		if err != nil || e.Default {
+			continue
+		}
+		out = append(out, r.Imports.Apply(r.spec(lang, &e, nil, nil, r.Bounds.Default)))
 	}
 	return out
 }

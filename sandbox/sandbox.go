@@ -78,6 +78,11 @@ type NetworkUse struct {
 	MaxBytes int64 `json:"max_bytes"`
 }
 
+// EnvironmentDir is where a Spec's Environment appears inside the sandbox, whatever its
+// host path: programs, the interpreter's prefix and the pool's templates see one fixed
+// path, and the host's directory layout stays out of the sandbox.
+const EnvironmentDir = "/env"
+
 // Limits bound one run. A zero field means "use the backend's built-in floor", never
 // "unlimited": policy always fills every field.
 type Limits struct {
@@ -134,6 +139,9 @@ type Spec struct {
 	// Mounts are extra host directories the interpreter needs, bound read-only
 	// (an install prefix outside /usr, e.g. /opt/python).
 	Mounts []string
+	// Environment is a host directory (a venv, a prefix, a node_modules parent) bound
+	// read-only at EnvironmentDir, where Argv and Env refer to it; empty: none.
+	Environment string
 	// OutDir is the workspace-relative directory whose regular files come back as
 	// artifacts; empty disables artifacts.
 	OutDir    string
@@ -286,9 +294,13 @@ var (
 
 // Options configure a backend once, at startup.
 type Options struct {
-	// HostUser is the unprivileged host account that sandboxes run as when the server runs
-	// as root (default "nobody"). An unprivileged server always maps to its own uid.
+	// HostUser is the unprivileged host account that every sandbox runs as when the
+	// server runs as root and UIDRange is "off" (default "nobody").
 	HostUser string `json:"host_user"`
+	// UIDRange is the block of host ids ("FIRST-LAST") a root server gives its sandboxes,
+	// one uid and gid per live sandbox; empty means the backend's default block, "off"
+	// the shared HostUser. An unprivileged server uses its subordinate ids instead.
+	UIDRange string `json:"uid_range"`
 	// Cgroups is "auto" (use them where available), "require" (refuse without them) or
 	// "off" (rlimits only).
 	Cgroups string `json:"cgroups"`
@@ -297,4 +309,9 @@ type Options struct {
 	AllowDegraded bool `json:"allow_degraded"`
 	// StateDir holds what must survive a crash for cleanup (per-platform default when empty).
 	StateDir string `json:"state_dir"`
+	// SelfTest are programs a backend's start-up self-test runs once under the real
+	// sandbox before it serves: each enabled language with an empty program, exactly as a
+	// call would run it (argv, env, mounts). The darwin backend runs them; Linux does not
+	// need them. Their Limits are the backend's own.
+	SelfTest []Spec `json:"-"`
 }

@@ -2,10 +2,11 @@
 //
 // The sandboxed program is hostile, so its output may try to drive the reader's terminal
 // (cursor moves, OSC 52 clipboard writes, OSC 8 links), hide text from a human reviewer
-// (BiDi overrides, zero-width and tag characters) or confuse a decoder (invalid UTF-8).
-// Everything here is a pure function; the output is valid UTF-8 containing no C0 control
-// other than '\n' and '\t', no DEL, no C1 control and none of the invisible format runes
-// listed at [String].
+// or smuggle instructions past one (BiDi overrides, zero-width, tag and variation
+// characters) or confuse a decoder (invalid UTF-8). Everything here is a pure function;
+// the output is valid UTF-8 containing no C0 control other than '\n' and '\t', no DEL,
+// no C1 control, no line or paragraph separator and no invisible character as [String]
+// defines them.
 //
 // Escape sequences are removed whole, following the ECMA-48 shapes:
 //
@@ -28,9 +29,12 @@
 // byte swallow the text after it.
 package sanitize
 
+//go:generate go run gen_tables.go
+
 import (
 	"strconv"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -62,16 +66,20 @@ var safeASCII = func() (t [utf8.RuneSelf]bool) {
 	return t
 }()
 
-// String strips control characters, escape sequences, BiDi/zero-width/tag runes and
+// String strips control characters, escape sequences and invisible characters, and
 // replaces invalid UTF-8. Clean input is returned as is, without allocating.
 //
-// Besides C0 (except '\n' and '\t'), DEL and C1, the dropped runes are the BiDi controls
-// U+061C, U+200E, U+200F, U+202A-U+202E, U+2066-U+2069; the zero-width U+200B-U+200D,
-// U+180E and U+FEFF (BOM); the rest of the invisible format block U+2060-U+206F (word
-// joiner, invisible operators, deprecated shaping controls); and the tag characters
-// U+E0000-U+E007F. "\r\n" and a lone '\r' both become '\n'.
+// Besides C0 (except '\n' and '\t'), DEL and C1, the dropped runes are Unicode's
+// Default_Ignorable_Code_Point set (tables.go, generated from the UCD): BiDi controls,
+// zero-width characters, the BOM, soft hyphen, variation selectors, tags, Hangul fillers,
+// musical formatting and the rest, each of which can hide text or carry a payload
+// (a run of variation selectors after one emoji encodes a message). Two are kept where
+// emoji need them: a single U+FE0E or U+FE0F right after a character that has a
+// variation sequence (emoji-variation-sequences.txt), and U+200D between a pictograph
+// (or its skin tone or U+FE0F) and another pictograph. "\r\n", a lone '\r', U+2028 and
+// U+2029 all become '\n'.
 func String(s string) string {
-	i := cleanPrefix(s)
+	i := cleanPrefix(s, noRune)
 	if i == len(s) {
 		return s
 	}
@@ -106,6 +114,18 @@ func Truncate(s string, max int) string {
 	t := len(c) - (max - h)
 	for t < len(c) && !utf8.RuneStart(c[t]) {
 		t++
+	}
+	// An emoji's joiner or selector cut off from its emoji is invisible again: the head
+	// may not end with a joiner, nor the tail start with either.
+	for h > 0 && strings.HasSuffix(c[:h], "\u200d") {
+		h -= len("\u200d")
+	}
+	for t < len(c) {
+		r, n := utf8.DecodeRuneInString(c[t:])
+		if r != zwj && r != textStyle && r != emojiStyle {
+			break
+		}
+		t += n
 	}
 	return c[:h] + Marker(int64(t-h)) + c[t:]
 }
@@ -233,15 +253,27 @@ func asciiWordClean(x uint64) bool {
 	return (control&^allowed|isDel)&highs == 0
 }
 
-// cleanPrefix returns the length of the longest prefix of s that String keeps unchanged.
-func cleanPrefix(s string) int {
+// noRune stands for "no rune before": the start of the text.
+const noRune = -1
+
+// cleanPrefix returns the length of the longest prefix of s that String keeps unchanged;
+// prev is the rune already written before s (noRune at the start).
+func cleanPrefix(s string, prev rune) int {
 	i := 0
 	for i < len(s) {
 		c := s[i]
 		if c >= utf8.RuneSelf {
 			r, n := decode(s, i)
 			if n == 1 || dropRune(r) {
-				return i
+				if n == 1 || r < 0xa0 || r == lineSeparator || r == paragraphSeparator {
+					return i
+				}
+				if i > 0 {
+					prev, _ = utf8.DecodeLastRuneInString(s[:i])
+				}
+				if !keepIgnorable(prev, r, s[i+n:]) {
+					return i
+				}
 			}
 			i += n
 			continue
@@ -293,7 +325,11 @@ func decode(s string, i int) (rune, int) {
 func write(b *strings.Builder, s string) {
 	i := 0
 	for i < len(s) {
-		j := i + cleanPrefix(s[i:])
+		prev := rune(noRune)
+		if b.Len() > 0 {
+			prev, _ = utf8.DecodeLastRuneInString(b.String())
+		}
+		j := i + cleanPrefix(s[i:], prev)
 		b.WriteString(s[i:j])
 		i = j
 		if i >= len(s) {
@@ -317,6 +353,8 @@ func write(b *strings.Builder, s string) {
 			switch {
 			case n == 1:
 				b.WriteString(replacement)
+			case r == lineSeparator, r == paragraphSeparator:
+				b.WriteByte('\n')
 			case r == 0x9b:
 				i = skipCSI(s, i)
 			case r == 0x9d:
@@ -387,19 +425,56 @@ func skipString(s string, i int, belEnds bool) int {
 	return len(s)
 }
 
-// dropRune reports whether a valid rune at or above utf8.RuneSelf is removed.
+const (
+	lineSeparator      = 0x2028
+	paragraphSeparator = 0x2029
+	zwj                = 0x200d
+	textStyle          = 0xfe0e
+	emojiStyle         = 0xfe0f
+)
+
+// dropRune reports whether a valid rune at or above utf8.RuneSelf is not kept as it is:
+// C1, U+2028/2029 (rewritten as '\n') and the invisible characters (kept only where
+// keepIgnorable says).
 func dropRune(r rune) bool {
 	switch {
 	case r < 0xa0: // C1
 		return true
-	case r < 0x061c:
+	case r < 0xad: // the first Default_Ignorable_Code_Point
 		return false
-	case r == 0x061c, r == 0x180e, r == 0xfeff:
+	case r == lineSeparator, r == paragraphSeparator:
 		return true
-	case r >= 0x200b && r <= 0x200f, r >= 0x202a && r <= 0x202e, r >= 0x2060 && r <= 0x206f:
-		return true
-	case r >= 0xe0000 && r <= 0xe007f:
-		return true
+	case r <= 0xffff:
+		return bmpIgnorable[r>>6]&(1<<(r&63)) != 0
+	}
+	return unicode.Is(ignorable, r)
+}
+
+// bmpIgnorable is the BMP part of ignorable as a bitmap (8 KiB): most text never leaves
+// the BMP, and a bit test costs a fraction of the table's binary search.
+var bmpIgnorable = func() (b [0x10000 / 64]uint64) {
+	for _, rg := range ignorable.R16 {
+		for r := rune(rg.Lo); r <= rune(rg.Hi); r += rune(rg.Stride) {
+			b[r>>6] |= 1 << (r & 63)
+		}
+	}
+	return b
+}()
+
+// keepIgnorable reports whether the invisible rune r, after prev and before rest, is part
+// of an emoji: a single presentation selector after a character that takes one, or a
+// joiner inside an emoji ZWJ sequence. Each kept one sits next to a visible pictograph,
+// so no run of them can carry a hidden message.
+func keepIgnorable(prev, r rune, rest string) bool {
+	switch r {
+	case textStyle, emojiStyle:
+		return prev != noRune && unicode.Is(emojiVariationBase, prev)
+	case zwj:
+		if prev == noRune || !(prev == emojiStyle || unicode.Is(pictographic, prev) || unicode.Is(emojiModifier, prev)) {
+			return false
+		}
+		next, n := utf8.DecodeRuneInString(rest)
+		return n > 0 && unicode.Is(pictographic, next)
 	}
 	return false
 }

@@ -9,22 +9,49 @@ import (
 	"unsafe"
 )
 
-// forbidden is the test's own statement of what may never reach the reader, written
-// from the Unicode tables rather than from the implementation's ranges.
+// defaultIgnorable is Unicode's Default_Ignorable_Code_Point, derived here from Go's own
+// unicode tables by the rule in DerivedCoreProperties.txt, independently of the
+// generated table the implementation uses.
+func defaultIgnorable(r rune) bool {
+	switch {
+	case unicode.Is(unicode.White_Space, r), 0xfff9 <= r && r <= 0xfffb, 0x13430 <= r && r <= 0x13440,
+		unicode.Is(unicode.Prepended_Concatenation_Mark, r):
+		return false
+	}
+	return unicode.Is(unicode.Other_Default_Ignorable_Code_Point, r) || unicode.Is(unicode.Cf, r) ||
+		unicode.Is(unicode.Variation_Selector, r)
+}
+
+// forbidden is the test's own statement of what may never reach the reader as such,
+// written from the Unicode tables rather than from the implementation's ranges. Two
+// invisible runes may appear inside emoji (emojiContext).
 func forbidden(r rune) bool {
 	switch {
 	case r == '\n', r == '\t':
 		return false
 	case unicode.Is(unicode.Cc, r): // C0, DEL, C1
 		return true
-	case unicode.Is(unicode.Bidi_Control, r), unicode.Is(unicode.Join_Control, r):
+	case unicode.Is(unicode.Zl, r), unicode.Is(unicode.Zp, r):
 		return true
-	case r == 0x200b, r == 0x180e, r == 0xfeff:
-		return true
-	case 0x2060 <= r && r <= 0x206f: // word joiner, invisible operators, isolates, shaping
-		return true
-	case 0xe0000 <= r && r <= 0xe007f: // tags
-		return true
+	}
+	return defaultIgnorable(r)
+}
+
+// emojiContext reports whether the invisible rune at i of out is one String may keep: a
+// presentation selector right after a visible character that takes one, or a joiner
+// between a pictograph (skin tone, selector) and a pictograph.
+func emojiContext(out string, i int) bool {
+	r, n := utf8.DecodeRuneInString(out[i:])
+	prev, _ := utf8.DecodeLastRuneInString(out[:i])
+	next, _ := utf8.DecodeRuneInString(out[i+n:])
+	switch {
+	case i == 0:
+		return false
+	case r == 0xfe0e || r == 0xfe0f:
+		return !forbidden(prev) && unicode.Is(emojiVariationBase, prev)
+	case r == 0x200d:
+		return (prev == 0xfe0f || unicode.Is(pictographic, prev) || unicode.Is(emojiModifier, prev)) &&
+			unicode.Is(pictographic, next)
 	}
 	return false
 }
@@ -35,24 +62,41 @@ func checkClean(t *testing.T, in, out string) {
 	if !utf8.ValidString(out) {
 		t.Fatalf("output is not valid UTF-8: in %q out %q", in, out)
 	}
-	for _, r := range out {
-		if forbidden(r) {
+	for i, r := range out {
+		if forbidden(r) && !emojiContext(out, i) {
 			t.Fatalf("output keeps forbidden rune %U: in %q out %q", r, in, out)
 		}
 	}
 }
 
-// innocent reports whether String must return s unchanged: valid, no '\r', nothing forbidden.
+// innocent reports whether String must return s unchanged: valid, no '\r', nothing
+// forbidden out of an emoji.
 func innocent(s string) bool {
 	if !utf8.ValidString(s) {
 		return false
 	}
-	for _, r := range s {
-		if r == '\r' || forbidden(r) {
+	for i, r := range s {
+		if r == '\r' || forbidden(r) && !emojiContext(s, i) {
 			return false
 		}
 	}
 	return true
+}
+
+// TestIgnorableTable checks the table generated from the UCD against the property
+// derived from Go's unicode tables, for every code point (both are Unicode 15.0).
+func TestIgnorableTable(t *testing.T) {
+	if unicode.Version != "15.0.0" {
+		t.Logf("Go's unicode tables are %s, tables.go is from 15.0.0: regenerate (go generate ./sanitize) with a matching UCD", unicode.Version)
+	}
+	diff := 0
+	for r := rune(0); r <= unicode.MaxRune; r++ {
+		if got, want := unicode.Is(ignorable, r), defaultIgnorable(r); got != want {
+			if diff++; diff < 10 {
+				t.Errorf("%U: table says ignorable=%v, Go's unicode data %v", r, got, want)
+			}
+		}
+	}
 }
 
 func TestString(t *testing.T) {
@@ -138,6 +182,31 @@ func TestString(t *testing.T) {
 		{"mongolian vowel separator", "a\u180eb", "ab"},
 		{"bom", "\ufeffhello", "hello"},
 		{"tag characters", "hi\U000e0001\U000e0069\U000e0067\U000e007f", "hi"},
+		// the rest of Default_Ignorable_Code_Point
+		{"soft hyphen", "pass\u00adword", "password"},
+		{"combining grapheme joiner", "a\u034fb", "ab"},
+		{"hangul fillers", "a\u115f\u1160b\u3164c\uffa0d", "abcd"},
+		{"khmer inherent vowels", "a\u17b4\u17b5b", "ab"},
+		{"mongolian free variation selectors", "a\u180b\u180c\u180d\u180fb", "ab"},
+		{"shorthand format controls", "a\U0001bca0\U0001bca3b", "ab"},
+		{"musical formatting", "a\U0001d173\U0001d17ab", "ab"},
+		{"unassigned ignorable", "a\ufff0\U000e0fffb", "ab"},
+		{"variation selector after a letter", "a\ufe01b\ufe0fc", "abc"},
+		{"supplementary variation selectors", "a\U000e0100\U000e01efb", "ab"},
+		{"message hidden in selectors after an emoji", "😀" + strings.Repeat("\ufe0e\U000e0142\ufe03", 20) + ".", "😀."},
+		{"message hidden after a selector base", "\u263a" + strings.Repeat("\ufe0e\U000e0142\ufe03", 20) + ".", "\u263a\ufe0e."},
+		{"one emoji selector kept", "\u263a\ufe0f \u2764\ufe0e", "\u263a\ufe0f \u2764\ufe0e"},
+		{"second selector dropped", "\u263a\ufe0f\ufe0f", "\u263a\ufe0f"},
+		{"keycap", "#\ufe0f\u20e3", "#\ufe0f\u20e3"},
+		{"selector at the start", "\ufe0fa", "a"},
+		{"zwj between letters", "a\u200db", "ab"},
+		{"zwj after an emoji before a letter", "😀\u200da", "😀a"},
+		{"zwj at the end", "😀\u200d", "😀"},
+		{"double zwj", "👨\u200d\u200d👩", "👨\u200d👩"},
+		{"prepended concatenation mark stays", "\u0600\u0661", "\u0600\u0661"},
+		// line and paragraph separators become newlines
+		{"line separator", "a\u2028b", "a\nb"},
+		{"paragraph separator", "a\u2029b", "a\nb"},
 		// invalid UTF-8
 		{"lone continuation", "a\x80b", "a\uFFFDb"},
 		{"overlong slash", "a\xc0\xafb", "a\uFFFD\uFFFDb"},
@@ -150,12 +219,12 @@ func TestString(t *testing.T) {
 		{"encoded replacement kept", "a\uFFFDb", "a\uFFFDb"},
 		// text that must survive
 		{"emoji", "ok 👍🏽 🇫🇷", "ok 👍🏽 🇫🇷"},
-		{"emoji zwj sequence loses joiner", "👨\u200d👩", "👨👩"},
+		{"emoji zwj sequence", "👨\u200d👩\u200d👧", "👨\u200d👩\u200d👧"},
+		{"emoji zwj with selector and skin tone", "\U0001f3f3\ufe0f\u200d\U0001f308 \U0001f9d1\U0001f3fd\u200d\U0001f4bb", "\U0001f3f3\ufe0f\u200d\U0001f308 \U0001f9d1\U0001f3fd\u200d\U0001f4bb"},
 		{"cjk", "日本語のテキスト", "日本語のテキスト"},
 		{"combining marks", "e\u0301 a\u0308 \u0915\u094d", "e\u0301 a\u0308 \u0915\u094d"},
 		{"arabic and hebrew", "مرحبا שלום", "مرحبا שלום"},
 		{"nbsp and latin-1", "\u00a0café ß ÿ", "\u00a0café ß ÿ"},
-		{"line separator kept", "a\u2028b", "a\u2028b"},
 		{"empty", "", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -272,7 +341,9 @@ func checkTruncate(t *testing.T, in string, max int, out string) {
 			}
 			h := off + k
 			if h <= kept && out[:h] == c[:h] && out[h+len(m):] == c[len(c)-(kept-h):] {
-				if kept > max || kept < max-2*(utf8.UTFMax-1) {
+				// Each edge may lose a split rune; besides, the head a joiner (3 bytes)
+				// and the tail a selector and joiner (6) cut off from their emoji.
+				if kept > max || kept < max-2*(utf8.UTFMax-1)-9 {
 					t.Fatalf("Truncate(%q, %d) keeps %d bytes", in, max, kept)
 				}
 				return

@@ -3,7 +3,7 @@ package serve
 import (
 	"bytes"
 	"context"
-	"crypto/subtle"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -12,33 +12,52 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/airlock-mcp/airlock/runner"
 )
 
 // HTTPOptions configure the HTTP transports.
 type HTTPOptions struct {
+	// Clients are the accepted bearer tokens; AuthToken is a shorthand for one token
+	// (client "default") when Clients is nil. With neither, no token is asked for.
+	Clients        *Clients
 	AuthToken      string
 	AllowedOrigins []string
 	MaxBodyBytes   int64
 	// SSE selects the legacy HTTP+SSE transport (/sse and /message) instead of
 	// Streamable HTTP (/mcp).
 	SSE bool
-	Log *slog.Logger
+	// Stateless serves Streamable HTTP without sessions: no Mcp-Session-Id is issued or
+	// needed, so any replica behind a load balancer can answer any request.
+	Stateless bool
+	// SessionIdle ends a stateful session after this long without a request (0: 30 min).
+	SessionIdle time.Duration
+	// State reports readiness and drains; nil means always ready.
+	State *State
+	// Metrics serves GET /metrics; nil answers 404 there.
+	Metrics http.Handler
+	Log     *slog.Logger
 }
+
+const defaultSessionIdle = 30 * time.Minute
 
 // CheckBind refuses to expose the server beyond loopback without authentication:
 // anyone who can reach it could run code.
-func CheckBind(addr, token string) error {
+func CheckBind(addr string, auth bool) error {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
 		return fmt.Errorf("http address %q: %w", addr, err)
 	}
-	if isLoopback(host) || token != "" {
+	if isLoopback(host) || auth {
 		return nil
 	}
-	return fmt.Errorf("refusing to listen on %s without an auth token: set http.auth_token (or AIRLOCK_AUTH_TOKEN), or bind 127.0.0.1", addr)
+	return fmt.Errorf("refusing to listen on %s without an auth token: set http.tokens_file or http.auth_token (or AIRLOCK_AUTH_TOKEN), or bind 127.0.0.1", addr)
 }
 
 func isLoopback(host string) bool {
@@ -49,27 +68,148 @@ func isLoopback(host string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// Handler returns the transport wrapped in the Origin, size and token checks. base is
-// the server's own URL (the SSE transport tells clients where to post).
-func Handler(s *server.MCPServer, base string, opt HTTPOptions) http.Handler {
-	var h http.Handler
-	var sse *server.SSEServer
-	if opt.SSE {
-		sse = server.NewSSEServer(s, server.WithBaseURL(base))
-		h = sse
-	} else {
-		h = eraCompat(server.NewStreamableHTTPServer(s, server.WithEndpointPath("/mcp")))
-	}
-	return guard(h, opt, sse)
+// State is what the operational endpoints report. A server starts unready, is made
+// ready once its startup probes passed and its pool is warm, and drains at SIGTERM:
+// from then on /readyz says 503 and new calls are refused with a retryable error while
+// the calls already running finish.
+type State struct {
+	ready, draining atomic.Bool
+	mu              sync.Mutex
+	inflight        int
+	idle            chan struct{} // closed when draining and nothing is in flight
 }
 
-// ServeHTTP serves h on ln until ctx ends, then cancels in-flight calls (their request
-// contexts derive from ctx) and shuts down within a bounded time.
-func ServeHTTP(ctx context.Context, ln net.Listener, h http.Handler, log *slog.Logger) error {
+// NewState returns an unready state.
+func NewState() *State { return &State{idle: make(chan struct{})} }
+
+// SetReady marks the server ready.
+func (s *State) SetReady() { s.ready.Store(true) }
+
+// Ready reports whether /readyz says 200.
+func (s *State) Ready() bool { return s == nil || s.ready.Load() && !s.draining.Load() }
+
+// Drain starts draining; the returned channel closes when no call is in flight.
+func (s *State) Drain() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.draining.Swap(true) && s.inflight == 0 {
+		close(s.idle)
+	}
+	return s.idle
+}
+
+// InFlight is the number of MCP requests being answered.
+func (s *State) InFlight() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.inflight
+}
+
+// enter counts a request in, or says why it must be refused: nothing may run before
+// the startup probes have passed, nor start once draining began.
+func (s *State) enter() string {
+	if s == nil {
+		return ""
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.draining.Load():
+		return "server is draining (shutting down); nothing ran: retry, another replica will take the call"
+	case !s.ready.Load():
+		return "server is starting (startup probes, warm pool); nothing ran: retry in a moment"
+	}
+	s.inflight++
+	return ""
+}
+
+func (s *State) leave() {
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.inflight--; s.inflight == 0 && s.draining.Load() {
+		close(s.idle)
+	}
+}
+
+// Handler routes the listener: the MCP transport (wrapped in the Origin, token, size,
+// drain and session checks), /healthz, /readyz, /metrics, and 404 for anything else at
+// once. base is the server's own URL (the SSE transport tells clients where to post).
+func Handler(s *server.MCPServer, base string, opt HTTPOptions) http.Handler {
+	if opt.Log == nil {
+		opt.Log = slog.Default()
+	}
+	opt.Log = opt.Log.With("component", "http")
+	if opt.Clients == nil {
+		opt.Clients, _ = NewClients(opt.AuthToken, "") // no file: cannot fail
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { plain(w, http.StatusOK, "ok") })
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		switch {
+		case opt.State.Ready():
+			plain(w, http.StatusOK, "ready")
+		case opt.State.draining.Load():
+			plain(w, http.StatusServiceUnavailable, "draining")
+		default:
+			plain(w, http.StatusServiceUnavailable, "starting: startup probes or warm pool not done")
+		}
+	})
+	if opt.Metrics != nil {
+		mux.Handle("GET /metrics", opt.Metrics)
+	}
+	if opt.SSE {
+		sse := server.NewSSEServer(s, server.WithBaseURL(base))
+		g := guard(gate(sse, opt), opt, sse)
+		mux.Handle("/sse", g)
+		mux.Handle("/message", g)
+	} else {
+		idle := opt.SessionIdle
+		if idle <= 0 {
+			idle = defaultSessionIdle
+		}
+		var sess *sessions
+		mode := []server.StreamableHTTPOption{server.WithStateLess(true)}
+		if !opt.Stateless {
+			// mcp-go's sweeper drops its own state of a session idle this long and
+			// calls sess.Terminate for it.
+			sess = newSessions(idle)
+			mode = []server.StreamableHTTPOption{server.WithSessionIdManager(sess), server.WithSessionIdleTTL(idle)}
+		}
+		h := server.NewStreamableHTTPServer(s, append(mode, server.WithEndpointPath("/mcp"),
+			server.WithStreamableHTTPLogger(opt.Log))...)
+		mux.Handle("/mcp", guard(calls(eraCompat(h), sess, opt), opt, nil))
+	}
+	endpoint := "/mcp"
+	if opt.SSE {
+		endpoint = "/sse"
+	}
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		plain(w, http.StatusNotFound, "not found: MCP is at "+endpoint+"; /healthz, /readyz and /metrics are the other paths")
+	})
+	return mux
+}
+
+func plain(w http.ResponseWriter, code int, msg string) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(code)
+	fmt.Fprintln(w, msg)
+}
+
+// ServeHTTP serves h on ln until ctx ends. Calls run under run, not ctx, so that the
+// end of ctx (SIGTERM) drains instead of cancelling: with a State, it waits for the
+// calls in flight for up to grace, then shuts down; whatever still runs is cancelled.
+func ServeHTTP(ctx context.Context, ln net.Listener, h http.Handler, st *State, grace time.Duration, log *slog.Logger) error {
+	log = log.With("component", "http")
+	run, cancelRun := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelRun()
 	srv := &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: 10 * time.Second,
-		BaseContext:       func(net.Listener) context.Context { return ctx },
+		BaseContext:       func(net.Listener) context.Context { return run },
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 	errc := make(chan error, 1)
@@ -79,6 +219,19 @@ func ServeHTTP(ctx context.Context, ln net.Listener, h http.Handler, log *slog.L
 		return fmt.Errorf("http: %w", err)
 	case <-ctx.Done():
 	}
+	if st != nil && grace > 0 {
+		start := time.Now()
+		log.Info("draining: /readyz is 503, new calls are refused", "in_flight", st.InFlight(), "grace", grace)
+		t := time.NewTimer(grace)
+		select {
+		case <-st.Drain():
+			log.Info("drained", "after", time.Since(start).Round(time.Millisecond))
+		case <-t.C:
+			log.Warn("drain grace over; cancelling the calls still in flight", "in_flight", st.InFlight())
+		}
+		t.Stop()
+	}
+	cancelRun()
 	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil {
@@ -91,58 +244,170 @@ func ServeHTTP(ctx context.Context, ln net.Listener, h http.Handler, log *slog.L
 	return nil
 }
 
+// body is a request body the guard has read whole, kept as bytes for calls to inspect.
+type body struct {
+	*bytes.Reader
+	raw []byte
+}
+
+func (body) Close() error { return nil }
+
 // guard enforces, in order: a browser Origin we trust (403), the bearer token (401) and
 // the body size (413). mcp-go checks Host but not Origin, which leaves DNS rebinding
-// and cross-site requests from a browser open.
-// sse, when set, is where an oversized request's error is delivered (see tooLarge).
+// and cross-site requests from a browser open. The token's client name goes into the
+// request's context, for the logs, the audit log and the per-client limit. sse, when
+// set, is where an oversized request's error is delivered (see tooLarge).
 func guard(next http.Handler, opt HTTPOptions, sse *server.SSEServer) http.Handler {
 	log := opt.Log
-	if log == nil {
-		log = slog.Default()
-	}
-	log = log.With("component", "http")
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if o := r.Header.Get("Origin"); o != "" && !originAllowed(o, r.Host, opt.AllowedOrigins) {
 			log.Warn("origin refused", "origin", o, "remote", r.RemoteAddr)
 			http.Error(w, "origin not allowed", http.StatusForbidden)
 			return
 		}
-		if opt.AuthToken != "" && !tokenOK(r.Header.Get("Authorization"), opt.AuthToken) {
-			log.Warn("unauthorized", "remote", r.RemoteAddr)
-			w.Header().Set("WWW-Authenticate", `Bearer realm="airlock"`)
-			http.Error(w, "missing or invalid bearer token", http.StatusUnauthorized)
-			return
+		if opt.Clients.Enabled() {
+			name, ok := opt.Clients.Authenticate(r.Header.Get("Authorization"))
+			if !ok {
+				log.Warn("unauthorized", "remote", r.RemoteAddr)
+				w.Header().Set("WWW-Authenticate", `Bearer realm="airlock"`)
+				http.Error(w, "missing or invalid bearer token", http.StatusUnauthorized)
+				return
+			}
+			r = r.WithContext(runner.WithPrincipal(r.Context(), name))
 		}
-		if opt.MaxBodyBytes > 0 && r.Body != nil && r.Method == http.MethodPost {
-			if r.ContentLength > opt.MaxBodyBytes {
-				tooLarge(w, r, opt.MaxBodyBytes, sse, nil)
+		if r.Body != nil && r.Method == http.MethodPost {
+			limit := opt.MaxBodyBytes
+			if limit <= 0 {
+				limit = 1 << 62
+			}
+			if r.ContentLength > limit {
+				tooLarge(w, r, limit, sse, nil)
 				return
 			}
 			// Read here so a chunked body without Content-Length gets a 413 too, not
 			// whatever the transport makes of a short read.
-			body, err := io.ReadAll(io.LimitReader(r.Body, opt.MaxBodyBytes+1))
+			raw, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
 			if err != nil {
 				http.Error(w, "reading request body failed", http.StatusBadRequest)
 				return
 			}
-			if int64(len(body)) > opt.MaxBodyBytes {
-				tooLarge(w, r, opt.MaxBodyBytes, sse, body)
+			if int64(len(raw)) > limit {
+				tooLarge(w, r, limit, sse, raw)
 				return
 			}
-			r.Body = io.NopCloser(bytes.NewReader(body))
+			r.Body = body{bytes.NewReader(raw), raw}
 		}
 		next.ServeHTTP(w, r)
 	})
 }
 
-// tokenOK matches the auth scheme case-insensitively, as RFC 7235 §2.1 says schemes are:
-// clients send "bearer" as well as "Bearer".
-func tokenOK(header, token string) bool {
-	scheme, got, ok := strings.Cut(header, " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") {
-		return false
+// envelope is what calls needs of a JSON-RPC message.
+type envelope struct {
+	ID     json.RawMessage `json:"id"`
+	Method string          `json:"method"`
+	Params struct {
+		Meta *mcp.Meta `json:"_meta"`
+	} `json:"params"`
+}
+
+// message decodes what calls and gate need of the request's JSON-RPC message (the guard
+// has read the body whole); a body that does not decode is mcp-go's to answer.
+func message(r *http.Request) envelope {
+	var msg envelope
+	if b, ok := r.Body.(body); ok {
+		_ = json.Unmarshal(b.raw, &msg)
 	}
-	return subtle.ConstantTimeCompare([]byte(strings.TrimLeft(got, " ")), []byte(token)) == 1
+	return msg
+}
+
+// admit counts a JSON-RPC request in, or refuses it (503, retryable) while the server
+// starts or drains; the returned func counts it out. Notifications always pass, so that
+// a cancellation still reaches a call in flight during the drain.
+func admit(w http.ResponseWriter, r *http.Request, msg envelope, st *State) (func(), bool) {
+	if r.Method != http.MethodPost || msg.Method == "" || len(msg.ID) == 0 {
+		return func() {}, true
+	}
+	if why := st.enter(); why != "" {
+		// Nothing ran, so a retry elsewhere cannot run the call twice.
+		w.Header().Set("Retry-After", "1")
+		rpcError(w, http.StatusServiceUnavailable, msg.ID, why)
+		return nil, false
+	}
+	return st.leave, true
+}
+
+// gate applies admit to the legacy SSE transport's posted messages.
+func gate(next http.Handler, opt HTTPOptions) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		leave, ok := admit(w, r, message(r), opt.State)
+		if !ok {
+			return
+		}
+		defer leave()
+		next.ServeHTTP(w, r)
+	})
+}
+
+// calls applies admit and the sessions to the Streamable HTTP transport. A message on
+// the 2026-07-28 protocol has no session (SEP-2567) and is left to mcp-go.
+func calls(next http.Handler, sess *sessions, opt HTTPOptions) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		msg := message(r)
+		modern := mcp.IsModernProtocol(r.Header.Get(mcp.HeaderProtocolVersion)) || mcp.IsModernProtocol(msg.Params.Meta.ProtocolVersion())
+		id := r.Header.Get(server.HeaderKeySessionID)
+		leave, ok := admit(w, r, msg, opt.State)
+		if !ok {
+			return
+		}
+		defer leave()
+		switch {
+		case modern:
+			next.ServeHTTP(w, r)
+		case sess == nil && (r.Method == http.MethodGet || r.Method == http.MethodDelete):
+			w.Header().Set("Allow", "POST")
+			http.Error(w, "this server is stateless: it has no sessions and no server-to-client stream; POST each request", http.StatusMethodNotAllowed)
+		case sess == nil, r.Method == http.MethodPost && msg.Method == string(mcp.MethodInitialize):
+			next.ServeHTTP(w, r)
+		case r.Method != http.MethodPost && r.Method != http.MethodGet && r.Method != http.MethodDelete:
+			next.ServeHTTP(w, r)
+		case id == "":
+			rpcError(w, http.StatusBadRequest, msg.ID, "missing Mcp-Session-Id header: send the id the initialize response gave, or initialize first")
+		case r.Method == http.MethodDelete && !sess.ending(id):
+			rpcError(w, http.StatusNotFound, nil, "no such session: it ended, expired or was never issued")
+		case r.Method == http.MethodDelete:
+			next.ServeHTTP(w, r) // mcp-go calls Terminate, which cancels the session's calls
+		default:
+			inSession(w, r, next, sess, id, msg)
+		}
+	})
+}
+
+// inSession serves a request of session id under a context that ends when the session
+// does (DELETE, expiry), so that ending a session cancels its calls in flight.
+func inSession(w http.ResponseWriter, r *http.Request, next http.Handler, sess *sessions, id string, msg envelope) {
+	sctx := sess.begin(id)
+	if sctx == nil {
+		rpcError(w, http.StatusNotFound, msg.ID, "no such session: it ended, expired or was never issued; initialize again")
+		return
+	}
+	defer sess.done(id)
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	stop := context.AfterFunc(sctx, cancel)
+	defer stop()
+	next.ServeHTTP(w, r.WithContext(ctx))
+}
+
+// rpcError answers with HTTP status code and a JSON-RPC error, so that both an HTTP
+// client and an MCP client read why.
+func rpcError(w http.ResponseWriter, code int, id json.RawMessage, msg string) {
+	if len(id) == 0 {
+		id = json.RawMessage("null")
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(map[string]any{"jsonrpc": "2.0", "id": id,
+		"error": map[string]any{"code": -32000, "message": msg}})
 }
 
 // originAllowed accepts the configured origins and loopback pages served from the same

@@ -105,10 +105,10 @@ func TestHTTPGuards(t *testing.T) {
 func TestCheckBind(t *testing.T) {
 	for addr, ok := range map[string]bool{"127.0.0.1:8765": true, "localhost:1": true, "[::1]:2": true,
 		"0.0.0.0:8765": false, ":8765": false, "192.168.1.5:80": false} {
-		if err := CheckBind(addr, ""); (err == nil) != ok {
+		if err := CheckBind(addr, false); (err == nil) != ok {
 			t.Errorf("CheckBind(%q, no token) = %v", addr, err)
 		}
-		if err := CheckBind(addr, "tok"); err != nil {
+		if err := CheckBind(addr, true); err != nil {
 			t.Errorf("CheckBind(%q, token) = %v", addr, err)
 		}
 	}

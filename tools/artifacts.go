@@ -22,7 +22,7 @@ import (
 
 // Artifact describes one file the program left in the output directory, returned or not.
 type Artifact struct {
-	Path     string `json:"path" jsonschema:"description=Path relative to the output directory."`
+	Path     string `json:"path" jsonschema:"description=Path relative to the output directory. Invisible characters (controls; line breaks; BiDi and zero-width characters) and backslashes appear as Go escapes (a line feed as backslash-n; U+202E as backslash-u202e)."`
 	Size     int64  `json:"size"`
 	MIMEType string `json:"mime_type,omitempty"`
 	SHA256   string `json:"sha256,omitempty" jsonschema:"description=SHA-256 of the file as the program wrote it."`
@@ -37,9 +37,13 @@ type Artifact struct {
 const maxImageSide = 8192
 
 // artifactContent turns the run's artifacts into MCP content and lists every one of
-// them. Images (by their magic bytes, never by name alone) become image content; valid
-// UTF-8 text becomes a text resource, sanitized like stdout because the model reads it;
-// anything else becomes a base64 blob resource, never altered.
+// them. Raster images (by their magic bytes, never by name alone) become image content;
+// valid UTF-8 text becomes a text resource, sanitized like stdout because the model reads
+// it; anything else becomes a base64 blob resource, never altered. An SVG is text: as
+// image content a client would render it, running its scripts and fetching its external
+// references, an egress path around the sandbox's network isolation; its source as a
+// text/plain resource is inert. File names are escaped (sanitize.Escape): the program
+// chose them, and a line break or BiDi control in one would forge the listing.
 func artifactContent(id, outDir string, arts []sandbox.Artifact) ([]mcp.Content, []Artifact) {
 	return artifacts(id, outDir, arts, true)
 }
@@ -54,7 +58,7 @@ func artifacts(id, outDir string, arts []sandbox.Artifact, withContent bool) ([]
 	var content []mcp.Content
 	list := make([]Artifact, 0, len(arts))
 	for _, a := range arts {
-		info := Artifact{Path: sanitize.String(a.Path), Size: a.Size, SHA256: a.SHA256, Skipped: a.Skipped}
+		info := Artifact{Path: sanitize.Escape(a.Path), Size: a.Size, SHA256: a.SHA256, Skipped: a.Skipped}
 		// An empty file comes back without data, like a skipped one, but with a hash.
 		if a.Skipped != "" || a.Data == nil && (a.Size > 0 || a.SHA256 == "") {
 			if info.Skipped == "" {
@@ -75,7 +79,10 @@ func artifacts(id, outDir string, arts []sandbox.Artifact, withContent bool) ([]
 		switch kind {
 		case kindImage:
 			content = append(content, mcp.NewImageContent(base64.StdEncoding.EncodeToString(a.Data), mime))
-		case kindText:
+		case kindText, kindSVG:
+			if kind == kindSVG {
+				mime = "text/plain"
+			}
 			content = append(content, mcp.NewEmbeddedResource(mcp.TextResourceContents{
 				URI: info.URI, MIMEType: mime, Text: sanitize.String(string(a.Data))}))
 		default:
@@ -102,6 +109,7 @@ const (
 	kindBlob kind = iota
 	kindText
 	kindImage
+	kindSVG // text, listed as image/svg+xml, returned as text/plain source
 )
 
 // classify decides how an artifact is returned, and its MIME type, from its bytes first.
@@ -124,7 +132,7 @@ func classify(name string, data []byte) (kind, string) {
 	}
 	ext := strings.ToLower(path.Ext(name))
 	if ext == ".svg" && looksLikeSVG(data) {
-		return kindImage, "image/svg+xml"
+		return kindSVG, "image/svg+xml"
 	}
 	if mime, ok := textTypes[ext]; ok {
 		return kindText, mime
@@ -217,10 +225,16 @@ func renderArtifacts(b *strings.Builder, outDir string, list []Artifact) {
 	}
 	fmt.Fprintf(b, "\n--- %s/ (%d files, %d returned) ---", outDir, len(list), returned)
 	for _, a := range list {
+		name := quoteEscaped(a.Path)
 		if a.Returned {
-			fmt.Fprintf(b, "\n%s (%s, %d bytes)", a.Path, a.MIMEType, a.Size)
+			fmt.Fprintf(b, "\n%s (%s, %d bytes)", name, a.MIMEType, a.Size)
 		} else {
-			fmt.Fprintf(b, "\n%s (%d bytes, not returned: %s)", a.Path, a.Size, a.Skipped)
+			fmt.Fprintf(b, "\n%s (%d bytes, not returned: %s)", name, a.Size, sanitize.String(a.Skipped))
 		}
 	}
 }
+
+// quoteEscaped quotes a string sanitize.Escape made (the structured result's form of a
+// program-chosen name) for the text block: with '"' escaped too it is sanitize.Quote of
+// the original, so where the name ends is unambiguous.
+func quoteEscaped(s string) string { return `"` + strings.ReplaceAll(s, `"`, `\"`) + `"` }

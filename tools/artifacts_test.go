@@ -93,7 +93,7 @@ func TestClassify(t *testing.T) {
 		{"text named png", "fake.png", []byte("not an image\n"), kindText, "text/plain"},
 		{"truncated png", "cut.png", []byte("\x89PNG\r\n\x1a\nIHDR"), kindBlob, "image/png"},
 		{"decompression bomb header", "bomb.png", hugePNG(100000), kindBlob, "image/png"},
-		{"svg", "chart.svg", []byte(`<?xml version="1.0"?>` + "\n<!-- c -->\n" + `<svg xmlns="http://www.w3.org/2000/svg" width="10"/>`), kindImage, "image/svg+xml"},
+		{"svg", "chart.svg", []byte(`<?xml version="1.0"?>` + "\n<!-- c -->\n" + `<svg xmlns="http://www.w3.org/2000/svg" width="10"/>`), kindSVG, "image/svg+xml"},
 		{"svg content named txt", "chart.txt", []byte(`<svg xmlns="http://www.w3.org/2000/svg"/>`), kindText, "text/plain"},
 		{"svg name without svg", "chart.svg", []byte("hello"), kindText, "text/plain"},
 		{"svgfoo element", "x.svg", []byte("<svgfoo/>"), kindText, "text/plain"},
@@ -183,9 +183,9 @@ func TestArtifactContent(t *testing.T) {
 	}
 }
 
-func TestArtifactPathSanitized(t *testing.T) {
+func TestArtifactPathEscaped(t *testing.T) {
 	_, list := artifactContent("r", "out", []sandbox.Artifact{art("\x1b[31mred\u202e.txt", []byte("x"))})
-	if list[0].Path != "red.txt" {
+	if list[0].Path != `\x1b[31mred\u202e.txt` {
 		t.Errorf("path = %q", list[0].Path)
 	}
 }
@@ -239,7 +239,7 @@ func TestRunCodeArtifactsOverMCP(t *testing.T) {
 	if len(out.Artifacts) != 3 || !out.Artifacts[0].Returned || out.Artifacts[2].Skipped != "symlink" {
 		t.Errorf("artifacts = %+v", out.Artifacts)
 	}
-	for _, want := range []string{"--- out/ (3 files, 2 returned) ---", "p.png (image/png, ", "link (0 bytes, not returned: symlink)"} {
+	for _, want := range []string{"--- out/ (3 files, 2 returned) ---", `"p.png" (image/png, `, `"link" (0 bytes, not returned: symlink)`} {
 		if !strings.Contains(text(r), want) {
 			t.Errorf("text lacks %q:\n%s", want, text(r))
 		}

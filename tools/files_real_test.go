@@ -253,7 +253,7 @@ func TestRealArtifactCaps(t *testing.T) {
 		if small, _ := artifactByPath(out, "ok.txt"); !small.Returned {
 			t.Errorf("ok.txt = %+v", small)
 		}
-		if !strings.Contains(textOf(r), "big.bin (1048577 bytes, not returned: file too large)") {
+		if !strings.Contains(textOf(r), `"big.bin" (1048577 bytes, not returned: file too large)`) {
 			t.Errorf("text: %s", textOf(r))
 		}
 	})

@@ -8,6 +8,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
+	"github.com/airlock-mcp/airlock/policy"
 	"github.com/airlock-mcp/airlock/sandbox"
 )
 
@@ -39,7 +40,9 @@ type LanguageView struct {
 type ConfigView struct {
 	Version   string         `json:"version"`
 	Languages []LanguageView `json:"languages"`
-	Limits    struct {
+	// Environments are the configured library sets; only usable ones are offered.
+	Environments []policy.Environment `json:"environments"`
+	Limits       struct {
 		Default LimitsView `json:"default"`
 		Max     LimitsView `json:"max"`
 	} `json:"limits"`
@@ -95,6 +98,7 @@ func EffectiveConfig(ctx context.Context, d Deps) ConfigView {
 		v.Languages = append(v.Languages, LanguageView{Name: l.Name, Interpreter: l.Interpreter,
 			Version: l.Version, Enabled: l.Enabled, Installed: l.Installed})
 	}
+	v.Environments = append([]policy.Environment{}, r.Environments.All()...)
 	v.Limits.Default, v.Limits.Max = limitsView(r.Bounds.Default), limitsView(r.Bounds.Max)
 	v.Network = string(r.Network)
 	if r.Network == sandbox.NetworkAllowlist {
@@ -137,7 +141,7 @@ func nonNil(s []string) []string {
 // GetConfig returns the get_config tool.
 func GetConfig(d Deps) server.ServerTool {
 	tool := mcp.NewToolWithRawSchema("get_config",
-		"Show the server's effective configuration: languages and interpreter versions, default and maximum limits, network mode, import policy, concurrency and the isolation layers in effect.",
+		"Show the server's effective configuration: languages and interpreter versions, environments and their packages, default and maximum limits, network mode, import policy, concurrency and the isolation layers in effect.",
 		reflectSchema(&GetConfigArgs{}, nil))
 	tool.Title = "Show sandbox configuration"
 	tool.RawOutputSchema = reflectSchema(&ConfigView{}, nil)
@@ -163,6 +167,16 @@ func RenderConfig(v ConfigView) string {
 	}
 	for _, l := range v.Languages {
 		fmt.Fprintf(&b, "language %-8s enabled=%-5t installed=%-5t %s %s\n", l.Name, l.Enabled, l.Installed, l.Interpreter, l.Version)
+	}
+	for _, e := range v.Environments {
+		state := "usable"
+		switch {
+		case !e.Usable && e.Problem != "":
+			state = "NOT OFFERED: " + e.Problem
+		case !e.Usable:
+			state = "not checked yet (serve checks it at startup)"
+		}
+		fmt.Fprintf(&b, "environment %-8s %s %s %s at %s, %d packages, %s\n", e.Name, e.Language, e.Version, e.Interpreter, e.Path, len(e.Packages), state)
 	}
 	d, m := v.Limits.Default, v.Limits.Max
 	fmt.Fprintf(&b, "timeout %dms (max %dms), memory %d MiB (max %d MiB), pids %d (max %d), output %d KiB (max %d KiB)\n",

@@ -24,6 +24,7 @@ import (
 type RunCodeArgs struct {
 	Code           string   `json:"code"`
 	Language       string   `json:"language,omitempty"`
+	Environment    string   `json:"environment,omitempty"`
 	TimeoutSeconds *float64 `json:"timeout_seconds,omitempty"`
 	Stdin          string   `json:"stdin,omitempty"`
 	Args           []string `json:"args,omitempty"`
@@ -38,7 +39,7 @@ type File struct {
 	Encoding string `json:"encoding,omitempty" jsonschema:"enum=utf8,enum=base64,default=utf8"`
 }
 
-var runCodeArgNames = []string{"code", "language", "timeout_seconds", "stdin", "args", "files", "allow_domains"}
+var runCodeArgNames = []string{"code", "language", "environment", "timeout_seconds", "stdin", "args", "files", "allow_domains"}
 
 // Violation is the import the policy refused.
 type Violation struct {
@@ -64,6 +65,7 @@ type RunCodeResult struct {
 	TimeoutSeconds  float64    `json:"timeout_seconds"`
 	Language        string     `json:"language"`
 	LanguageVersion string     `json:"language_version"`
+	Environment     string     `json:"environment,omitempty"`
 	Detail          string     `json:"detail,omitempty"`
 	Degraded        bool       `json:"degraded,omitempty"`
 	Violation       *Violation `json:"violation,omitempty"`
@@ -130,6 +132,7 @@ func RunCode(d Deps) server.ServerTool {
 		for _, name := range enabled {
 			l.Enum = append(l.Enum, name)
 		}
+		environmentSchema(p("environment"), d.Runner.Environments.Usable())
 		t := p("timeout_seconds")
 		t.Description = fmt.Sprintf("Wall-clock timeout in seconds (default %g, larger values are lowered to %g).",
 			bounds.Default.Wall.Seconds(), bounds.Max.Wall.Seconds())
@@ -178,9 +181,54 @@ Languages: %s. The sandbox has %s, a private writable workspace (the current dir
 Limits per run: timeout %gs by default (at most %gs), memory %d MiB, %d processes, %d KiB of output kept per stream (head and tail when longer).
 A non-ok status (error, timeout, memory_limit, ...) is reported with isError and a detail saying why.
 Input files: pass "files" (path, content, encoding utf8 or base64); they are placed in the workspace and count against its size.
-%s`,
+%s%s`,
 		strings.Join(enabled, ", "), net, b.Default.Workspace>>20, b.Default.Wall.Seconds(), b.Max.Wall.Seconds(),
-		b.Default.Memory>>20, b.Default.Pids, b.Default.Output>>10, outputsDescription(d))
+		b.Default.Memory>>20, b.Default.Pids, b.Default.Output>>10, outputsDescription(d), environmentsDescription(d))
+}
+
+// mainPackages is how many packages the description names per environment.
+const mainPackages = 8
+
+func environmentSchema(p *jsonschema.Schema, envs []policy.Environment) {
+	if len(envs) == 0 {
+		p.Description = "Library environment to run in; this server has none."
+		return
+	}
+	p.Description = "Library environment to run in (see the tool description for what each holds); it decides the language. Default: the language's default environment, if any."
+	for _, e := range envs {
+		p.Enum = append(p.Enum, e.Name)
+	}
+}
+
+// environmentsDescription lists each usable environment with its main packages, so a
+// model picks one before it writes an import.
+func environmentsDescription(d Deps) string {
+	envs := d.Runner.Environments.Usable()
+	if len(envs) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString("\nEnvironments (pass \"environment\"; packages cannot be installed in the sandbox):")
+	for _, e := range envs {
+		fmt.Fprintf(&b, "\n- %s: %s %s", e.Name, e.Language, e.Version)
+		var pkgs []string
+		for _, p := range e.MainPackages(mainPackages) {
+			pkgs = append(pkgs, p.Name+" "+p.Version)
+		}
+		if len(pkgs) > 0 {
+			fmt.Fprintf(&b, " with %s", strings.Join(pkgs, ", "))
+		}
+		if n := len(e.Packages) - len(pkgs); n > 0 {
+			fmt.Fprintf(&b, " and %d more (get_config lists them)", n)
+		}
+		if e.Default {
+			fmt.Fprintf(&b, "; the default for %s", e.Language)
+		}
+		if e.Language == "python" && d.Runner.OutDir != "" && d.Runner.Artifacts.MaxFiles > 0 {
+			fmt.Fprintf(&b, "; matplotlib is headless: figures shown with plt.show() or left open at exit come back as PNG images (%s/figure-N.png)", d.Runner.OutDir)
+		}
+	}
+	return b.String()
 }
 
 func outputsDescription(d Deps) string {
@@ -189,7 +237,7 @@ func outputsDescription(d Deps) string {
 		return "Output files are not returned on this server."
 	}
 	return fmt.Sprintf(`Output files: files the program writes under %[1]s/ (it exists at start; use the relative path %[1]s/, the current directory is the workspace; on Linux that is /workspace/%[1]s) come back after it exits, even when it fails: at most %[2]d files, %[3]d KiB each, %[4]d KiB in all.
-PNG, JPEG, GIF, WebP and SVG images come back as image content, UTF-8 text as an embedded text resource (control and escape sequences removed), anything else as a base64 blob resource; structuredContent.artifacts lists every file with its size, MIME type and sha256, and why any was not returned (too large, too many, symlink, hard link, not a regular file).`,
+PNG, JPEG, GIF and WebP images come back as image content; SVG comes back as its source in a text/plain resource, never as an image (it can hold scripts and external references); other UTF-8 text as an embedded text resource (control, escape and invisible characters removed), anything else as a base64 blob resource; file names are shown quoted, with invisible characters escaped; structuredContent.artifacts lists every file with its size, MIME type and sha256, and why any was not returned (too large, too many, symlink, hard link, not a regular file).`,
 		r.OutDir, r.Artifacts.MaxFiles, r.Artifacts.MaxFileBytes>>10, r.Artifacts.MaxTotal>>10)
 }
 
@@ -201,16 +249,17 @@ func runCode(ctx context.Context, d Deps, req mcp.CallToolRequest, defLang strin
 	if raw, ok := req.GetArguments()["code"]; !ok || raw == nil {
 		return refused("", statusInvalidRequest, `missing required argument "code": pass the source code to run`), nil
 	}
-	if args.Language == "" {
+	if args.Language == "" && args.Environment == "" {
 		args.Language = defLang
 	}
 	timeout, err := timeoutOf(args.TimeoutSeconds)
 	if err != nil {
 		return refused("", statusInvalidRequest, err.Error()), nil
 	}
-	call := runner.Call{Language: args.Language, Code: []byte(args.Code), Stdin: []byte(args.Stdin),
+	call := runner.Call{Language: args.Language, Environment: args.Environment, Code: []byte(args.Code), Stdin: []byte(args.Stdin),
 		Args: args.Args, Timeout: timeout, AllowDomains: args.AllowDomains}
 	call.Transport, call.Client = origin(ctx, req)
+	call.Principal = runner.PrincipalFrom(ctx)
 	for _, f := range args.Files {
 		call.Files = append(call.Files, policy.FileInput{Path: f.Path, Content: f.Content, Encoding: f.Encoding})
 	}
@@ -303,11 +352,12 @@ func resultOf(o runner.Outcome, arts []Artifact) RunCodeResult {
 		StdoutBytes: r.Stdout.Total, StderrBytes: r.Stderr.Total,
 		WallMs: r.Wall.Milliseconds(), CPUMs: r.CPU.Milliseconds(), PeakMemoryBytes: r.PeakMemory,
 		TimeoutSeconds: o.Limits.Wall.Seconds(),
-		Language:       o.Language.Name, LanguageVersion: o.Language.Version,
+		Language:       o.Language.Name, LanguageVersion: o.Language.Version, Environment: o.Environment,
 		Detail: sanitize.String(r.Detail), Degraded: o.Degraded, Lowered: loweredOf(o.Lowered),
 	}
 	if o.Violation != nil {
-		res.Violation = &Violation{Module: o.Violation.Module, Line: o.Violation.Line}
+		// The guard reports the module the program asked for: its own string.
+		res.Violation = &Violation{Module: sanitize.Escape(o.Violation.Module), Line: o.Violation.Line}
 	}
 	if len(arts) > 0 {
 		res.Artifacts = arts
@@ -375,7 +425,7 @@ func renderRun(r RunCodeResult, l sandbox.Limits) string {
 		fmt.Fprintf(&b, "\ndetail: %s", r.Detail)
 	}
 	if r.Violation != nil {
-		fmt.Fprintf(&b, "\nviolation: import %q at line %d", r.Violation.Module, r.Violation.Line)
+		fmt.Fprintf(&b, "\nviolation: import %s at line %d", quoteEscaped(r.Violation.Module), r.Violation.Line)
 	}
 	for _, l := range r.Lowered {
 		fmt.Fprintf(&b, "\nnote: %s %g was lowered to %g, the server's maximum (%s)", l.Limit, l.Requested, l.Granted, l.Setting)

@@ -47,8 +47,18 @@ func main() {
 	rounds := flag.Int("n", 40, "latency samples per language and mode")
 	parallel := flag.Int("parallel", 8, "concurrent clients in the throughput test")
 	dur := flag.Duration("duration", 5*time.Second, "length of each throughput measurement")
+	envOnly := flag.Bool("environment-only", false, "run only the environment benchmark")
 	flag.Parse()
-	if err := run(*bin, *rounds, *parallel, *dur); err != nil {
+	var err error
+	if *envOnly {
+		var r float64
+		if r, err = environmentBench(context.Background(), *bin, max(*rounds/4, 8)); err == nil {
+			fmt.Fprintf(os.Stderr, "pooled in the environment %.3f× bare (goal ≤ 0.1×)\n", r)
+		}
+	} else {
+		err = run(*bin, *rounds, *parallel, *dur)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "airlock-bench:", err)
 		os.Exit(1)
 	}
@@ -107,9 +117,13 @@ func (s *server) close() {
 
 // call runs code and returns the client-side latency.
 func (s *server) call(ctx context.Context, lang, code string) (time.Duration, error) {
+	return s.callWith(ctx, map[string]any{"code": code, "language": lang})
+}
+
+func (s *server) callWith(ctx context.Context, args map[string]any) (time.Duration, error) {
 	req := mcp.CallToolRequest{}
 	req.Params.Name = "run_code"
-	req.Params.Arguments = map[string]any{"code": code, "language": lang}
+	req.Params.Arguments = args
 	t0 := time.Now()
 	res, err := s.c.CallTool(ctx, req)
 	d := time.Since(t0)
@@ -155,11 +169,13 @@ func (s *server) waitPoolFull(ctx context.Context, want int, max time.Duration) 
 	}
 }
 
-func bare(argv []string) (time.Duration, error) {
+func bare(argv []string) (time.Duration, error) { return bareWith(argv, []string{}) }
+
+func bareWith(argv, env []string) (time.Duration, error) {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	// A clean environment, as the sandbox has: an inherited NODE_EXTRA_CA_CERTS alone
 	// adds ~70 ms to every node start and would flatter the sandbox.
-	cmd.Env = []string{}
+	cmd.Env = env
 	t0 := time.Now()
 	err := cmd.Run()
 	return time.Since(t0), err
@@ -287,6 +303,11 @@ func run(bin string, rounds, parallel int, dur time.Duration) error {
 	fmt.Fprintf(os.Stderr, "warm pool idle cost (pool=2, 3 languages): %.1f MiB held by waiting sandboxes, %.1f ms CPU per second of the server tree while idle\n",
 		mib(idleMem), float64(idleCPU.Microseconds())/1000/2)
 
+	envRatio, envErr := environmentBench(ctx, bin, max(rounds/4, 8))
+	if envErr != nil {
+		fmt.Fprintf(os.Stderr, "\nenvironment benchmark skipped: %v\n", envErr)
+	}
+
 	fmt.Fprintln(os.Stderr, "\ngoals:")
 	py := results["python"]
 	goal := func(ok bool, text string, args ...any) {
@@ -295,6 +316,9 @@ func run(bin string, rounds, parallel int, dur time.Duration) error {
 			verdict = "met"
 		}
 		fmt.Fprintf(os.Stderr, "  %-8s %s\n", verdict+":", fmt.Sprintf(text, args...))
+	}
+	if envErr == nil {
+		goal(envRatio <= 0.1, "pooled import pandas, matplotlib.pyplot in a preloaded environment, median %.3f× bare (goal ≤ 0.1×)", envRatio)
 	}
 	if py != nil {
 		c50, c90 := ratio(py["cold"].p50, py["bare"].p50), ratio(py["cold"].p90, py["bare"].p90)
@@ -402,4 +426,90 @@ func treeCPU(root int) time.Duration {
 func numCPU() int {
 	b, _ := os.ReadFile("/proc/cpuinfo")
 	return strings.Count(string(b), "processor\t:")
+}
+
+// envImports is the environment benchmark's program: the imports a data-work call starts
+// with.
+const envImports = "import pandas, matplotlib.pyplot; print(1)"
+
+// environmentBench compares a pooled call in an environment that preloads pandas and
+// matplotlib.pyplot with the bare interpreter importing them, interleaved, and reports
+// what the preloaded pool holds while idle. The environment is a venv over the system's
+// site packages, as docs/environments.md builds one from Debian's packages.
+func environmentBench(ctx context.Context, bin string, rounds int) (float64, error) {
+	// Not under /tmp, which the sandbox cannot bind from; readable by the sandbox's user.
+	dir, err := os.MkdirTemp("/var/tmp", "airlock-bench-env-")
+	if err != nil {
+		return 0, err
+	}
+	defer os.RemoveAll(dir)
+	// The bare interpreter keeps matplotlib's font cache between runs, as on a
+	// workstation (without a config dir matplotlib rebuilds it every time, ~1 s here).
+	bareArgv := []string{"/usr/bin/python3", "-c", envImports}
+	bareEnv := []string{"MPLCONFIGDIR=" + filepath.Join(dir, "mpl")}
+	cmd := exec.Command(bareArgv[0], bareArgv[1:]...)
+	cmd.Env = bareEnv
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return 0, fmt.Errorf("the host python cannot import pandas and matplotlib (%w: %s); apt install python3-pandas python3-matplotlib", err, strings.TrimSpace(string(out)))
+	}
+	if err := os.Chmod(dir, 0o755); err != nil { //nolint:gosec // the sandbox's user must traverse it
+		return 0, err
+	}
+	venv := filepath.Join(dir, "data")
+	if out, err := exec.Command("/usr/bin/python3", "-m", "venv", "--without-pip", "--system-site-packages", venv).CombinedOutput(); err != nil {
+		return 0, fmt.Errorf("python3 -m venv: %w: %s (apt install python3-venv)", err, strings.TrimSpace(string(out)))
+	}
+	conf := filepath.Join(dir, "airlock.toml")
+	toml := fmt.Sprintf("[environments.data]\nlanguage = \"python\"\npath = %q\npreload = [\"pandas\", \"matplotlib.pyplot\"]\n", venv)
+	if err := os.WriteFile(conf, []byte(toml), 0o600); err != nil {
+		return 0, err
+	}
+	// Two servers with python only and pool=1: without and with the environment, so the
+	// difference in idle memory is the preloaded sandbox's.
+	plain, err := startServer(ctx, bin, "--languages", "python", "--pool-size", "1")
+	if err != nil {
+		return 0, err
+	}
+	plain.waitPoolFull(ctx, 1, 10*time.Second)
+	time.Sleep(500 * time.Millisecond)
+	_, _, memPlain := plain.poolStats(ctx)
+	plain.close()
+	s, err := startServer(ctx, bin, "--config", conf, "--languages", "python", "--pool-size", "1")
+	if err != nil {
+		return 0, err
+	}
+	defer s.close()
+	args := map[string]any{"code": envImports, "environment": "data"}
+	var b, p []time.Duration
+	hits0, _, _ := s.poolStats(ctx)
+	var memEnv int64
+	for i := 0; i < rounds+1; i++ {
+		// A preloaded sandbox takes a second or two to prepare: wait for it, so the
+		// refill's CPU does not land on the bare run.
+		s.waitPoolFull(ctx, 2, 30*time.Second)
+		time.Sleep(200 * time.Millisecond)
+		if i == 0 {
+			_, _, memEnv = s.poolStats(ctx)
+		}
+		db, err := bareWith(bareArgv, bareEnv)
+		if err != nil {
+			return 0, err
+		}
+		dp, err := s.callWith(ctx, args)
+		if err != nil {
+			return 0, fmt.Errorf("pooled call in the environment: %w", err)
+		}
+		if i >= 1 {
+			b, p = append(b, db), append(p, dp)
+		}
+	}
+	hits1, _, _ := s.poolStats(ctx)
+	sb, sp := summarise(b), summarise(p)
+	fmt.Fprintf(os.Stderr, "\nenvironment (venv over the system's pandas and matplotlib, preload pandas, matplotlib.pyplot), %d samples interleaved:\n", rounds)
+	fmt.Fprintf(os.Stderr, "  bare /usr/bin/python3 -c '%s' (font cache kept)  p50 %s ms  p90 %s ms\n", envImports, ms(sb.p50), ms(sb.p90))
+	fmt.Fprintf(os.Stderr, "  airlock pooled, environment data   p50 %s ms  p90 %s ms  (%.3f× bare; %d/%d from the pool)\n",
+		ms(sp.p50), ms(sp.p90), ratio(sp.p50, sb.p50), hits1-hits0, rounds+1)
+	fmt.Fprintf(os.Stderr, "  idle pool memory: %.1f MiB with the preloaded sandbox, %.1f MiB without: %.1f MiB for one preloaded sandbox\n",
+		mib(memEnv), mib(memPlain), mib(memEnv-memPlain))
+	return ratio(sp.p50, sb.p50), nil
 }

@@ -26,6 +26,7 @@ func main() {
 	rss := fs.Int64("max-rss-growth-mib", 32, "fail if the server's RSS grows more than this from the warmed-up baseline")
 	slack := fs.Int("goroutine-slack", 4, "fail if the server ends with more goroutines than a warmed-up twin server plus this; 0 skips the check and ends the server by closing stdin instead of SIGQUIT")
 	pool := fs.Int("pool", 2, "the server's warm pool size; that many idle sandboxes may remain while it runs")
+	tenants := fs.Int("tenants", 0, "concurrent-tenant mode: start this many servers at once and send calls that exhaust per-user kernel budgets beside calls (and a host process of root) that must still get theirs; -calls in all, -parallel per server")
 	dir := fs.String("dir", "", "work directory for server logs, audit logs and the server's TMPDIR (default: a new temp dir, kept)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: airlock-soak -airlock BINARY [-calls N] [-parallel P] [flags]\n\n"+
@@ -49,6 +50,9 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if *tenants > 0 {
+		os.Exit(runTenants(ctx, soak.Options{Binary: abs, Calls: *calls, Parallel: *parallel, Pool: *pool, Dir: *dir, Progress: os.Stderr}, *tenants))
+	}
 	rep, err := soak.Run(ctx, soak.Options{Binary: abs, Calls: *calls, Parallel: *parallel, Memory: *memory,
 		MaxRSSGrowth: *rss << 20, GoroutineSlack: *slack, Pool: *pool, Dir: *dir, Progress: os.Stderr})
 	if err != nil {
@@ -61,4 +65,19 @@ func main() {
 	if !rep.Pass() {
 		os.Exit(1)
 	}
+}
+
+func runTenants(ctx context.Context, o soak.Options, tenants int) int {
+	rep, err := soak.RunTenants(ctx, o, tenants)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "airlock-soak:", err)
+		fmt.Fprintln(os.Stderr, "FAIL")
+		return 1
+	}
+	rep.Print(os.Stderr)
+	// Alone on the host, no process of a sandbox host id may outlive the servers.
+	if !rep.Pass() || len(rep.UIDsLeft) > 0 {
+		return 1
+	}
+	return 0
 }

@@ -67,3 +67,28 @@ func TestShortSoak(t *testing.T) {
 		t.Fatalf("soak measured nothing: %+v", rep)
 	}
 }
+
+// TestShortTenantSoak runs three servers at once, each with calls that exhaust a
+// per-user kernel budget (pending signals, pipe buffers, descriptors in flight) beside
+// calls, and a host process of root, that must still get theirs.
+func TestShortTenantSoak(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short")
+	}
+	bin := buildAirlock(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	rep, err := RunTenants(ctx, Options{Binary: bin, Calls: 60, Parallel: 3, Dir: t.TempDir()}, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	rep.Print(&b)
+	t.Log("\n" + b.String())
+	if !rep.Pass() {
+		t.Fatalf("tenant soak failed: %v", rep.Problems)
+	}
+	if rep.Kinds["budgets"].Calls == 0 || rep.HostChecks == 0 {
+		t.Fatalf("the tenant soak checked nothing: %+v", rep)
+	}
+}

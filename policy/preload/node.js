@@ -1,4 +1,5 @@
-// airlock's warm-pool bootstrap for node, run as `node -e <this>`. It loads node before
+// airlock's warm-pool bootstrap for node, run as `node -e <settings + this>`. It loads
+// node and requires airlockPreload (the settings line in front, policy.nodeBoot) before
 // the call exists, then waits on fd 3 for the program's argv (main.js and its args, each
 // NUL-terminated) and runs main.js as the main module, as `node main.js args...` would.
 const fs = require('fs');
@@ -7,6 +8,7 @@ const path = require('path');
 // of a call otherwise). Node keeps pipe descriptors blocking either way.
 process.stdout;
 process.stderr;
+for (const name of airlockPreload) require(name);
 fs.writeSync(4, '\n'); // loaded: the pool may hand this sandbox a call
 fs.closeSync(4);
 const buf = fs.readFileSync(3);

@@ -73,6 +73,21 @@ def syscall(nr, *args):
     return r, None
 
 
+def prctl(option, arg=0):
+    """prctl with one argument: (return value, errno name or None)."""
+    ctypes.set_errno(0)
+    r = libc.prctl(ctypes.c_int(option), ctypes.c_ulong(arg), ctypes.c_ulong(0), ctypes.c_ulong(0), ctypes.c_ulong(0))
+    if r == -1:
+        e = ctypes.get_errno()
+        return r, errno.errorcode.get(e, str(e))
+    return r, None
+
+
+def have_proc():
+    """A sandbox in a container that masks its /proc gets an empty one (probe: proc)."""
+    return os.path.exists("/proc/self")
+
+
 def set_comm(name):
     """Sets this process's name (/proc/<pid>/comm), so the host can find it."""
     libc.prctl(15, ctypes.c_char_p(name.encode()[:15]), 0, 0, 0)  # PR_SET_NAME

@@ -77,6 +77,9 @@ def setuid():
     else:
         not_applicable("no setuid binary owned by another user is visible")
         return
+    if not have_proc():
+        not_applicable("no /proc in this sandbox to read a child's credentials; no-new-privs checks what makes setuid inert")
+        return
     me = os.geteuid()
     child = subprocess.Popen([p], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     # Popen can return before the kernel commits the new credentials; they are final once

@@ -22,14 +22,39 @@ def uid():
 
 
 def capabilities():
-    st = status_fields()
+    st = status_fields() if have_proc() else kernel_caps()
     sets = {k: st.get(k, "?") for k in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb")}
     ok = all(v != "?" and int(v, 16) == 0 for v in sets.values())
     report(ok, " ".join("%s=%s" % kv for kv in sets.items()))
 
 
+def kernel_caps():
+    """The capability sets as /proc/self/status shows them, asked of the kernel itself:
+    capget for the effective, permitted and inheritable sets, prctl for the bounding and
+    ambient ones."""
+    hdr = (ctypes.c_uint32 * 2)(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, this thread
+    data = (ctypes.c_uint32 * 6)()
+    out = {}
+    if libc.capget(ctypes.byref(hdr), ctypes.byref(data)) == 0:
+        for i, k in enumerate(("CapEff", "CapPrm", "CapInh")):
+            out[k] = "%016x" % (data[i] | data[i + 3] << 32)
+    bnd = amb = 0
+    for c in range(64):
+        r, err = prctl(23, c)  # PR_CAPBSET_READ
+        if err is None and r == 1:
+            bnd |= 1 << c
+        if libc.prctl(47, 1, c, 0, 0) == 1:  # PR_CAP_AMBIENT, PR_CAP_AMBIENT_IS_SET
+            amb |= 1 << c
+    out["CapBnd"], out["CapAmb"] = "%016x" % bnd, "%016x" % amb
+    return out
+
+
 def no_new_privs():
-    v = status_fields().get("NoNewPrivs", "?")
+    if have_proc():
+        v = status_fields().get("NoNewPrivs", "?")
+    else:
+        r, err = prctl(39)  # PR_GET_NO_NEW_PRIVS
+        v = "?" if err else str(r)
     report(v == "1", "NoNewPrivs: " + v)
 
 
@@ -45,6 +70,17 @@ def env_secret():
 
 
 def fd_leak():
+    if not have_proc():
+        # No /proc/self/fd to list: every descriptor number up to the limit, asked.
+        extra = []
+        for fd in range(3, os.sysconf("SC_OPEN_MAX")):
+            try:
+                os.fstat(fd)
+            except OSError:
+                continue
+            extra.append(str(fd))
+        report(not extra, "open beyond 0,1,2 (no /proc: fstat of each number): " + (", ".join(extra) or "none"))
+        return
     where = "/proc/self/fd" if os.path.isdir("/proc/self/fd") else "/dev/fd"
     names = os.listdir(where)
     extra = []

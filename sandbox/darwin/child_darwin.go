@@ -5,7 +5,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/airlock-mcp/airlock/sandbox"
 )
@@ -31,6 +34,8 @@ type childConfig struct {
 	Env     []string      `json:"env"`
 	Dir     string        `json:"dir"`
 	Rlimits []childRlimit `json:"rlimits"`
+	// Memory is RLIMIT_AS and RLIMIT_DATA in bytes, set by memoryShim; 0 leaves them.
+	Memory uint64 `json:"memory"`
 }
 
 type childRlimit struct {
@@ -38,9 +43,6 @@ type childRlimit struct {
 	Resource int    `json:"resource"`
 	Cur      uint64 `json:"cur"`
 	Max      uint64 `json:"max"`
-	// BestEffort limits are ones macOS may refuse or ignore (RLIMIT_AS, RLIMIT_DATA);
-	// failing to set them is not a setup failure.
-	BestEffort bool `json:"best_effort"`
 }
 
 // setupError is what the child writes to fdErrors when it cannot exec.
@@ -78,14 +80,21 @@ func childMain() {
 			r.Max = min(r.Max, cur.Max)
 			r.Cur = min(r.Cur, r.Max)
 		}
-		err := syscall.Setrlimit(r.Resource, &syscall.Rlimit{Cur: r.Cur, Max: r.Max})
-		if err != nil && !r.BestEffort {
+		if err := syscall.Setrlimit(r.Resource, &syscall.Rlimit{Cur: r.Cur, Max: r.Max}); err != nil {
 			fail("rlimit "+r.Name, err)
 		}
 	}
 	if err := os.Chdir(cfg.Dir); err != nil {
 		fail("chdir", err)
 	}
-	err := syscall.Exec(cfg.Argv[0], cfg.Argv, cfg.Env)
+	argv := cfg.Argv
+	if cfg.Memory > 0 {
+		// The shim reports on fdErrors itself and closes it as it execs sandbox-exec.
+		if _, err := unix.FcntlInt(fdErrors, unix.F_SETFD, 0); err != nil {
+			fail("rlimit memory", err)
+		}
+		argv = append([]string{shimShell, "-c", memoryShim, "airlock-memory", strconv.FormatUint(cfg.Memory>>10, 10)}, argv...)
+	}
+	err := syscall.Exec(argv[0], argv, cfg.Env)
 	fail("exec", err)
 }

@@ -15,12 +15,43 @@ import (
 const SandboxExec = "/usr/bin/sandbox-exec"
 
 // systemRoots are readable by the static profile already; an interpreter prefix inside
-// one of them needs no read root of its own.
-var systemRoots = []string{"/usr", "/bin", "/System/Library", "/Library/Frameworks"}
+// one of them needs no read root of its own. /usr is listed by its system directories,
+// so an interpreter under /usr/local (Intel Homebrew) gets its own read root.
+var systemRoots = []string{"/usr/bin", "/usr/lib", "/usr/libexec", "/usr/sbin", "/usr/share", "/bin", "/System/Library", "/Library/Frameworks"}
+
+// defaultDeveloperDir is where the stubs look when xcode-select was never run.
+const defaultDeveloperDir = "/Library/Developer/CommandLineTools"
+
+// developerTool returns the tool a /usr/bin developer stub runs, and the developer
+// directory it lives in (the read root the tool needs), or ok=false when stub is not one
+// of those stubs or the tool is not installed. link is the target of xcode-select's link
+// (xcodeSelectLink; "" when it is missing); exists tells whether a path is a regular file.
+func developerTool(stub, link string, exists func(string) bool) (tool, devDir string, ok bool) {
+	if filepath.Dir(stub) != "/usr/bin" {
+		return "", "", false
+	}
+	devDir = defaultDeveloperDir
+	if link != "" {
+		devDir = filepath.Clean(link)
+	}
+	if !filepath.IsAbs(devDir) {
+		return "", "", false
+	}
+	tool = filepath.Join(devDir, "usr", "bin", filepath.Base(stub))
+	if !exists(tool) {
+		return "", "", false
+	}
+	return tool, devDir, true
+}
+
+// shellStartup are variables that make a shell run code before its script: the memory
+// shim is a shell outside the sandbox, started with the program's environment.
+var shellStartup = []string{"BASH_ENV", "ENV", "SHELLOPTS", "BASHOPTS", "ZDOTDIR", "PS4"}
 
 // baseEnv is the whole environment of the sandboxed program: a fixed base plus the
 // language's own variables. The server's environment is never consulted. Spec.Env cannot
-// override the base or set DYLD_* (library injection into the interpreter).
+// override the base, set DYLD_* (library injection into the interpreter) or a shell's
+// start-up variables (shellStartup, exported BASH_FUNC_ functions).
 func baseEnv(workspace, tmp string, extra []string) ([]string, error) {
 	env := []string{"PATH=/usr/bin:/bin", "HOME=" + workspace, "TMPDIR=" + tmp, "LANG=C.UTF-8"}
 	fixed := []string{"PATH", "HOME", "TMPDIR", "LANG"}
@@ -29,7 +60,7 @@ func baseEnv(workspace, tmp string, extra []string) ([]string, error) {
 		if !ok || k == "" || strings.ContainsRune(kv, 0) {
 			return nil, fmt.Errorf("%w: malformed env entry %q", sandbox.ErrInvalidSpec, k)
 		}
-		if slices.Contains(fixed, k) || strings.HasPrefix(k, "DYLD_") {
+		if slices.Contains(fixed, k) || slices.Contains(shellStartup, k) || strings.HasPrefix(k, "DYLD_") || strings.HasPrefix(k, "BASH_FUNC_") {
 			continue
 		}
 		env = append(env, kv)
@@ -41,6 +72,11 @@ func baseEnv(workspace, tmp string, extra []string) ([]string, error) {
 // its bin directory), or "" when the static profile already covers it.
 func interpreterPrefix(real string) string {
 	dir := filepath.Dir(real)
+	for _, r := range systemRoots {
+		if within(dir, r) {
+			return ""
+		}
+	}
 	if filepath.Base(dir) == "bin" {
 		dir = filepath.Dir(dir)
 	}
@@ -55,16 +91,25 @@ func interpreterPrefix(real string) string {
 	return dir
 }
 
-// frameworkApp is the binary a framework build of Python (python.org, Homebrew) re-execs
-// itself into: bin/python3 is a stub that starts Resources/Python.app. It must be on the
-// exec list or every such python dies at start-up.
-func frameworkApp(realInterpreter string) (string, bool) {
-	app := filepath.Join(filepath.Dir(filepath.Dir(realInterpreter)), "Resources", "Python.app", "Contents", "MacOS", "Python")
-	fi, err := os.Lstat(app)
-	if err != nil || !fi.Mode().IsRegular() {
-		return "", false
+// frameworkApps are the binaries a framework build of Python (python.org, Homebrew,
+// Command Line Tools) re-execs itself into: bin/python3 is a stub that starts
+// Resources/Python.app. They must be on the exec list or every such python dies at
+// start-up. The executable's name is the framework's (Python in Python.framework,
+// Python3 in the Command Line Tools' Python3.framework), so every regular file in
+// Contents/MacOS counts.
+func frameworkApps(realInterpreter string) []string {
+	dir := filepath.Join(filepath.Dir(filepath.Dir(realInterpreter)), "Resources", "Python.app", "Contents", "MacOS")
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil
 	}
-	return app, true
+	var apps []string
+	for _, e := range ents {
+		if e.Type().IsRegular() {
+			apps = append(apps, filepath.Join(dir, e.Name()))
+		}
+	}
+	return apps
 }
 
 // outcome is everything Run observed about how the program ended.
@@ -127,3 +172,20 @@ func sandboxExecFailure(code int, stderr []byte) string {
 	}
 	return strings.TrimSpace(strings.TrimPrefix(line, "sandbox-exec:"))
 }
+
+// stageMemory is the setup stage the memory shim reports a refusal under.
+const stageMemory = "rlimit memory"
+
+// shimShell runs memoryShim: a small process between this child and sandbox-exec.
+const shimShell = "/bin/sh"
+
+// memoryShim sets RLIMIT_DATA and RLIMIT_AS (ulimit -d, -v; KiB, soft and hard) and
+// execs its arguments. XNU refuses a new RLIMIT_AS or RLIMIT_DATA below the size of the
+// caller's current address map (EINVAL), and this Go child's map, runtime arenas and
+// all, is larger than many limits: so the limits are set in a shell, whose map is small,
+// right before sandbox-exec. The script is constant; the value and the command arrive as
+// positional arguments, never as script text. Descriptor 4 is the child's error pipe
+// (fdErrors).
+const memoryShim = `ulimit -d "$1" 2>/dev/null && ulimit -v "$1" 2>/dev/null || { printf '{"stage":"` + stageMemory + `","err":"the kernel refused %s KiB"}\n' "$1" >&4; exit 125; }
+shift
+exec "$@" 4>&-`

@@ -226,17 +226,76 @@ func TestNetworkRulesOnlyWhenEnabled(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, rule := range []string{"network-outbound", "network-bind", "network-inbound", "network*", "com.apple.dnssd.service", "/private/etc/ssl"} {
+	// Without the network, the only network rules are unix sockets inside the workspace
+	// (multiprocessing's Manager and forkserver).
+	for _, line := range strings.Split(rules(off), "\n") {
+		if strings.Contains(line, "network") && !strings.Contains(line, `unix-socket (subpath (param "WORKSPACE"))`) {
+			t.Errorf("network none: %q", line)
+		}
+	}
+	for _, rule := range []string{"(remote ip", "(local udp", "(local tcp", "com.apple.dnssd.service", "/private/etc/ssl"} {
 		if strings.Contains(rules(off), rule) {
 			t.Errorf("network none: profile contains %q", rule)
 		}
 	}
-	if !strings.Contains(rules(on), "(allow network-outbound (remote ip))") {
+	r := rules(on)
+	if !strings.Contains(r, "(allow network-outbound (remote ip))") {
 		t.Error("network host: outbound IP is not allowed")
 	}
-	if strings.Contains(rules(on), "(allow network-outbound)") {
+	if strings.Contains(r, "(allow network-outbound)") || strings.Contains(r, "(remote unix-socket)") {
 		t.Error("network host: unfiltered outbound would reach unix sockets such as ssh-agent")
 	}
+	// Loopback reaches the host's own services (airlock's HTTP port among them): its deny
+	// must come after the allow, since the last match wins.
+	allow := strings.Index(r, "(allow network-outbound (remote ip))")
+	deny := strings.Index(r, `(deny network-outbound (remote ip "localhost:*"))`)
+	if deny < allow {
+		t.Errorf("loopback deny (%d) must follow the remote ip allow (%d)", deny, allow)
+	}
+	if !strings.Contains(r, `(allow network-bind network-inbound (local udp "*:*"))`) {
+		t.Error("network host: UDP replies (DNS through c-ares, QUIC) are not allowed in")
+	}
+}
+
+// The review's over-permissive rules stay narrowed.
+func TestProfileNarrowed(t *testing.T) {
+	for _, network := range []bool{false, true} {
+		r := rules(mustRender(t, fixed(network)))
+		for _, broad := range []string{`(subpath "/usr")`, `(sysctl-name-prefix "kern.proc.pid.")`, `(sysctl-name-prefix "kern.proc.pgrp.")`, "(allow ipc-posix-shm)", "(allow ipc-posix-shm*)"} {
+			if strings.Contains(r, broad) {
+				t.Errorf("network=%v: profile contains %s", network, broad)
+			}
+		}
+		if !strings.Contains(r, `(sysctl-name-prefix "kern.proc.")`) {
+			t.Error("kern.proc.* is not denied")
+		}
+		// Package-manager var/ and etc/ are denied after the read roots that include them.
+		reads := strings.LastIndex(r, `(subpath (param "READ_`)
+		for _, dir := range []string{`(subpath "/opt/homebrew/var")`, `(subpath "/usr/local/var")`, `(subpath "/opt/homebrew/etc")`} {
+			if i := strings.Index(r, dir); i < reads {
+				t.Errorf("%s must be denied after the read roots (at %d, read roots end at %d)", dir, i, reads)
+			}
+		}
+	}
+}
+
+// Interpreters the review found denied: Rosetta's runtime and cache, the xcode-select link.
+func TestProfileRuntimes(t *testing.T) {
+	r := rules(mustRender(t, fixed(false)))
+	for _, want := range []string{`(subpath "/Library/Apple/usr/libexec/oah")`, `(subpath "/private/var/db/oah")`, `(literal "/private/var/db/xcode_select_link")`, `(subpath "/usr/lib")`, `(ipc-posix-name-prefix "/psm_")`} {
+		if !strings.Contains(r, want) {
+			t.Errorf("profile lacks %s", want)
+		}
+	}
+}
+
+func mustRender(t *testing.T, p Params) string {
+	t.Helper()
+	text, _, err := Render(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return text
 }
 
 // The ordering guarantees: deny default first, the workspace allow last (last match

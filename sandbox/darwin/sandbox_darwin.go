@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -33,7 +34,8 @@ const (
 	floorOutput    = 64 << 10
 	// outputCeiling × Limits.Output is where a flooding program is killed.
 	outputCeiling = 16
-	// sweepEvery is how often the process table is scanned for descendants.
+	// sweepEvery is how often the process table is scanned for descendants when no
+	// tracked process forks (a fork triggers a scan at once).
 	sweepEvery = 25 * time.Millisecond
 	// pipeGrace is how long Run waits for the output pipes after the program is gone; a
 	// grandchild that escaped the kill and holds them cannot block Run for longer.
@@ -49,11 +51,22 @@ type Sandbox struct {
 	wsParent string // where workspaces are created
 	uid      int
 	log      *slog.Logger
+	// memory says whether RLIMIT_AS and RLIMIT_DATA hold on this host, as the start-up
+	// self-test found; runs set them only then.
+	memory memoryCheck
 }
 
-// New checks the host once: sandbox-exec present, not running as root, the profile
-// compiles, runs /usr/bin/true and really denies a read outside the workspace. Any
-// failure is an error wrapping sandbox.ErrUnavailable: airlock never runs code unsandboxed.
+// memoryCheck is the self-test's finding about the memory rlimits.
+type memoryCheck struct {
+	ok  bool
+	why string // the evidence either way, for the probe report
+}
+
+// New checks the host once: sandbox-exec present, not running as root, and the
+// self-test (every profile variant compiles, runs /usr/bin/true and really denies a read
+// outside the workspace; the memory rlimits are tried; every program in opts.SelfTest,
+// the enabled languages, runs). Any failure is an error wrapping sandbox.ErrUnavailable:
+// airlock never runs code unsandboxed.
 func New(opts sandbox.Options) (*Sandbox, error) {
 	s := &Sandbox{opts: opts, uid: os.Getuid(), log: slog.Default().With("component", "sandbox-darwin")}
 	if os.Geteuid() == 0 {
@@ -73,18 +86,129 @@ func New(opts sandbox.Options) (*Sandbox, error) {
 	if s.home, err = os.UserHomeDir(); err != nil || s.home == "" {
 		s.home = "/var/empty"
 	}
-	if s.wsParent, err = filepath.EvalSymlinks(os.TempDir()); err != nil {
-		return nil, fmt.Errorf("%w: resolve temp dir: %w", sandbox.ErrUnavailable, err)
+	if s.wsParent, err = s.workspaceParent(); err != nil {
+		return nil, err
 	}
-	if err := s.smoke(context.Background()); err != nil {
+	if err := s.selfTest(context.Background()); err != nil {
 		return nil, fmt.Errorf("%w: seatbelt self-test failed: %w; check that %s works (`%s -p '(version 1)(allow default)' /usr/bin/true`) and that no MDM policy blocks it", sandbox.ErrUnavailable, err, SandboxExec, SandboxExec)
 	}
 	return s, nil
 }
 
-// smoke proves the profile end to end: a program runs, a file inside the workspace is
-// readable, and a file next to the workspace (standing in for ~/.ssh) is not.
-func (s *Sandbox) smoke(ctx context.Context) error {
+// workspaceParent is $TMPDIR when its path is short enough for unix sockets inside
+// workspaces (workspaceFits), else a private /private/tmp/airlock-<uid>. macOS's
+// /var/folders/…/T is usually too deep: Python's multiprocessing Manager would fail
+// with "AF_UNIX path too long".
+func (s *Sandbox) workspaceParent() (string, error) {
+	tmp, err := filepath.EvalSymlinks(os.TempDir())
+	if err != nil {
+		return "", fmt.Errorf("%w: resolve temp dir: %w", sandbox.ErrUnavailable, err)
+	}
+	if workspaceFits(tmp) {
+		return tmp, nil
+	}
+	short := fmt.Sprintf("/private/tmp/airlock-%d", s.uid)
+	if err := privateDir(short, s.uid); err != nil {
+		s.log.Warn("workspaces stay under TMPDIR; unix sockets in them may be too long", "dir", tmp, "err", err)
+		return tmp, nil
+	}
+	return short, nil
+}
+
+// Self-test limits: the smallest memory limit policy hands out, and room for node, which
+// needs an address space of its heap plus about 1 GiB (policy.nodeAddressReserve).
+const (
+	selfTestMemory       = floorMemory
+	selfTestAddressSpace = 2 << 30
+	selfTestWall         = 30 * time.Second
+)
+
+// selfTest runs before the server accepts a call: every variant of the profile compiles
+// and confines (smoke, network none and host), the memory rlimits are tried where they
+// are set, and each enabled language runs an empty program through Run as a call would.
+func (s *Sandbox) selfTest(ctx context.Context) error {
+	if err := s.smokeAll(ctx); err != nil {
+		return err
+	}
+	s.memory = s.checkMemory(ctx)
+	for _, spec := range s.opts.SelfTest {
+		if err := s.startInterpreter(ctx, spec); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// smokeAll runs smoke for each network mode: each renders a different profile.
+func (s *Sandbox) smokeAll(ctx context.Context) error {
+	for _, network := range []bool{false, true} {
+		if err := s.smoke(ctx, network); err != nil {
+			return fmt.Errorf("profile with network=%s: %w", networkName(network), err)
+		}
+	}
+	return nil
+}
+
+func networkName(on bool) string {
+	if on {
+		return string(sandbox.NetworkHost)
+	}
+	return string(sandbox.NetworkNone)
+}
+
+// checkMemory runs /usr/bin/true with the memory shim at the smallest limit: whether XNU
+// accepts RLIMIT_AS and RLIMIT_DATA decides whether runs set them.
+func (s *Sandbox) checkMemory(ctx context.Context) memoryCheck {
+	lim := sandbox.Limits{Memory: selfTestMemory, Wall: selfTestWall}
+	res, err := s.run(ctx, sandbox.Spec{Language: "self-test", Argv: []string{"/usr/bin/true"}, Limits: lim}, true)
+	switch {
+	case err != nil:
+		return memoryCheck{why: "self-test could not run: " + err.Error()}
+	case res.Status == sandbox.StatusOK:
+		return memoryCheck{ok: true, why: fmt.Sprintf("the kernel accepted %d MiB at start-up", selfTestMemory>>20)}
+	case res.Status == sandbox.StatusSandboxError && strings.Contains(res.Detail, stageMemory):
+		return memoryCheck{why: res.Detail}
+	}
+	return memoryCheck{why: fmt.Sprintf("/usr/bin/true under RLIMIT_AS=%d MiB ended %s: %s", selfTestMemory>>20, res.Status, res.Detail)}
+}
+
+// startInterpreter runs spec (a language with an empty program, see
+// sandbox.Options.SelfTest) under the real profile and the self-test's limits, with
+// network none. An interpreter that starts only without the memory rlimits turns them
+// off for every run, and the probe report says why.
+func (s *Sandbox) startInterpreter(ctx context.Context, spec sandbox.Spec) error {
+	if len(spec.Argv) == 0 {
+		return fmt.Errorf("self-test %q has no argv", spec.Language)
+	}
+	interp := spec.Argv[0]
+	spec.ID = ""
+	spec.Network = sandbox.NetworkNone
+	spec.Limits = sandbox.Limits{Memory: selfTestMemory, AddressSpace: selfTestAddressSpace, Wall: selfTestWall}
+	res, err := s.run(ctx, spec, s.memory.ok)
+	if err == nil && res.Status != sandbox.StatusOK && s.memory.ok {
+		if again, err2 := s.run(ctx, spec, false); err2 == nil && again.Status == sandbox.StatusOK {
+			s.memory = memoryCheck{why: fmt.Sprintf("%s does not start under RLIMIT_AS=%d MiB (%s: %s); memory rlimits are off", interp, selfTestAddressSpace>>20, res.Status, res.Detail)}
+			return nil
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("start %s: %w", interp, err)
+	}
+	if res.Status != sandbox.StatusOK {
+		return fmt.Errorf("%s does not start under the profile: %s: %s %s", interp, res.Status, res.Detail, firstLine(res.Stderr.Bytes()))
+	}
+	return nil
+}
+
+func firstLine(b []byte) string {
+	line, _, _ := strings.Cut(string(b), "\n")
+	return line
+}
+
+// smoke proves one profile variant end to end: it compiles, a program runs, a file
+// inside the workspace is readable, and a file next to the workspace (standing in for
+// ~/.ssh) is not.
+func (s *Sandbox) smoke(ctx context.Context, network bool) error {
 	outside, err := os.MkdirTemp(s.wsParent, "airlock-canary-")
 	if err != nil {
 		return fmt.Errorf("create canary: %w", err)
@@ -100,7 +224,7 @@ func (s *Sandbox) smoke(ctx context.Context) error {
 	}
 	defer func() { _ = ws.remove(clearFlags) }() // a self-test workspace: nothing to report
 	run := func(argv ...string) (int, string, error) {
-		_, args, err := Profile(Params{Workspace: ws.dir, Home: s.home, Exec: []string{argv[0]}})
+		_, args, err := Profile(Params{Workspace: ws.dir, Home: s.home, Exec: []string{argv[0]}, Network: network})
 		if err != nil {
 			return 0, "", err
 		}
@@ -132,7 +256,7 @@ func (s *Sandbox) smoke(ctx context.Context) error {
 func (s *Sandbox) Probe(ctx context.Context) (sandbox.Report, error) {
 	seatbelt := sandbox.Layer{Name: "seatbelt", Required: true, Active: true,
 		Detail: SandboxExec + ": deny-default profile, paths as -D parameters, self-test passed (true runs, workspace readable, outside read denied)"}
-	if err := s.smoke(ctx); err != nil {
+	if err := s.smokeAll(ctx); err != nil {
 		seatbelt.Active = false
 		seatbelt.Detail = err.Error()
 		seatbelt.Fix = "run `" + SandboxExec + " -p '(version 1)(allow default)' /usr/bin/true` to check sandbox-exec, then see docs/macos.md"
@@ -145,14 +269,14 @@ func (s *Sandbox) Probe(ctx context.Context) (sandbox.Report, error) {
 		Backend:  "darwin-seatbelt",
 		Layers: []sandbox.Layer{
 			seatbelt,
-			{Name: "seatbelt-network", Active: seatbelt.Active, Detail: "network denied by the profile unless network=host (then outbound IP and DNS only; unix sockets stay denied)"},
+			{Name: "seatbelt-network", Active: seatbelt.Active, Detail: "network denied by the profile unless network=host (then outbound IP except loopback, DNS, UDP replies, loopback listeners); unix sockets only inside the workspace"},
 			{Name: "rlimit-cpu", Active: true, Detail: "RLIMIT_CPU: SIGXCPU at the limit, SIGKILL 1 s later"},
 			{Name: "rlimit-fsize", Active: true, Detail: "RLIMIT_FSIZE bounds each file the program writes"},
 			{Name: "rlimit-nofile", Active: true, Detail: "RLIMIT_NOFILE"},
 			{Name: "rlimit-nproc", Active: true, Detail: "RLIMIT_NPROC = the user's current process count + pids (macOS counts every process of the uid)"},
 			{Name: "rlimit-core", Active: true, Detail: "RLIMIT_CORE = 0"},
-			{Name: "process-group-kill", Active: true, Detail: fmt.Sprintf("SIGKILL to the process group, then descendants found by ancestry scans every %v; a double-forked setsid daemon orphaned between two scans can survive", sweepEvery)},
-			inactive("memory-limit", "macOS does not enforce RLIMIT_AS, and RLIMIT_DATA only bounds brk, not mmap: memory is not limited (set best-effort, peak RSS is reported)", "run memory-hungry code on Linux, where cgroups or RLIMIT_AS enforce memory"),
+			{Name: "process-group-kill", Active: true, Detail: fmt.Sprintf("descendants tracked by ancestry scans on every fork (kqueue; the forking parent held stopped until its child is recorded) and every %v; at the end the tree is frozen with SIGSTOP and rescanned until nothing new appears, then SIGKILLed; a middle process that forks and exits within microseconds of the fork can still orphan a setsid child unseen", sweepEvery)},
+			s.memoryLayer(),
 			inactive("memory-cgroup", "macOS has no cgroups", ""),
 			inactive("pid-namespace", "macOS has no PID namespaces: the program can see that other processes exist; the profile denies reading their argv/environment (kern.procargs) and listing them (kern.proc.*)", ""),
 			inactive("network-namespace", "macOS has no network namespaces; Seatbelt denies network access instead (layer seatbelt-network)", ""),
@@ -161,13 +285,33 @@ func (s *Sandbox) Probe(ctx context.Context) (sandbox.Report, error) {
 	}, nil
 }
 
+// memoryLayer reports the memory rlimits as the self-test found them.
+func (s *Sandbox) memoryLayer() sandbox.Layer {
+	if s.memory.ok {
+		return sandbox.Layer{Name: "memory-limit", Active: true,
+			Detail: "RLIMIT_AS and RLIMIT_DATA set by a /bin/sh shim right before sandbox-exec (XNU refuses them below the caller's map size, so not in the Go child): " + s.memory.why + "; an allocation past the limit fails, peak RSS is reported"}
+	}
+	return sandbox.Layer{Name: "memory-limit", Active: false,
+		Detail: "RLIMIT_AS/RLIMIT_DATA not in effect: " + s.memory.why + "; memory is not limited (peak RSS is reported)",
+		Fix:    "run memory-hungry code on Linux, where cgroups or RLIMIT_AS enforce memory"}
+}
+
 // Run builds a fresh workspace and profile for spec, runs it once and removes it.
 func (s *Sandbox) Run(ctx context.Context, spec sandbox.Spec) (sandbox.Result, error) {
+	return s.run(ctx, spec, s.memory.ok)
+}
+
+// run is Run with the memory rlimits on or off (the self-test tries both).
+func (s *Sandbox) run(ctx context.Context, spec sandbox.Spec, memory bool) (sandbox.Result, error) {
 	if spec.ID == "" {
 		spec.ID = newID()
 	}
 	if len(spec.Argv) == 0 || !filepath.IsAbs(spec.Argv[0]) {
 		return sandbox.Result{}, fmt.Errorf("%w: argv[0] must be an absolute interpreter path", sandbox.ErrInvalidSpec)
+	}
+	if spec.Environment != "" {
+		// Seatbelt filters paths but cannot show a directory at another one.
+		return sandbox.Result{}, fmt.Errorf("%w: environments are not supported by the macOS backend", sandbox.ErrInvalidSpec)
 	}
 	lim := floors(spec.Limits)
 	ws, err := newWorkspace(s.wsParent, spec)
@@ -179,7 +323,7 @@ func (s *Sandbox) Run(ctx context.Context, spec sandbox.Spec) (sandbox.Result, e
 			s.log.Warn("workspace left behind", "id", spec.ID, "err", err)
 		}
 	}()
-	cfg, err := s.config(spec, lim, ws)
+	cfg, err := s.config(spec, lim, ws, memory)
 	if err != nil {
 		return sandbox.Result{}, err
 	}
@@ -198,7 +342,7 @@ func (s *Sandbox) Run(ctx context.Context, spec sandbox.Spec) (sandbox.Result, e
 }
 
 // config resolves the interpreter and renders the profile and the child's instructions.
-func (s *Sandbox) config(spec sandbox.Spec, lim sandbox.Limits, ws *workspace) (childConfig, error) {
+func (s *Sandbox) config(spec sandbox.Spec, lim sandbox.Limits, ws *workspace, memory bool) (childConfig, error) {
 	if spec.Network == sandbox.NetworkAllowlist {
 		// The egress bridge needs a network namespace; Seatbelt has none to give.
 		return childConfig{}, fmt.Errorf("%w: network %q is Linux-only; use \"none\" or \"host\" on macOS", sandbox.ErrUnavailable, spec.Network)
@@ -208,18 +352,7 @@ func (s *Sandbox) config(spec sandbox.Spec, lim sandbox.Limits, ws *workspace) (
 		return childConfig{}, fmt.Errorf("%w: interpreter %q: %w", sandbox.ErrInvalidSpec, spec.Argv[0], err)
 	}
 	p := Params{Workspace: ws.dir, Home: s.home, Exec: []string{spec.Argv[0]}, Read: spec.Mounts, Network: spec.Network == sandbox.NetworkHost}
-	if prefix := interpreterPrefix(real); prefix != "" {
-		p.Read = append(p.Read, prefix)
-	}
-	if app, ok := frameworkApp(real); ok {
-		p.Exec = append(p.Exec, app)
-	}
-	// /bin/sh is a launcher that execs the shell named by /private/var/select/sh.
-	if real == "/bin/sh" {
-		if target, err := filepath.EvalSymlinks("/private/var/select/sh"); err == nil {
-			p.Exec = append(p.Exec, target)
-		}
-	}
+	p.Exec, p.Read = execPlan(real, p.Exec, p.Read)
 	_, args, err := Profile(p)
 	if err != nil {
 		return childConfig{}, fmt.Errorf("%w: %w", sandbox.ErrInvalidSpec, err)
@@ -233,7 +366,61 @@ func (s *Sandbox) config(spec sandbox.Spec, lim sandbox.Limits, ws *workspace) (
 	if err != nil {
 		return childConfig{}, err
 	}
-	return childConfig{Argv: argv, Env: env, Dir: ws.dir, Rlimits: rl}, nil
+	cfg := childConfig{Argv: argv, Env: env, Dir: ws.dir, Rlimits: rl}
+	if memory {
+		cfg.Memory = memoryLimit(lim)
+	}
+	return cfg, nil
+}
+
+// xcodeSelectLink names the active developer directory (xcode-select -s writes it); the
+// stubs in /usr/bin (python3, git, ...) exec the real tool from there.
+const xcodeSelectLink = "/private/var/db/xcode_select_link"
+
+// execPlan adds what running the resolved interpreter real needs beyond itself: the
+// binaries it execs on its way (a framework python's Python.app, the tool behind a
+// /usr/bin developer stub, the shell behind /bin/sh) and the read roots they live in.
+func execPlan(real string, bins, read []string) ([]string, []string) {
+	isFile := func(p string) bool {
+		fi, err := os.Stat(p)
+		return err == nil && fi.Mode().IsRegular()
+	}
+	add := func(bin string) {
+		r, err := filepath.EvalSymlinks(bin)
+		if err != nil {
+			return
+		}
+		bins = append(bins, bin)
+		if prefix := interpreterPrefix(r); prefix != "" {
+			read = append(read, prefix)
+		}
+		bins = append(bins, frameworkApps(r)...)
+	}
+	if prefix := interpreterPrefix(real); prefix != "" {
+		read = append(read, prefix)
+	}
+	bins = append(bins, frameworkApps(real)...)
+	// Apple's /usr/bin/python3 asks xcode-select for the developer directory and execs the
+	// Command Line Tools' (or Xcode's) python3, itself a Python3.framework stub.
+	link, _ := os.Readlink(xcodeSelectLink)
+	if tool, devDir, ok := developerTool(real, link, isFile); ok {
+		if r, err := filepath.EvalSymlinks(devDir); err == nil {
+			read = append(read, r)
+		}
+		for _, xcrun := range []string{"/usr/bin/xcrun", filepath.Join(devDir, "usr", "bin", "xcrun")} {
+			if isFile(xcrun) {
+				bins = append(bins, xcrun)
+			}
+		}
+		add(tool)
+	}
+	// /bin/sh is a launcher that execs the shell named by /private/var/select/sh.
+	if real == "/bin/sh" {
+		if target, err := filepath.EvalSymlinks("/private/var/select/sh"); err == nil {
+			bins = append(bins, target)
+		}
+	}
+	return bins, read
 }
 
 func (s *Sandbox) rlimits(lim sandbox.Limits) ([]childRlimit, error) {
@@ -243,10 +430,6 @@ func (s *Sandbox) rlimits(lim sandbox.Limits) ([]childRlimit, error) {
 	}
 	// Every limit is positive here: policy clamps them and withDefaults fills zeros.
 	cpu := nonNeg(int64((lim.CPU + time.Second - 1) / time.Second))
-	mem := nonNeg(lim.AddressSpace)
-	if mem == 0 {
-		mem = nonNeg(lim.Memory)
-	}
 	one := func(name string, res int, v uint64) childRlimit {
 		return childRlimit{Name: name, Resource: res, Cur: v, Max: v}
 	}
@@ -256,9 +439,16 @@ func (s *Sandbox) rlimits(lim sandbox.Limits) ([]childRlimit, error) {
 		one("nofile", unix.RLIMIT_NOFILE, nonNeg(int64(lim.OpenFiles))),
 		one("nproc", unix.RLIMIT_NPROC, nonNeg(int64(procs+lim.Pids))),
 		one("core", unix.RLIMIT_CORE, 0),
-		{Name: "as", Resource: unix.RLIMIT_AS, Cur: mem, Max: mem, BestEffort: true},
-		{Name: "data", Resource: unix.RLIMIT_DATA, Cur: mem, Max: mem, BestEffort: true},
 	}, nil
+}
+
+// memoryLimit is the RLIMIT_AS and RLIMIT_DATA value of a run: the address space policy
+// computed for the language (node needs room beyond its heap), else the memory limit.
+func memoryLimit(lim sandbox.Limits) uint64 {
+	if lim.AddressSpace > 0 {
+		return nonNeg(lim.AddressSpace)
+	}
+	return nonNeg(lim.Memory)
 }
 
 // launch starts the init child in its own process group and supervises it: wall timer,
@@ -301,6 +491,11 @@ func (s *Sandbox) launch(ctx context.Context, spec sandbox.Spec, lim sandbox.Lim
 	cfgR.Close()
 	errW.Close()
 	tr := newTracker(cmd.Process.Pid)
+	defer tr.close()
+	stopFollow := make(chan struct{})
+	followed := make(chan struct{})
+	go func() { tr.follow(sweepEvery, stopFollow); close(followed) }()
+	defer func() { close(stopFollow); <-followed }()
 	setup := make(chan string, 1)
 	go func() {
 		b, _ := io.ReadAll(io.LimitReader(errR, 64<<10))
@@ -322,11 +517,10 @@ func (s *Sandbox) launch(ctx context.Context, spec sandbox.Spec, lim sandbox.Lim
 	go func() { done <- cmd.Wait() }()
 	wall := time.NewTimer(lim.Wall)
 	defer wall.Stop()
-	tick := time.NewTicker(sweepEvery)
+	tick := time.NewTicker(time.Second) // progress reports; the tracker scans on its own
 	defer tick.Stop()
 	var o outcome
 	o.cpuLimit = lim.CPU
-	lastProgress := start
 	cancel := ctx.Done()
 	var waitErr error
 loop:
@@ -346,9 +540,7 @@ loop:
 			ceiling = nil
 			tr.killAll()
 		case now := <-tick.C:
-			tr.scan()
-			if spec.Progress != nil && now.Sub(lastProgress) >= time.Second {
-				lastProgress = now
+			if spec.Progress != nil {
 				spec.Progress(sandbox.Progress{Elapsed: now.Sub(start), StdoutBytes: stdout.c.Total(), StderrBytes: stderr.c.Total()})
 			}
 		}

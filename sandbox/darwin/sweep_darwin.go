@@ -1,10 +1,23 @@
 package darwin
 
 import (
+	"math"
+	"sync"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
+
+// Process states from <sys/proc.h> (x/sys/unix does not export them).
+const (
+	stateStopped = 4 // SSTOP
+	stateZombie  = 5 // SZOMB
+)
+
+// freezeRounds bounds the stop-and-rescan loop of killAll; a round costs one process
+// table scan (about 1 ms with 600 processes).
+const freezeRounds = 100
 
 // proc identifies a process across pid reuse: the pid plus its start time.
 type proc struct {
@@ -14,30 +27,129 @@ type proc struct {
 
 // tracker remembers every process that descends from the sandbox's root process. macOS
 // has no PID namespace and no cgroup, so a process that setsid()s leaves the process
-// group; it is still found here while its ancestry leads to the root. The residual risk:
-// a double-forked daemon whose middle process exits between two scans is re-parented to
-// launchd before it is seen, and survives.
+// group; it is still found here while its ancestry leads to the root. Scans run on every
+// fork a tracked process makes (kqueue NOTE_FORK, the parent held stopped meanwhile) and
+// every sweepEvery besides.
+//
+// The residual risk: a middle process that forks and exits within the microseconds
+// before the kqueue event reaches follow re-parents its child to launchd, and that child
+// is lost.
 type tracker struct {
-	root  int
-	known map[int]proc
+	root int
+
+	mu      sync.Mutex
+	known   map[int]proc
+	watched map[int]bool
+	kq      int  // -1 without kqueue: periodic scans only
+	frozen  bool // killAll has begun: follow must not continue a stopped process
 }
 
 func newTracker(root int) *tracker {
-	return &tracker{root: root, known: map[int]proc{}}
+	t := &tracker{root: root, known: map[int]proc{}, watched: map[int]bool{}, kq: -1}
+	// Under ForkLock, as the standard library creates descriptors without an atomic
+	// close-on-exec: a concurrent run's child must not inherit the queue.
+	syscall.ForkLock.RLock()
+	kq, err := unix.Kqueue()
+	if err == nil {
+		unix.CloseOnExec(kq)
+	}
+	syscall.ForkLock.RUnlock()
+	if err == nil {
+		t.kq = kq
+		t.watch(root)
+	}
+	return t
 }
 
-// scan takes one snapshot of the process table and adds the root's descendants.
-func (t *tracker) scan() {
-	procs, err := unix.SysctlKinfoProcSlice("kern.proc.all")
-	if err != nil {
+// close releases the kqueue; the tracker is not used afterwards.
+func (t *tracker) close() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.kq >= 0 {
+		_ = unix.Close(t.kq)
+		t.kq = -1
+	}
+}
+
+// watch asks for a NOTE_FORK event from pid. Called with mu held or before the tracker
+// is shared.
+func (t *tracker) watch(pid int) {
+	if t.kq < 0 || t.watched[pid] {
 		return
 	}
+	var ev unix.Kevent_t
+	unix.SetKevent(&ev, pid, unix.EVFILT_PROC, unix.EV_ADD|unix.EV_CLEAR)
+	ev.Fflags = unix.NOTE_FORK
+	if _, err := unix.Kevent(t.kq, []unix.Kevent_t{ev}, nil, nil); err == nil {
+		t.watched[pid] = true
+	}
+}
+
+// follow scans whenever a tracked process forks, and at least every period, until stop
+// is closed. The parent that forked is held with SIGSTOP until the scan has recorded its
+// child, so a double-forking middle process cannot exit and re-parent the child to
+// launchd unseen; a fixed period alone misses a middle process that lives a few
+// milliseconds. (SIGSTOP and SIGCONT are invisible to the program but for a parent
+// waiting with WUNTRACED.)
+func (t *tracker) follow(period time.Duration, stop <-chan struct{}) {
+	events := make([]unix.Kevent_t, 16)
+	for {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		t.mu.Lock()
+		kq := t.kq
+		t.mu.Unlock()
+		n := 0
+		if kq < 0 {
+			select {
+			case <-stop:
+				return
+			case <-time.After(period):
+			}
+		} else {
+			ts := unix.NsecToTimespec(period.Nanoseconds())
+			// EINTR and a closed queue both just lead to the next scan or to stop.
+			n, _ = unix.Kevent(kq, nil, events, &ts)
+		}
+		t.mu.Lock()
+		if t.frozen {
+			t.mu.Unlock()
+			continue // killAll owns the tree now: nothing may be continued
+		}
+		var held []int
+		for _, ev := range events[:max(n, 0)] {
+			if ev.Filter != unix.EVFILT_PROC || ev.Fflags&unix.NOTE_FORK == 0 || ev.Ident > math.MaxInt32 {
+				continue
+			}
+			if pid := int(ev.Ident); syscall.Kill(pid, syscall.SIGSTOP) == nil {
+				held = append(held, pid)
+			}
+		}
+		t.scanLocked()
+		for _, pid := range held {
+			_ = syscall.Kill(pid, syscall.SIGCONT)
+		}
+		t.mu.Unlock()
+	}
+}
+
+// scanLocked takes one snapshot of the process table and adds the root's descendants
+// (mu held). It returns the processes of the snapshot by pid, for killAll's state checks.
+func (t *tracker) scanLocked() map[int]*unix.KinfoProc {
+	procs, err := unix.SysctlKinfoProcSlice("kern.proc.all")
+	if err != nil {
+		return nil
+	}
+	byPid := make(map[int]*unix.KinfoProc, len(procs))
 	children := map[int][]proc{}
 	for i := range procs {
 		p := &procs[i]
 		pid := int(p.Proc.P_pid)
-		start := p.Proc.P_starttime.Sec*1_000_000 + int64(p.Proc.P_starttime.Usec)
-		children[int(p.Eproc.Ppid)] = append(children[int(p.Eproc.Ppid)], proc{pid: pid, start: start})
+		byPid[pid] = p
+		children[int(p.Eproc.Ppid)] = append(children[int(p.Eproc.Ppid)], proc{pid: pid, start: startTime(p)})
 	}
 	// Walk from the root and from every process seen before: a tracked parent may have
 	// left the root's subtree (re-parented) while its own children are still attached.
@@ -58,28 +170,62 @@ func (t *tracker) scan() {
 				continue // pid reused by an unrelated process
 			}
 			t.known[c.pid] = c
+			t.watch(c.pid)
 			queue = append(queue, c.pid)
+		}
+	}
+	return byPid
+}
+
+// killAll freezes the whole tree, then kills it. Killing first is the race: a middle
+// process that dies re-parents its children to launchd before the next scan can see
+// them. A stopped process can neither fork nor exit, so the tree stops changing: SIGSTOP
+// goes to the process group and to every tracked process, the table is rescanned, and
+// newly found processes are stopped too, until a scan finds nothing new and every
+// tracked process is stopped (or a zombie). Only then does SIGKILL go out.
+func (t *tracker) killAll() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.frozen = true
+	_ = syscall.Kill(-t.root, syscall.SIGSTOP)
+	stopped := map[int]bool{}
+	for range freezeRounds {
+		before := len(t.known)
+		table := t.scanLocked()
+		if table == nil {
+			break
+		}
+		settled := len(t.known) == before
+		for _, p := range t.known {
+			k, alive := table[p.pid]
+			if !alive || startTime(k) != p.start || k.Proc.P_stat == stateZombie {
+				continue
+			}
+			if !stopped[p.pid] {
+				_ = syscall.Kill(p.pid, syscall.SIGSTOP)
+				stopped[p.pid] = true
+			}
+			// A process inside fork() when the signal came stops only on its way out, and
+			// its child exists by then: not settled until the table shows it stopped.
+			if k.Proc.P_stat != stateStopped {
+				settled = false
+			}
+		}
+		if settled {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	_ = syscall.Kill(-t.root, syscall.SIGKILL)
+	for _, p := range t.known {
+		if sameProcess(p) {
+			_ = syscall.Kill(p.pid, syscall.SIGKILL)
 		}
 	}
 }
 
-// killAll SIGKILLs the process group and every tracked descendant still alive with the
-// same start time, rescanning a few times for children forked during the kill.
-func (t *tracker) killAll() {
-	_ = syscall.Kill(-t.root, syscall.SIGKILL)
-	for range 3 {
-		t.scan()
-		alive := false
-		for _, p := range t.known {
-			if sameProcess(p) {
-				_ = syscall.Kill(p.pid, syscall.SIGKILL)
-				alive = true
-			}
-		}
-		if !alive {
-			return
-		}
-	}
+func startTime(k *unix.KinfoProc) int64 {
+	return k.Proc.P_starttime.Sec*1_000_000 + int64(k.Proc.P_starttime.Usec)
 }
 
 // sameProcess reports whether p still runs and is the process first seen under that pid.
@@ -88,9 +234,8 @@ func sameProcess(p proc) bool {
 	if err != nil || int(k.Proc.P_pid) != p.pid {
 		return false
 	}
-	start := k.Proc.P_starttime.Sec*1_000_000 + int64(k.Proc.P_starttime.Usec)
 	// A zombie still has its pid but can do nothing; SIGKILL to it is harmless.
-	return start == p.start
+	return startTime(k) == p.start
 }
 
 // countUserProcs is the number of processes whose real uid is uid: RLIMIT_NPROC counts

@@ -8,6 +8,7 @@ package darwin
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -29,6 +30,43 @@ const (
 	// maxWalk bounds the directory walk: hostile code can leave millions of entries.
 	maxWalk = 10000
 )
+
+// maxSocketPath is the longest unix socket path macOS accepts (sun_path is 104 bytes,
+// NUL included).
+const maxSocketPath = 103
+
+// socketDepth is how much Python's multiprocessing adds to TMPDIR for a Manager's socket:
+// /pymp-XXXXXXXX/listener-XXXXXXXX.
+const socketDepth = len("/pymp-XXXXXXXX/listener-XXXXXXXX")
+
+// workspaceFits reports whether sockets made under a workspace in parent stay within
+// maxSocketPath: parent/airlock-NNNNNNNNNN/tmp plus socketDepth.
+func workspaceFits(parent string) bool {
+	return len(parent)+len("/airlock-1234567890/tmp")+socketDepth <= maxSocketPath
+}
+
+// privateDir makes dir a directory only uid can enter, or checks that it already is one:
+// it may live in a shared place such as /private/tmp, where another user could have
+// made it first, as a symlink or with a looser mode, to read or plant workspaces.
+func privateDir(dir string, uid int) error {
+	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("create %s: %w", dir, err)
+	}
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return fmt.Errorf("check %s: %w", dir, err)
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	switch {
+	case !fi.IsDir():
+		return fmt.Errorf("%s is not a directory (a symlink?)", dir)
+	case !ok || int(st.Uid) != uid:
+		return fmt.Errorf("%s belongs to another user", dir)
+	case fi.Mode().Perm() != 0o700:
+		return fmt.Errorf("%s has mode %v, want 0700", dir, fi.Mode().Perm())
+	}
+	return nil
+}
 
 // workspace is one run's private directory tree.
 type workspace struct {

@@ -152,3 +152,43 @@ func must(t *testing.T, err error) {
 		t.Fatal(err)
 	}
 }
+
+// The usual macOS TMPDIR is too deep for Python's multiprocessing sockets; the short
+// private parent is not.
+func TestWorkspaceFits(t *testing.T) {
+	if workspaceFits("/private/var/folders/zz/zyxvpxvq6csfxvn_n0000000000000/T") {
+		t.Error("a workspace under /var/folders/…/T leaves room for Manager's socket path")
+	}
+	if !workspaceFits("/private/tmp/airlock-501") {
+		t.Error("a workspace under /private/tmp/airlock-501 is too deep")
+	}
+}
+
+func TestPrivateDir(t *testing.T) {
+	root := t.TempDir()
+	uid := os.Getuid()
+	ok := filepath.Join(root, "ok")
+	if err := privateDir(ok, uid); err != nil {
+		t.Fatalf("fresh dir: %v", err)
+	}
+	if err := privateDir(ok, uid); err != nil {
+		t.Fatalf("existing private dir: %v", err)
+	}
+	if fi, _ := os.Stat(ok); fi.Mode().Perm() != 0o700 {
+		t.Fatalf("mode %v", fi.Mode().Perm())
+	}
+	// Made first by someone else: a symlink, a loose mode, another owner.
+	link := filepath.Join(root, "link")
+	must(t, os.Symlink(ok, link))
+	loose := filepath.Join(root, "loose")
+	must(t, os.Mkdir(loose, 0o700))
+	must(t, os.Chmod(loose, 0o777))
+	for _, dir := range []string{link, loose} {
+		if err := privateDir(dir, uid); err == nil {
+			t.Errorf("%s accepted", dir)
+		}
+	}
+	if err := privateDir(ok, uid+1); err == nil {
+		t.Error("a directory of another uid accepted")
+	}
+}

@@ -39,7 +39,7 @@ type cgroups struct {
 // subtree with the memory and pids controllers, or else the v1 controllers when
 // running as root. It never fails; version 0 carries the reason.
 func detectCgroups() *cgroups {
-	mounts, err := cgroupMounts()
+	info, err := os.ReadFile("/proc/self/mountinfo")
 	if err != nil {
 		return &cgroups{reason: "cannot read mountinfo: " + err.Error()}
 	}
@@ -47,15 +47,16 @@ func detectCgroups() *cgroups {
 	if err != nil {
 		return &cgroups{reason: "cannot read /proc/self/cgroup: " + err.Error()}
 	}
+	dirs := ownCgroupDirs(parseCgroupMounts(string(info)), own)
 	var why []string
-	if mnt, ok := mounts[""]; ok {
-		if cg, err := setupV2(mnt, own[""]); err == nil {
+	if dir, ok := dirs[""]; ok {
+		if cg, err := setupV2(dir); err == nil {
 			return cg
 		} else {
 			why = append(why, "cgroup v2: "+err.Error())
 		}
 	}
-	if cg, err := setupV1(mounts, own); err == nil {
+	if cg, err := setupV1(dirs); err == nil {
 		return cg
 	} else {
 		why = append(why, "cgroup v1: "+err.Error())
@@ -63,14 +64,16 @@ func detectCgroups() *cgroups {
 	return &cgroups{reason: strings.Join(why, "; ")}
 }
 
-// cgroupMounts maps each v1 controller to its mount point, and "" to the cgroup2 mount.
-func cgroupMounts() (map[string]string, error) {
-	b, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		return nil, err
-	}
-	out := map[string]string{}
-	for _, line := range strings.Split(string(b), "\n") {
+// cgroupMount is one cgroup hierarchy's mount: where it is, and which cgroup of the
+// hierarchy it shows there (the mount root: "/" on a host; in a container, its own
+// cgroup, or the root of its cgroup namespace).
+type cgroupMount struct{ point, root string }
+
+// parseCgroupMounts maps each v1 controller of mountinfo to its mount, and "" to the
+// cgroup2 mount.
+func parseCgroupMounts(mountinfo string) map[string]cgroupMount {
+	out := map[string]cgroupMount{}
+	for _, line := range strings.Split(mountinfo, "\n") {
 		pre, post, ok := strings.Cut(line, " - ")
 		if !ok {
 			continue
@@ -80,16 +83,38 @@ func cgroupMounts() (map[string]string, error) {
 		if len(f) < 5 || len(g) < 3 {
 			continue
 		}
+		m := cgroupMount{point: f[4], root: f[3]}
 		switch g[0] {
 		case "cgroup2":
-			out[""] = f[4]
+			out[""] = m
 		case "cgroup":
 			for _, opt := range strings.Split(g[2], ",") {
-				out[opt] = f[4]
+				out[opt] = m
 			}
 		}
 	}
-	return out, nil
+	return out
+}
+
+// ownCgroupDirs maps each mounted controller (and "" for v2) to the directory of the
+// server's own cgroup. /proc/self/cgroup gives the path from the hierarchy's root, the
+// mount shows the hierarchy from its root on: inside a container without a cgroup
+// namespace (podman --privileged on v1) the path repeats the mount root, which must be
+// cut off. A path outside the mount root is not reachable through it.
+func ownCgroupDirs(mounts map[string]cgroupMount, own map[string]string) map[string]string {
+	out := map[string]string{}
+	for c, m := range mounts {
+		p, ok := own[c]
+		if !ok {
+			continue
+		}
+		rel, err := filepath.Rel(m.root, p)
+		if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
+			continue
+		}
+		out[c] = filepath.Join(m.point, rel)
+	}
+	return out
 }
 
 // ownCgroups maps each controller (and "" for v2) to the server's own cgroup path.
@@ -111,23 +136,24 @@ func ownCgroups() (map[string]string, error) {
 	return out, nil
 }
 
-func setupV1(mounts, own map[string]string) (*cgroups, error) {
+// setupV1 creates airlock's base in each v1 controller's own cgroup dir.
+func setupV1(dirs map[string]string) (*cgroups, error) {
 	if os.Geteuid() != 0 {
 		return nil, errors.New("v1 controllers need root (no delegation in v1)")
 	}
 	cg := &cgroups{version: 1, v1: map[string]string{}}
 	for _, c := range v1Controllers {
-		mnt, ok := mounts[c]
+		dir, ok := dirs[c]
 		if !ok {
 			if c == "memory" || c == "pids" {
 				return nil, fmt.Errorf("controller %s not mounted", c)
 			}
 			continue
 		}
-		base := filepath.Join(mnt, own[c], cgroupDir)
-		if err := os.Mkdir(base, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+		base := filepath.Join(dir, cgroupDir)
+		if err := usableBase(base); err != nil {
 			if c == "memory" || c == "pids" {
-				return nil, fmt.Errorf("create %s: %w", base, err)
+				return nil, err
 			}
 			continue
 		}
@@ -137,8 +163,23 @@ func setupV1(mounts, own map[string]string) (*cgroups, error) {
 	return cg, nil
 }
 
-func setupV2(mnt, own string) (*cgroups, error) {
-	dir := filepath.Join(mnt, own)
+// usableBase creates airlock's base cgroup dir, or accepts one left by an earlier server
+// only if this one may create cgroups in it: a root of a user namespace whose host uid is
+// not the dir's owner (unshare -r, rootless podman) finds it but cannot.
+func usableBase(base string) error {
+	if err := os.Mkdir(base, 0o755); err == nil {
+		return nil
+	} else if !errors.Is(err, os.ErrExist) {
+		return fmt.Errorf("create %s: %w", base, err)
+	}
+	trial := filepath.Join(base, fmt.Sprintf("%d-probe", os.Getpid()))
+	if err := os.Mkdir(trial, 0o755); err != nil {
+		return fmt.Errorf("create a cgroup in %s: %w", base, err)
+	}
+	return os.Remove(trial)
+}
+
+func setupV2(dir string) (*cgroups, error) {
 	avail, err := os.ReadFile(filepath.Join(dir, "cgroup.controllers"))
 	if err != nil {
 		return nil, err
@@ -148,8 +189,8 @@ func setupV2(mnt, own string) (*cgroups, error) {
 		return nil, fmt.Errorf("memory and pids controllers not delegated to %s (have %q)", dir, have)
 	}
 	base := filepath.Join(dir, cgroupDir)
-	if err := os.Mkdir(base, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
-		return nil, fmt.Errorf("create %s: %w", base, err)
+	if err := usableBase(base); err != nil {
+		return nil, err
 	}
 	want := []string{"memory", "pids"}
 	if contains(have, "cpu") {

@@ -63,7 +63,11 @@ type launch struct {
 	rules   int
 	applyAS bool     // the config's RlimitAS, for the handover's rlimits
 	pidfd   *os.File // the spawner's; closed once the sandbox is released
-	kill    func()
+	ids     lease    // the host uid and gid, held until release
+	// leftover: the spawner found a process of the sandbox's host uid after the
+	// sandbox and could not end it.
+	leftover bool
+	kill     func()
 
 	// cpuBefore is the cgroup's CPU time at the handover: the init's setup and a
 	// preloaded interpreter's start, which are not the call's.
@@ -101,7 +105,9 @@ func newLaunch(sb *Sandbox, spec sandbox.Spec, cg *cgroup) *launch {
 func (l *launch) start(cfg *initConfig) (err error) {
 	l.applyAS = cfg.RlimitAS
 	cfg.CloneFlags = l.sb.cloneFlags(cfg.Network)
-	cfg.HostUID, cfg.HostGID = uint32(l.sb.hostUID), uint32(l.sb.hostGID)
+	cfg.HostUID, cfg.HostGID = l.ids.uid, l.ids.gid
+	cfg.OwnUID = l.sb.ids.ownUID()
+	cfg.UIDMap, cfg.GIDMap = l.sb.ids.uidmap, l.sb.ids.gidmap
 	frame, err := encodeConfig(cfg, realFS{})
 	if err != nil {
 		return err
@@ -471,6 +477,8 @@ func (l *launch) readReports(r *reportConn, done chan<- struct{}) {
 			l.acceptListener(r)
 		case repError:
 			l.setup = &SetupError{Stage: m.Stage, Errno: syscall.Errno(m.Errno), Msg: m.Err}
+		case repLeftover:
+			l.leftover = true
 		}
 		l.mu.Unlock()
 	}

@@ -197,7 +197,7 @@ func TestNoLeftovers(t *testing.T) {
 	// uid would be a sandbox writing to the host. (Other suites may share /tmp.)
 	for e := range tmpEntries() {
 		var st syscall.Stat_t
-		if !tmpBefore[e] && syscall.Lstat(filepath.Join(os.TempDir(), e), &st) == nil && int(st.Uid) == s.hostUID && isRoot() {
+		if !tmpBefore[e] && syscall.Lstat(filepath.Join(os.TempDir(), e), &st) == nil && s.ids.owns(st.Uid) && isRoot() {
 			t.Errorf("temp entry left behind by a sandbox: /tmp/%s", e)
 		}
 	}
@@ -296,6 +296,17 @@ func equalStrings(a, b []string) bool {
 // TestUnprivileged runs this whole suite again as nobody, with no capabilities and no
 // cgroups (v1 needs root), where memory and process limits fall back to rlimits.
 func TestUnprivileged(t *testing.T) {
+	run := ""
+	if f := flagValue("test.run"); f != "" && f != "TestUnprivileged" {
+		run = f
+	}
+	runAsNobody(t, "TestUnprivileged", run, "--inh-caps=-all", "--bounding-set=-all")
+}
+
+// runAsNobody runs this test binary again as nobody (the tests matching run, all when
+// empty) with setpriv's extra arguments, and fails if that run fails.
+func runAsNobody(t *testing.T, name, run string, extra ...string) {
+	t.Helper()
 	if os.Getenv("AIRLOCK_UNPRIV_CHILD") == "1" {
 		t.Skip("this is the unprivileged run itself")
 	}
@@ -327,10 +338,10 @@ func TestUnprivileged(t *testing.T) {
 	if err := os.WriteFile(bin, data, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	args := []string{"--reuid=nobody", "--regid=nogroup", "--clear-groups", "--inh-caps=-all",
-		"--bounding-set=-all", bin, "-test.count=1", "-test.timeout=120s", "-test.v", "-test.short"}
-	if f := flagValue("test.run"); f != "" && f != "TestUnprivileged" {
-		args = append(args, "-test.run="+f)
+	args := append([]string{"--reuid=nobody", "--regid=nogroup", "--clear-groups"}, extra...)
+	args = append(args, bin, "-test.count=1", "-test.timeout=120s", "-test.v", "-test.short")
+	if run != "" {
+		args = append(args, "-test.run="+run)
 	}
 	cmd := exec.Command(setpriv, args...)
 	cmd.Dir = dir
@@ -340,15 +351,15 @@ func TestUnprivileged(t *testing.T) {
 	cmd.Stdout, cmd.Stderr = &out, &out
 	start := time.Now()
 	err = cmd.Run()
-	t.Logf("unprivileged suite as nobody took %s", time.Since(start))
+	t.Logf("%s as nobody took %s", name, time.Since(start))
 	if bytes.Contains(out.Bytes(), []byte("SKIPPING: THIS KERNEL")) {
 		requireSandbox(t, fmt.Errorf("%w: not for an unprivileged user on this host:\n%s", sandbox.ErrUnavailable, out.Bytes()))
 	}
 	if err != nil || !bytes.Contains(out.Bytes(), []byte("\nPASS\n")) {
-		t.Fatalf("the suite fails as an unprivileged user (%v):\n%s", err, out.Bytes())
+		t.Fatalf("%s fails as an unprivileged user (%v):\n%s", name, err, out.Bytes())
 	}
 	if testing.Verbose() {
-		t.Logf("unprivileged suite:\n%s", out.Bytes())
+		t.Logf("%s:\n%s", name, out.Bytes())
 	}
 }
 
@@ -374,6 +385,7 @@ func flagValue(name string) string {
 func TestSignalDispositionsAreFresh(t *testing.T) {
 	signal.Ignore(syscall.SIGHUP, syscall.SIGUSR2, syscall.SIGTERM)
 	defer signal.Reset(syscall.SIGHUP, syscall.SIGUSR2, syscall.SIGTERM)
+	needProc(t)
 	res := run(t, sandbox.Spec{Argv: []string{"/bin/cat", "/proc/self/status"}})
 	if res.Status != sandbox.StatusOK {
 		t.Fatalf("%s", brief(res))

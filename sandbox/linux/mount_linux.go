@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/airlock-mcp/airlock/sandbox"
 )
 
 // systemDirs are the host directories interpreters need, bound read-only. On merged-/usr
@@ -16,15 +18,34 @@ import (
 var systemDirs = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"}
 
 // etcCopies are host /etc files copied into the sandbox's own /etc. Nothing else of /etc
-// is visible: no shadow, no host passwd, no machine secrets.
-var etcCopies = []string{"ld.so.cache", "nsswitch.conf", "protocols", "services"}
+// is visible: no shadow, no host passwd, no machine secrets. Debian's matplotlib reads
+// its defaults from /etc/matplotlibrc only, and refuses to import without it.
+var etcCopies = []string{"ld.so.cache", "nsswitch.conf", "protocols", "services", "matplotlibrc"}
 
 // etcBinds are host /etc directories bound read-only because programs resolve through
-// them: Debian's alternatives (awk, editor, …) and public CA certificates.
-var etcBinds = []string{"alternatives", "ssl", "ca-certificates"}
+// them: Debian's alternatives (awk, editor, …), public CA certificates, and fontconfig's
+// configuration (matplotlib lists the system fonts with fc-list, which fails without it).
+var etcBinds = []string{"alternatives", "ssl", "ca-certificates", "fonts"}
 
 // devNodes are the host device nodes bound into the minimal /dev.
 var devNodes = []string{"null", "zero", "full", "random", "urandom"}
+
+// procMasks are the files and directories of the sandbox's /proc that are hidden (a file
+// reads empty, a directory is empty; both are read-only). The first group tells the
+// program about the host: its boot arguments (listen addresses, ports), its kernel build,
+// its boot, its hardware and modules. The second is what runc and Docker mask: kernel
+// memory, the kernel's keys and timers, per-CPU scheduler state. The third are host-wide
+// counters of other tenants' activity that no interpreter reads: interrupts per CPU and
+// device, disk I/O, swap devices, pressure stall times. Host-wide counters that programs
+// do read stay (docs/containers.md, "/proc"): stat (CPU count and times: node's
+// os.cpus()), cpuinfo, meminfo, loadavg (os.getloadavg), uptime, vmstat.
+var procMasks = []string{
+	"cmdline", "config.gz", "sys/kernel/random/boot_id", "version_signature", "bootconfig",
+	"kallsyms", "modules", "iomem", "ioports", "devices", "misc", "mtrr", "consoles",
+	"kcore", "keys", "key-users", "timer_list", "timer_stats", "sched_debug", "latency_stats",
+	"sysrq-trigger", "acpi", "asound", "scsi", "driver", "dynamic_debug",
+	"interrupts", "softirqs", "diskstats", "partitions", "swaps", "pressure",
+}
 
 // Sizes of the small tmpfs mounts besides the workspace.
 const (
@@ -51,6 +72,7 @@ const (
 	opProc                     // fresh proc at Target
 	opCopy                     // copy host file Source to Target (or write Content), before pivot_root
 	opBindDev                  // bind a host device node at Target, usable (not nodev, not read-only)
+	opMask                     // hide an existing Target: Source (/dev/null) over a file, an empty read-only tmpfs over a directory
 )
 
 // mountOp is one step of the root plan. Targets are absolute paths inside the sandbox.
@@ -111,6 +133,11 @@ func rootPlan(cfg *initConfig, host hostFS) []mountOp {
 		plan = append(plan, mountOp{Kind: opBindRO, Source: m, Target: m})
 		bound[m] = true
 	}
+	// The environment, at its fixed path whatever its host path; read-only like the
+	// system dirs, so every run sees it as the operator built it.
+	if env := filepath.Clean(cfg.Environment); cfg.Environment != "" && filepath.IsAbs(env) && env != "/" {
+		plan = append(plan, mountOp{Kind: opBindRO, Source: env, Target: sandbox.EnvironmentDir})
+	}
 
 	plan = append(plan, mountOp{Kind: opDir, Target: "/etc"})
 	for _, f := range etcCopies {
@@ -141,11 +168,20 @@ func rootPlan(cfg *initConfig, host hostFS) []mountOp {
 	}
 
 	const nosuidNodev = unix.MS_NOSUID | unix.MS_NODEV
-	plan = append(plan,
-		mountOp{Kind: opProc, Target: "/proc"},
-		mountOp{Kind: opTmpfs, Target: "/dev", Flags: nosuidNodev | unix.MS_NOEXEC,
-			Data: "mode=0755,size=" + strconv.Itoa(devSize)},
-	)
+	if cfg.NoProc {
+		// A container that masks paths of its own /proc keeps the kernel from mounting a
+		// fresh one in a user namespace ("too revealing"), and its own /proc shows the
+		// container's processes: the sandbox gets an empty /proc instead (probe: proc).
+		plan = append(plan, mountOp{Kind: opTmpfs, Target: "/proc", Flags: nosuidNodev | unix.MS_NOEXEC,
+			Data: "mode=0555,size=4k,nr_inodes=1"})
+	} else {
+		plan = append(plan, mountOp{Kind: opProc, Target: "/proc"})
+		for _, p := range procMasks {
+			plan = append(plan, mountOp{Kind: opMask, Source: "/dev/null", Target: "/proc/" + p})
+		}
+	}
+	plan = append(plan, mountOp{Kind: opTmpfs, Target: "/dev", Flags: nosuidNodev | unix.MS_NOEXEC,
+		Data: "mode=0755,size=" + strconv.Itoa(devSize)})
 	for _, n := range devNodes {
 		plan = append(plan, mountOp{Kind: opBindDev, Source: "/dev/" + n, Target: "/dev/" + n, IsFile: true})
 	}

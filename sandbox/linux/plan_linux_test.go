@@ -1,6 +1,7 @@
 package linux
 
 import (
+	"encoding/binary"
 	"io/fs"
 	"math/rand/v2"
 	"os"
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	seccomp "github.com/seccomp/libseccomp-golang"
 	"golang.org/x/sys/unix"
 
 	"github.com/airlock-mcp/airlock/sandbox"
@@ -144,6 +146,31 @@ func TestRootPlan(t *testing.T) {
 	}
 }
 
+// An environment is the one bind whose target is not its source: it appears at
+// sandbox.EnvironmentDir, read-only, and nothing else of its host path's parents does.
+func TestRootPlanEnvironment(t *testing.T) {
+	plan := rootPlan(&initConfig{Environment: "/opt/venvs/data/"}, mergedUsr)
+	var env []mountOp
+	for _, op := range plan {
+		if op.Kind == opBindRO && op.Source != op.Target {
+			env = append(env, op)
+		}
+		if strings.HasPrefix(op.Target, "/opt") {
+			t.Errorf("host path of the environment planned: %+v", op)
+		}
+	}
+	if len(env) != 1 || env[0].Source != "/opt/venvs/data" || env[0].Target != sandbox.EnvironmentDir {
+		t.Fatalf("environment binds %+v, want /opt/venvs/data at %s", env, sandbox.EnvironmentDir)
+	}
+	for _, bad := range []string{"relative/env", "/"} {
+		for _, op := range rootPlan(&initConfig{Environment: bad}, mergedUsr) {
+			if op.Target == sandbox.EnvironmentDir {
+				t.Errorf("environment %q planned: %+v", bad, op)
+			}
+		}
+	}
+}
+
 func TestRootPlanSplitUsr(t *testing.T) {
 	split := fakeFS{"/usr": "dir", "/bin": "dir", "/sbin": "dir", "/lib": "dir", "/lib64": "dir"}
 	plan := rootPlan(&initConfig{Mounts: []string{"/lib/x86_64-linux-gnu"}}, split)
@@ -242,6 +269,58 @@ func TestFilterPlan(t *testing.T) {
 			t.Errorf("plan %+v: %d bytes, %d rules", p, len(f.prog), f.rules)
 		}
 	}
+}
+
+// TestFilterPerArch builds the filter for x86_64 and arm64 whatever this machine is:
+// every rule names its syscall, and a syscall one architecture lacks (arch_prctl, open,
+// fork on arm64) must drop out rather than fail the build or land on another number.
+// Each program checks its own AUDIT_ARCH first, so the other ABIs (i386, x32, arm32)
+// meet the bad-arch action.
+func TestFilterPerArch(t *testing.T) {
+	const (
+		auditArchX86_64  = 0xc000003e
+		auditArchAarch64 = 0xc00000b7
+	)
+	for _, tc := range []struct {
+		arch       seccomp.ScmpArch
+		audit      uint32
+		notAudit   uint32
+		onlyHere   string // a syscall only this architecture has
+		onlyHereNr uint32
+	}{
+		{seccomp.ArchAMD64, auditArchX86_64, auditArchAarch64, "arch_prctl", 158},
+		{seccomp.ArchARM64, auditArchAarch64, auditArchX86_64, "", 0},
+	} {
+		for _, network := range []bool{false, true} {
+			f, err := compileFilter(filterPlan{network: network, arch: tc.arch})
+			if err != nil {
+				t.Fatalf("%s network=%v: %v", tc.arch, network, err)
+			}
+			ks := bpfConstants(f.prog)
+			if !ks[tc.audit] || ks[tc.notAudit] {
+				t.Errorf("%s: the program does not check its own AUDIT_ARCH (%#x) alone", tc.arch, tc.audit)
+			}
+			if tc.onlyHere != "" && !ks[tc.onlyHereNr] {
+				t.Errorf("%s: %s (%d) is not in the program", tc.arch, tc.onlyHere, tc.onlyHereNr)
+			}
+		}
+	}
+	// The same names give different numbers: openat is 257 on x86_64 and 56 on arm64.
+	for arch, want := range map[seccomp.ScmpArch]seccomp.ScmpSyscall{seccomp.ArchAMD64: 257, seccomp.ArchARM64: 56} {
+		if got, err := seccomp.GetSyscallFromNameByArch("openat", arch); err != nil || got != want {
+			t.Errorf("openat on %s = %d (%v), want %d", arch, got, err, want)
+		}
+	}
+}
+
+// bpfConstants returns the k operands of a BPF program's instructions (struct
+// sock_filter: u16 code, u8 jt, u8 jf, u32 k, native endianness).
+func bpfConstants(prog []byte) map[uint32]bool {
+	ks := map[uint32]bool{}
+	for i := 0; i+8 <= len(prog); i += 8 {
+		ks[binary.NativeEndian.Uint32(prog[i+4:])] = true
+	}
+	return ks
 }
 
 // TestIoctlMasks checks the allowed ioctl matches as data: every 32-bit command but the

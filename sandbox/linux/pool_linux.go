@@ -220,7 +220,7 @@ func fits(tmpl, spec sandbox.Spec) bool {
 		!slices.Equal(tmpl.Preload, spec.Preload) {
 		return false
 	}
-	if tmpl.Language != spec.Language || tmpl.Network != spec.Network ||
+	if tmpl.Language != spec.Language || tmpl.Network != spec.Network || tmpl.Environment != spec.Environment ||
 		tmpl.CodeFile != spec.CodeFile || tmpl.OutDir != spec.OutDir ||
 		tmpl.Artifacts != spec.Artifacts {
 		return false

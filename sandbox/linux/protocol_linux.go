@@ -46,13 +46,15 @@ type initConfig struct {
 	// Preload is the argv of an interpreter started before the handover, waiting for
 	// the program's argv on its fd 3 (sandbox.Spec.Preload). Empty: the program is
 	// started at the handover.
-	Preload   []string
-	Env       []string
-	Limits    sandbox.Limits
-	Network   sandbox.Network
-	Mounts    []string
-	OutDir    string
-	Artifacts sandbox.ArtifactLimits
+	Preload []string
+	Env     []string
+	Limits  sandbox.Limits
+	Network sandbox.Network
+	Mounts  []string
+	// Environment is bound read-only at sandbox.EnvironmentDir (sandbox.Spec.Environment).
+	Environment string
+	OutDir      string
+	Artifacts   sandbox.ArtifactLimits
 	// RlimitAS applies Limits.Memory (or AddressSpace) as RLIMIT_AS because no memory
 	// cgroup enforces it.
 	RlimitAS bool
@@ -63,14 +65,23 @@ type initConfig struct {
 	// SetupOnly builds the whole sandbox, reports, and exits without running a program
 	// (the startup self-check).
 	SetupOnly bool
+	// NoProc gives the sandbox an empty /proc, and KeepHostname leaves the hostname its
+	// new UTS namespace inherits: the substitutes where a container forbids the real
+	// thing (adaptations, found by the self-test).
+	NoProc, KeepHostname bool
 	// ProxyPort is, for network "allowlist", the port on the sandbox's 127.0.0.1 whose
 	// listening socket the init passes out (REP_LISTENER); 0 otherwise.
 	ProxyPort uint16
 
 	// Set by the launch: the namespaces to create and the host ids the sandbox's ids
-	// map to.
+	// map to (uids_linux.go). OwnUID: the spawner becomes HostUID/HostGID before it
+	// creates the namespace, and proves afterwards that none of that uid's processes is
+	// left (a root server). UIDMap, GIDMap: newuidmap and newgidmap write the maps
+	// (subordinate ids); empty, the spawner writes them itself.
 	CloneFlags       uint32
 	HostUID, HostGID uint32
+	OwnUID           bool
+	UIDMap, GIDMap   string
 }
 
 // handover is the call itself: the last frame on configFD.
@@ -91,8 +102,11 @@ const (
 	repStarted = 2 // the program runs
 	repExit    = 3 // the program ended; everything else in the sandbox is dead
 	repError   = 4 // a setup stage failed; the init exits
+	// repLeftover, from the spawner: a process of the sandbox's host uid outlived the
+	// sandbox and could not be killed; the uid must not be reused.
+	repLeftover = 5
 	// repListener comes with the bridge's listening socket (SCM_RIGHTS), during setup.
-	repListener = 5
+	repListener = 6
 )
 
 // message is one report from the init.
@@ -135,7 +149,11 @@ func (e *SetupError) Unwrap() error {
 	return nil
 }
 
-const cfgSetupOnly = 1 // CFG_SETUP_ONLY
+// Config flags (CFG_* in init_linux.c).
+const (
+	cfgSetupOnly = 1 // CFG_SETUP_ONLY
+	cfgOwnUID    = 2 // CFG_OWN_UID
+)
 
 type encoder struct{ b []byte }
 
@@ -193,11 +211,23 @@ func encodeConfig(cfg *initConfig, host hostFS) ([]byte, error) {
 	if cfg.SetupOnly {
 		flags |= cfgSetupOnly
 	}
+	if cfg.OwnUID {
+		flags |= cfgOwnUID
+	}
+	if err := noNUL("id map helper", cfg.UIDMap, cfg.GIDMap); err != nil {
+		return nil, err
+	}
 	e.u32(flags)
 	e.u32(cfg.CloneFlags)
 	e.u32(cfg.HostUID)
 	e.u32(cfg.HostGID)
-	e.str(hostname)
+	e.str(cfg.UIDMap)
+	e.str(cfg.GIDMap)
+	if cfg.KeepHostname {
+		e.str("") // the init leaves the hostname alone
+	} else {
+		e.str(hostname)
+	}
 	plan := rootPlan(cfg, host)
 	e.u32(uint32(len(plan)))
 	for _, op := range plan {
@@ -289,7 +319,7 @@ func readReport(r io.Reader) (*message, error) {
 	d := decoder{b: b[1:]}
 	m := &message{Kind: b[0]}
 	switch m.Kind {
-	case repReady, repStarted, repListener:
+	case repReady, repStarted, repLeftover, repListener:
 	case repError:
 		m.Stage = d.str()
 		m.Errno = int(d.u32())

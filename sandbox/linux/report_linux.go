@@ -31,20 +31,25 @@ func (s *Sandbox) Probe(ctx context.Context) (sandbox.Report, error) {
 		rep.Layers = append(rep.Layers, l)
 	}
 	userFix := "allow user namespaces: sysctl -w user.max_user_namespaces=15000; on Ubuntu 23.10+ install examples/apparmor/airlock"
-	mapping := fmt.Sprintf("uid/gid %d inside → host %d/%d", sandboxUID, s.hostUID, s.hostGID)
-	if s.root {
-		mapping += fmt.Sprintf(" (%q; the server runs as root)", orDefault(s.opts.HostUser, "nobody"))
-	} else {
-		mapping += " (the server's own user)"
+	layer("user-namespace", true, fmt.Sprintf("uid/gid %d inside, mapped to one unprivileged host id (%s scheme, see host-uids)", sandboxUID, s.ids.scheme), userFix)
+	// Optional: without it the sandboxes still hold against the host, but concurrent
+	// runs share the per-user kernel budgets (uids_linux.go).
+	uids := sandbox.Layer{Name: "host-uids", Active: ok && s.ids.isolated(), Detail: s.ids.describe()}
+	if !s.ids.isolated() {
+		uids.Fix = s.ids.fix()
 	}
-	layer("user-namespace", true, mapping, userFix)
+	rep.Layers = append(rep.Layers, uids)
 	layer("pid-namespace", true, "the program's tree is killed with the sandbox's init", userFix)
 	layer("mount-namespace", true, "tmpfs root, read-only binds of "+strings.Join(systemDirs, " ")+", pivot_root, old root detached", userFix)
 	layer("network-namespace", true, "own namespace without interfaces unless the operator enables host network (allowlist: loopback and the egress bridge only)", userFix)
 	layer("ipc-namespace", true, "", userFix)
-	layer("uts-namespace", true, "hostname "+hostname, userFix)
+	if s.adapt.keepHostname {
+		layer("uts-namespace", true, "own namespace; the hostname stays the container's: its seccomp profile refuses sethostname", userFix)
+	} else {
+		layer("uts-namespace", true, "hostname "+hostname, userFix)
+	}
 	layer("cgroup-namespace", true, "", userFix)
-	layer("seccomp", true, fmt.Sprintf("filter mode, allowlist modelled on Docker's default profile, %d rules, default ENOSYS, foreign architectures killed", rules),
+	layer("seccomp", true, fmt.Sprintf("filter mode, allowlist modelled on Docker's default profile, %d rules, default ENOSYS, %s", rules, s.filters[sandbox.NetworkNone].badArch),
 		"install libseccomp (apt-get install libseccomp2) and use a kernel with CONFIG_SECCOMP_FILTER")
 	layer("no-new-privs", true, "set before the filter; setuid binaries and file capabilities are inert", "")
 	layer("capabilities", true, "bounding and ambient sets emptied; the program runs with no capabilities", "")
@@ -55,13 +60,25 @@ func (s *Sandbox) Probe(ctx context.Context) (sandbox.Report, error) {
 		ro += fmt.Sprintf("; Landlock ABI %d available, not needed", abi)
 	}
 	layer("readonly-root", true, ro, "")
-	layer("rlimits", true, "cpu, fsize, nofile, nproc, core=0, memlock, msgqueue set on the program before its first instruction; as when no memory cgroup", "")
+	// /proc is optional: programs run without it, and an empty one leaks nothing.
+	proc := sandbox.Layer{Name: "proc", Active: ok && !s.adapt.noProc}
+	switch {
+	case !ok:
+		proc.Detail = fail
+	case s.adapt.noProc:
+		proc.Detail = "no /proc in the sandbox (an empty directory): this container masks paths of its own /proc, so the kernel refuses a fresh one in a user namespace; python runs, node's os.cpus() is empty"
+		proc.Fix = unmaskSettings
+	default:
+		proc.Detail = "the sandbox's own proc (its pid namespace only), host fingerprints masked: " + strings.Join(procMasks, " ")
+	}
+	rep.Layers = append(rep.Layers, proc)
+	layer("rlimits", true, fmt.Sprintf("cpu, fsize, nofile, nproc, core=0, memlock, msgqueue=0, sigpending=%d set on the program before its first instruction; as when no memory cgroup", sigPendingLimit), "")
 
 	cg := sandbox.Layer{Name: "cgroups", Required: s.opts.Cgroups == "require"}
 	switch s.cg.version {
 	case 0:
 		cg.Detail = s.cg.reason
-		cg.Fix = "run as root (cgroup v1), or under a delegated cgroup v2 subtree: systemd-run --user --scope -p Delegate=yes airlock serve; until then memory is bounded by RLIMIT_AS and processes by RLIMIT_NPROC"
+		cg.Fix = cgroupFix(s.root, container()) + "; until then memory is bounded by RLIMIT_AS and processes by RLIMIT_NPROC"
 	case 1:
 		cg.Active = ok
 		cg.Detail = "cgroup v1, controllers " + strings.Join(s.cg.ctrls, ",") + ": memory (no swap), pids, cpu quota 1 CPU, peak memory and OOM kills"

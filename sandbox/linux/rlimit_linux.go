@@ -34,7 +34,10 @@ func rlimits(l sandbox.Limits, applyAS bool) []rlimit {
 		{"nproc", unix.RLIMIT_NPROC, uint64(max(l.Pids, 1) + initProcs)},
 		{"core", unix.RLIMIT_CORE, 0},
 		{"memlock", unix.RLIMIT_MEMLOCK, 64 << 10},
+		// Per user and up the namespace chain like sigpending; no program needs a
+		// POSIX message queue here.
 		{"msgqueue", unix.RLIMIT_MSGQUEUE, 0},
+		{"sigpending", unix.RLIMIT_SIGPENDING, sigPendingLimit},
 	}
 	if applyAS {
 		as := l.AddressSpace
@@ -52,3 +55,10 @@ func positive(n int64) uint64 {
 	}
 	return uint64(n)
 }
+
+// sigPendingLimit is RLIMIT_SIGPENDING for the program. Queued signals are charged to
+// the sandbox's user in its namespace and then, up the chain, to the namespace's
+// creator, whose limit is the whole host's (96,364 here): one run that queued that many
+// made sigqueue fail for every other run and for host processes of root. The sandbox's
+// processes share one count, so this bounds the whole sandbox; interpreters queue none.
+const sigPendingLimit = 256

@@ -33,11 +33,11 @@ import (
 // Sandbox is the Linux backend. It is safe for concurrent use.
 type Sandbox struct {
 	opts    sandbox.Options
-	self    string // the binary started as the zygote
-	root    bool   // the server runs as host root
-	hostUID int    // host id the sandbox's uid/gid map to
-	hostGID int
+	self    string   // the binary started as the zygote
+	root    bool     // the server runs as host root
+	ids     *hostIDs // the host ids sandboxes' uid and gid map to
 	cg      *cgroups
+	adapt   adaptations // substitutes for what this container forbids (container_linux.go)
 	filters map[sandbox.Network]*bpf
 	log     *slog.Logger
 	cleanup sync.WaitGroup
@@ -59,28 +59,18 @@ func New(opts sandbox.Options) (*Sandbox, error) {
 		log:  slog.Default().With("component", "sandbox"),
 	}
 	s.zyg = newZygote(s.self, s.log)
-	s.hostUID, s.hostGID = os.Geteuid(), os.Getegid()
-	if s.root {
-		name := opts.HostUser
-		if name == "" {
-			name = "nobody"
-		}
-		uid, gid, err := lookupUser(name)
-		if err != nil {
-			return nil, fmt.Errorf("%w: host user %q for sandboxes: %w (set sandbox.host_user to an existing unprivileged account)", sandbox.ErrUnavailable, name, err)
-		}
-		if uid == 0 || gid == 0 {
-			return nil, fmt.Errorf("%w: host user %q is root; sandboxes must map to an unprivileged account", sandbox.ErrUnavailable, name)
-		}
-		s.hostUID, s.hostGID = uid, gid
+	ids, err := newHostIDs(opts)
+	if err != nil {
+		return nil, err
 	}
+	s.ids = ids
 	switch opts.Cgroups {
 	case "off":
 		s.cg = &cgroups{reason: "disabled by configuration (sandbox.cgroups = off)"}
 	default:
 		s.cg = detectCgroups()
 		if opts.Cgroups == "require" && s.cg.version == 0 {
-			return nil, fmt.Errorf("%w: cgroups are required but unusable: %s (run as root with cgroup v1 controllers, or under a delegated cgroup v2 subtree: systemd-run --user --scope -p Delegate=yes airlock serve)", sandbox.ErrUnavailable, s.cg.reason)
+			return nil, fmt.Errorf("%w: cgroups are required but unusable: %s (%s)", sandbox.ErrUnavailable, s.cg.reason, cgroupFix(s.root, container()))
 		}
 		if removed := s.cg.cleanStale(s.log); len(removed) > 0 {
 			s.log.Info("removed stale sandbox cgroups", "count", len(removed), "dirs", removed)
@@ -94,15 +84,25 @@ func New(opts sandbox.Options) (*Sandbox, error) {
 		}
 		s.filters[n] = f
 	}
-	// The definitive check: build a whole sandbox once, without running a program.
+	// The definitive check: build a whole sandbox once, without running a program. A
+	// refusal a container gives for one piece (a fresh /proc, the hostname) is met with
+	// its substitute, said once here and in every probe, and the check runs again.
 	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
 	defer cancel()
-	if _, err := s.selfTest(ctx); err != nil {
-		s.Wait()
-		s.zyg.stop()
-		return nil, err
+	for {
+		_, err := s.selfTest(ctx)
+		if err == nil {
+			return s, nil
+		}
+		next, what, ok := s.adapt.after(err)
+		if !ok {
+			s.Wait()
+			s.zyg.stop()
+			return nil, err
+		}
+		s.log.Warn("sandboxes adapted to this container", "change", what, "err", err)
+		s.adapt = next
 	}
-	return s, nil
 }
 
 func lookupUser(name string) (int, int, error) {
@@ -232,8 +232,9 @@ func (s *Sandbox) config(spec sandbox.Spec) *initConfig {
 	f := s.filters[spec.Network]
 	cfg := &initConfig{
 		ID: spec.ID, Env: spec.Env, Limits: spec.Limits, Network: spec.Network,
-		Mounts: spec.Mounts, OutDir: spec.OutDir, Artifacts: spec.Artifacts,
+		Mounts: spec.Mounts, Environment: spec.Environment, OutDir: spec.OutDir, Artifacts: spec.Artifacts,
 		Filter: f.prog, FilterRules: f.rules,
+		NoProc: s.adapt.noProc, KeepHostname: s.adapt.keepHostname,
 	}
 	if spec.Network == sandbox.NetworkAllowlist {
 		cfg.Env = append(slices.Clone(spec.Env), egress.Env()...)
@@ -258,6 +259,12 @@ func callOf(spec sandbox.Spec) *handover {
 // cgroup is created while the init is cloned (the init waits for its join before it
 // runs anything); a v2 one first, because the init is cloned straight into it.
 func (s *Sandbox) prepare(spec sandbox.Spec, cfg *initConfig) (*launch, error) {
+	// The host ids first: a sandbox, waiting in the pool or running, holds its own
+	// until release has seen the last of its processes.
+	ids, err := s.ids.acquire()
+	if err != nil {
+		return nil, err
+	}
 	var cg *cgroup
 	var pending chan cgroupResult
 	switch s.cg.version {
@@ -270,12 +277,14 @@ func (s *Sandbox) prepare(spec sandbox.Spec, cfg *initConfig) (*launch, error) {
 	case 2:
 		c, err := s.cg.create(spec.ID, spec.Limits)
 		if err != nil {
+			s.ids.release(ids, true)
 			return nil, fmt.Errorf("%w: %w", errCgroup, err)
 		}
 		cg = c
 	}
 	cfg.RlimitAS = !s.cg.limitsMemory()
 	l := newLaunch(s, spec, cg)
+	l.ids = ids
 	l.cgPending = pending
 	if err := l.start(cfg); err != nil {
 		s.release(l)
@@ -301,6 +310,15 @@ func (s *Sandbox) release(l *launch) {
 			l.finish()
 			l.pidfd.Close()
 		}
+		// The spawner has exited, so the sandbox's host uid has no process left, unless
+		// the spawner reported one it could not end.
+		l.mu.Lock()
+		leftover := l.leftover
+		l.mu.Unlock()
+		if leftover {
+			s.log.Error("a process of a sandbox's host uid outlived it; the uid is not reused", "id", l.spec.ID, "uid", l.ids.uid)
+		}
+		s.ids.release(l.ids, !leftover)
 		_ = l.awaitCgroup()
 		if l.cg == nil {
 			return
@@ -365,6 +383,12 @@ func (s *Sandbox) selfTest(ctx context.Context) (int, error) {
 		if errors.Is(err, sandbox.ErrUnavailable) {
 			return 0, err
 		}
+		if hint := stageHint(err); hint != "" {
+			return 0, fmt.Errorf("%w: %w — %s", sandbox.ErrUnavailable, err, hint)
+		}
+		if errors.Is(err, errCgroup) {
+			return 0, fmt.Errorf("%w: %w (%s, or set sandbox.cgroups = \"off\")", sandbox.ErrUnavailable, err, cgroupFix(s.root, container()))
+		}
 		return 0, fmt.Errorf("%w: %w%s", sandbox.ErrUnavailable, err, diagnose())
 	}
 	return l.rules, nil
@@ -374,12 +398,14 @@ func (s *Sandbox) selfTest(ctx context.Context) (int, error) {
 // namespaces are not allowed here.
 func (s *Sandbox) startError(err error) error {
 	if errors.Is(err, syscall.ENOSYS) {
-		return fmt.Errorf("%w: cannot start a sandbox: %w (airlock needs Linux 5.3 or later, for clone3 and pidfds)", sandbox.ErrUnavailable, err)
+		return fmt.Errorf("%w: cannot start a sandbox: clone3: %w (%s)", sandbox.ErrUnavailable, err, clone3Error())
 	}
 	return fmt.Errorf("%w: cannot create the sandbox's namespaces: %w%s", sandbox.ErrUnavailable, err, diagnose())
 }
 
 // diagnose names the host setting that blocks unprivileged user namespaces, and its fix.
+// It applies to a root server too: its spawner becomes the sandbox's host uid before it
+// creates the namespaces (uids_linux.go).
 func diagnose() string {
 	var hints []string
 	if readInt("/proc/sys/user/max_user_namespaces") == 0 {
@@ -387,14 +413,14 @@ func diagnose() string {
 			hints = append(hints, "user namespaces are disabled (user.max_user_namespaces = 0); fix: sysctl -w user.max_user_namespaces=15000")
 		}
 	}
-	if b, err := os.ReadFile("/proc/sys/kernel/unprivileged_userns_clone"); err == nil && strings.TrimSpace(string(b)) == "0" && os.Geteuid() != 0 {
+	if b, err := os.ReadFile("/proc/sys/kernel/unprivileged_userns_clone"); err == nil && strings.TrimSpace(string(b)) == "0" {
 		hints = append(hints, "unprivileged user namespaces are disabled (kernel.unprivileged_userns_clone = 0); fix: sysctl -w kernel.unprivileged_userns_clone=1")
 	}
-	if b, err := os.ReadFile("/proc/sys/kernel/apparmor_restrict_unprivileged_userns"); err == nil && strings.TrimSpace(string(b)) == "1" && os.Geteuid() != 0 {
-		hints = append(hints, "AppArmor restricts unprivileged user namespaces (Ubuntu 23.10+); fix: install examples/apparmor/airlock (see README, Troubleshooting), or sysctl -w kernel.apparmor_restrict_unprivileged_userns=0")
+	if b, err := os.ReadFile("/proc/sys/kernel/apparmor_restrict_unprivileged_userns"); err == nil && strings.TrimSpace(string(b)) == "1" {
+		hints = append(hints, apparmorHint())
 	}
-	if _, err := os.Stat("/.dockerenv"); err == nil && len(hints) == 0 {
-		hints = append(hints, "inside a container, run it with a seccomp/AppArmor profile that allows user namespaces (e.g. docker run --security-opt seccomp=unconfined --security-opt apparmor=unconfined)")
+	if c := container(); c != "" && len(hints) == 0 {
+		hints = append(hints, "inside a container ("+c+") whose profile refuses user namespaces; "+userNSSettings)
 	}
 	if len(hints) == 0 {
 		return ""

@@ -109,6 +109,10 @@ type filterPlan struct {
 	// loopback (network "allowlist"): AF_INET and AF_INET6, to reach the proxy on the
 	// namespace's loopback, its only interface. Netlink stays refused.
 	loopback bool
+	// arch is the architecture the filter is for; zero (ArchInvalid) is the native one.
+	// Rules name syscalls, and libseccomp numbers them for the architecture, so tests
+	// build the arm64 filter on amd64 and the other way round.
+	arch seccomp.ScmpArch
 }
 
 func (p filterPlan) socketFamilies() []uint64 {
@@ -125,8 +129,9 @@ func (p filterPlan) socketFamilies() []uint64 {
 // loaded by each sandbox's init. Compiling with libseccomp costs milliseconds; loading
 // the finished BPF costs microseconds.
 type bpf struct {
-	prog  []byte // struct sock_filter array, native endianness
-	rules int
+	prog    []byte // struct sock_filter array, native endianness
+	rules   int
+	badArch string // what happens to a syscall of a foreign architecture, for probe
 }
 
 // compileFilter turns the policy into BPF without loading it anywhere.
@@ -136,9 +141,23 @@ func compileFilter(p filterPlan) (*bpf, error) {
 		return nil, fmt.Errorf("seccomp: new filter: %w", err)
 	}
 	defer filter.Release()
-	// Only the native ABI: i386 and x32 entry points would bypass every rule.
+	if native, _ := seccomp.GetNativeArch(); p.arch != seccomp.ArchInvalid && p.arch != seccomp.ArchNative && p.arch != native {
+		if err := filter.AddArch(p.arch); err != nil {
+			return nil, fmt.Errorf("seccomp: add arch %s: %w", p.arch, err)
+		}
+		if err := filter.RemoveArch(seccomp.ArchNative); err != nil {
+			return nil, fmt.Errorf("seccomp: remove the native arch: %w", err)
+		}
+	}
+	// Only the native ABI: i386 and x32 entry points would bypass every rule. gVisor
+	// knows no SECCOMP_RET_KILL_PROCESS (libseccomp asks the kernel and gets EINVAL):
+	// there the calling thread is killed instead, and probe says so.
+	badArch := "foreign architectures killed"
 	if err := filter.SetBadArchAction(seccomp.ActKillProcess); err != nil {
-		return nil, fmt.Errorf("seccomp: bad arch action: %w", err)
+		if err2 := filter.SetBadArchAction(seccomp.ActKillThread); err2 != nil {
+			return nil, fmt.Errorf("seccomp: bad arch action: %w", err)
+		}
+		badArch = "a syscall of a foreign architecture kills its thread (this kernel has no kill-process action: gVisor)"
 	}
 	// A binary tree of syscall numbers rather than a linear list: the kernel runs the
 	// filter once per syscall number and architecture when it loads it (to fill its
@@ -206,7 +225,7 @@ func compileFilter(p filterPlan) (*bpf, error) {
 	if err != nil {
 		return nil, fmt.Errorf("seccomp: export: %w", err)
 	}
-	return &bpf{prog: prog, rules: b.n}, nil
+	return &bpf{prog: prog, rules: b.n, badArch: badArch}, nil
 }
 
 // exportBPF writes the program to a memfd and reads it back (libseccomp 2.5, as shipped
@@ -296,4 +315,15 @@ func cond(arg uint, op seccomp.ScmpCompareOp, values ...uint64) seccomp.ScmpCond
 		return seccomp.ScmpCondition{Argument: 99}
 	}
 	return c
+}
+
+// syscallNumber is name's number on the architecture this binary runs on, or false when
+// the architecture has no such syscall (libseccomp answers those with a negative
+// pseudo-number, which no kernel would accept).
+func syscallNumber(name string) (int, bool) {
+	sc, err := seccomp.GetSyscallFromName(name)
+	if err != nil || sc < 0 {
+		return 0, false
+	}
+	return int(sc), true
 }

@@ -1,0 +1,553 @@
+package policy
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/airlock-mcp/airlock/sandbox"
+)
+
+// An environment is a set of libraries the operator built on the host with the tools
+// they already use (uv, pip, conda, apt, npm), bound read-only at sandbox.EnvironmentDir
+// into every sandbox that runs in it. The server learns what it holds by reading files
+// (pyvenv.cfg, dist-info, package.json) and runs only the interpreter itself, with site
+// and every package's code off, as Detect does for the system interpreters.
+
+// EnvironmentConfig is one [environments.NAME] table.
+type EnvironmentConfig struct {
+	Name     string
+	Language string
+	// Path is a venv, a prefix (conda, /usr/local), or for javascript a directory
+	// holding node_modules.
+	Path string
+	// Preload are the modules a warm sandbox imports before its call.
+	Preload []string
+	// Default: used for calls in its language that name no environment.
+	Default bool
+}
+
+// Package is one installed distribution.
+type Package struct {
+	Name    string `json:"name"`
+	Version string `json:"version"`
+	// System: seen through include-system-site-packages, not installed in the
+	// environment itself.
+	System bool `json:"system,omitempty"`
+	// modules are the top-level names it provides to import or require.
+	modules []string
+}
+
+// Environment is one configured environment as inspected at startup.
+type Environment struct {
+	Name     string `json:"name"`
+	Language string `json:"language"`
+	// Path is the host directory, symlinks resolved; the sandbox sees it at
+	// sandbox.EnvironmentDir.
+	Path string `json:"path"`
+	// Interpreter is the path the sandbox runs; Version is its version.
+	Interpreter        string    `json:"interpreter"`
+	Version            string    `json:"version"`
+	SystemSitePackages bool      `json:"system_site_packages"`
+	Preload            []string  `json:"preload"`
+	Default            bool      `json:"default"`
+	Packages           []Package `json:"packages"`
+	// Usable: inspected and checked in a sandbox; only usable environments are offered.
+	Usable bool `json:"usable"`
+	// Problem says why an environment is not usable.
+	Problem string `json:"problem,omitempty"`
+	// mounts are host prefixes the interpreter needs beyond the environment (a venv's
+	// base python outside /usr).
+	mounts []string
+}
+
+// envName is the rule for environment names: they appear in the tool's schema.
+var envName = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,31}$`)
+
+// npmName is npm's rule for package names, scoped or not.
+var npmName = regexp.MustCompile(`^(@[a-z0-9-~][a-z0-9-._~]*/)?[a-z0-9-~][a-z0-9-._~]*$`)
+
+// Validate checks an environment's configuration without looking at the host.
+func (c EnvironmentConfig) Validate() error {
+	if !envName.MatchString(c.Name) {
+		return fmt.Errorf("name %q: use lowercase letters, digits, - and _, starting with a letter (at most 32)", c.Name)
+	}
+	lang, ok := canonical(c.Language)
+	switch {
+	case !ok || (lang != "python" && lang != "javascript"):
+		return fmt.Errorf("language %q: environments are python or javascript", c.Language)
+	case !filepath.IsAbs(c.Path) || filepath.Clean(c.Path) == "/":
+		return fmt.Errorf("path %q: must be an absolute directory other than /", c.Path)
+	}
+	for i, m := range c.Preload {
+		if (lang == "python" && !dottedName(m)) || (lang == "javascript" && !npmName.MatchString(m)) {
+			return fmt.Errorf("preload[%d] %q: not a %s module name", i, m, lang)
+		}
+	}
+	return nil
+}
+
+// InspectEnvironment reads what the environment holds. base is the registry's entry for
+// the environment's language (flags, and node itself for javascript). A problem is
+// reported in the result, never as an error: one broken environment must not stop the
+// others.
+func InspectEnvironment(c EnvironmentConfig, base Language) Environment {
+	lang, _ := canonical(c.Language)
+	e := Environment{Name: c.Name, Language: lang, Path: c.Path, Preload: slices.Clone(c.Preload),
+		Default: c.Default, Packages: []Package{}}
+	if e.Preload == nil {
+		e.Preload = []string{}
+	}
+	if err := c.Validate(); err != nil {
+		e.Problem = err.Error()
+		return e
+	}
+	if !base.Installed || base.Name != lang {
+		e.Problem = fmt.Sprintf("language %s is not enabled or not installed on this host", lang)
+		return e
+	}
+	root, err := filepath.EvalSymlinks(c.Path)
+	if err == nil {
+		var fi os.FileInfo
+		if fi, err = os.Stat(root); err == nil && !fi.IsDir() {
+			err = fmt.Errorf("%s: not a directory", root)
+		}
+	}
+	if err != nil {
+		e.Problem = err.Error()
+		return e
+	}
+	e.Path = root
+	if within(root, "/tmp") {
+		// The init builds the sandbox's root over its own view of /tmp before it binds
+		// anything, so nothing below the host's /tmp can be bound.
+		e.Problem = fmt.Sprintf("%s is under /tmp, which the sandbox's root is built over; move it (e.g. to /opt/venvs/%s)", root, c.Name)
+		return e
+	}
+	if lang == "javascript" {
+		err = e.inspectNode(base)
+	} else {
+		err = e.inspectPython()
+	}
+	if err != nil {
+		e.Problem = err.Error()
+		return e
+	}
+	// Usable only once checked in a sandbox (SetUsable).
+	return e
+}
+
+func (e *Environment) inspectNode(node Language) error {
+	mods := filepath.Join(e.Path, "node_modules")
+	if fi, err := os.Stat(mods); err != nil || !fi.IsDir() {
+		return fmt.Errorf("%s: no node_modules directory (run npm install there)", e.Path)
+	}
+	e.Interpreter, e.Version = node.Interpreter, node.Version
+	entries, _ := os.ReadDir(mods)
+	for _, d := range entries {
+		name := d.Name()
+		if strings.HasPrefix(name, "@") {
+			scoped, _ := os.ReadDir(filepath.Join(mods, name))
+			for _, s := range scoped {
+				e.addNodePackage(filepath.Join(mods, name, s.Name()))
+			}
+			continue
+		}
+		if !strings.HasPrefix(name, ".") {
+			e.addNodePackage(filepath.Join(mods, name))
+		}
+	}
+	return nil
+}
+
+func (e *Environment) addNodePackage(dir string) {
+	data, err := os.ReadFile(filepath.Join(dir, "package.json"))
+	if err != nil {
+		return
+	}
+	var pj struct{ Name, Version string }
+	if json.Unmarshal(data, &pj) != nil || pj.Name == "" {
+		return
+	}
+	e.Packages = append(e.Packages, Package{Name: pj.Name, Version: pj.Version, modules: []string{pj.Name}})
+}
+
+// pythonSite asks the interpreter, with site and the environment's code off, for its
+// version, base prefix and the base prefix's site directories. -S keeps site.main()
+// from running, so no .pth file of any package is executed.
+var pythonSite = []string{"-I", "-S", "-c",
+	"import sys, site; print(sys.version.split()[0]); print(sys.base_prefix); print(*site.getsitepackages([sys.base_prefix]), sep='\\n')"}
+
+func (e *Environment) inspectPython() error {
+	var host, rel string
+	for _, cand := range []string{"bin/python3", "bin/python"} {
+		if _, err := os.Lstat(filepath.Join(e.Path, cand)); err == nil {
+			host, rel = filepath.Join(e.Path, cand), cand
+			break
+		}
+	}
+	if host == "" {
+		return fmt.Errorf("%s: no bin/python3 (not a venv or a prefix)", e.Path)
+	}
+	real, err := realBinary(host, "linux")
+	if err != nil {
+		return fmt.Errorf("interpreter: %w", err)
+	}
+	out, err := probe(host, pythonSite)
+	if err != nil {
+		return err
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) < 2 {
+		return fmt.Errorf("%s: unexpected answer %q", host, out)
+	}
+	e.Version, e.Interpreter = lines[0], sandbox.EnvironmentDir+"/"+rel
+	basePrefix, baseSite := lines[1], lines[2:]
+	cfg, isVenv := readPyvenv(filepath.Join(e.Path, "pyvenv.cfg"))
+	var own []string
+	if isVenv {
+		own, _ = filepath.Glob(filepath.Join(e.Path, "lib", "python*", "site-packages"))
+		// The venv's interpreter links to its base python, which must be visible at
+		// the same path inside the sandbox.
+		if !within(real, e.Path) {
+			if m := mountFor(real, basePrefix); m != "" {
+				e.mounts = append(e.mounts, m)
+			}
+		}
+		e.SystemSitePackages = strings.EqualFold(cfg["include-system-site-packages"], "true")
+	} else {
+		own = baseSite // a prefix: its interpreter's site dirs are its own
+	}
+	for _, d := range own {
+		e.addPythonPackages(d, false)
+	}
+	if e.SystemSitePackages {
+		for _, d := range baseSite {
+			e.addPythonPackages(d, true)
+		}
+	}
+	return nil
+}
+
+// readPyvenv parses a venv's pyvenv.cfg ("key = value" lines); ok is false when there
+// is none, i.e. the directory is a prefix.
+func readPyvenv(path string) (map[string]string, bool) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, false
+	}
+	cfg := map[string]string{}
+	for _, line := range strings.Split(string(data), "\n") {
+		if k, v, ok := strings.Cut(line, "="); ok {
+			cfg[strings.ToLower(strings.TrimSpace(k))] = strings.TrimSpace(v)
+		}
+	}
+	return cfg, true
+}
+
+// addPythonPackages reads the distributions in one site directory: *.dist-info (pip,
+// uv, conda) and *.egg-info (Debian's packages), file or directory.
+func (e *Environment) addPythonPackages(dir string, system bool) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, d := range entries {
+		name := d.Name()
+		var meta, top string
+		switch {
+		case strings.HasSuffix(name, ".dist-info"):
+			meta, top = filepath.Join(dir, name, "METADATA"), filepath.Join(dir, name, "top_level.txt")
+		case strings.HasSuffix(name, ".egg-info") && d.IsDir():
+			meta, top = filepath.Join(dir, name, "PKG-INFO"), filepath.Join(dir, name, "top_level.txt")
+		case strings.HasSuffix(name, ".egg-info"):
+			meta = filepath.Join(dir, name)
+		default:
+			continue
+		}
+		p, ok := readMetadata(meta)
+		if !ok || slices.ContainsFunc(e.Packages, func(q Package) bool { return strings.EqualFold(q.Name, p.Name) }) {
+			continue // the first site directory on sys.path wins, as at import
+		}
+		p.System = system
+		if data, err := os.ReadFile(top); top != "" && err == nil {
+			p.modules = strings.Fields(string(data))
+		}
+		if len(p.modules) == 0 {
+			p.modules = []string{strings.ToLower(strings.ReplaceAll(p.Name, "-", "_"))}
+		}
+		e.Packages = append(e.Packages, p)
+	}
+}
+
+// readMetadata reads Name and Version from a core-metadata file's headers.
+func readMetadata(path string) (Package, bool) {
+	f, err := os.Open(path)
+	if err != nil {
+		return Package{}, false
+	}
+	defer f.Close()
+	var p Package
+	sc := bufio.NewScanner(f)
+	for sc.Scan() && sc.Text() != "" {
+		if v, ok := strings.CutPrefix(sc.Text(), "Name:"); ok {
+			p.Name = strings.TrimSpace(v)
+		} else if v, ok := strings.CutPrefix(sc.Text(), "Version:"); ok {
+			p.Version = strings.TrimSpace(v)
+		}
+	}
+	return p, p.Name != ""
+}
+
+// Provides returns the package that provides the top-level module, if any.
+func (e Environment) Provides(module string) (Package, bool) {
+	for _, p := range e.Packages {
+		if slices.Contains(p.modules, module) {
+			return p, true
+		}
+	}
+	return Package{}, false
+}
+
+// MainPackages are what the tool description shows: the preloaded modules' packages
+// first, then the environment's own, at most n.
+func (e Environment) MainPackages(n int) []Package {
+	var out []Package
+	add := func(p Package) {
+		if len(out) < n && !slices.ContainsFunc(out, func(q Package) bool { return q.Name == p.Name }) {
+			out = append(out, p)
+		}
+	}
+	for _, m := range e.Preload {
+		top, _, _ := strings.Cut(m, ".")
+		if p, ok := e.Provides(top); ok {
+			add(p)
+		}
+	}
+	for _, p := range e.Packages {
+		if !p.System {
+			add(p)
+		}
+	}
+	return out
+}
+
+// Spec builds the sandbox spec for running code in this environment: lang's spec with
+// the environment's interpreter, its directory bound at sandbox.EnvironmentDir, and for
+// python a bootstrap that keeps matplotlib headless and returns its figures as PNG files
+// in outDir ("" for none).
+func (e Environment) Spec(lang Language, code []byte, args []string, limits sandbox.Limits, bound MemoryBound, outDir string) sandbox.Spec {
+	lang.Argv = slices.Clone(lang.Argv)
+	lang.Argv[0] = e.Interpreter
+	spec := lang.Spec(code, args, limits, bound)
+	spec.Environment = e.Path
+	spec.Mounts = append(spec.Mounts, e.mounts...)
+	switch e.Language {
+	case "python":
+		spec.Env = append(spec.Env,
+			"MPLBACKEND=module://"+figureBackend,
+			// matplotlib's config and font cache, built per sandbox: /env is read-only.
+			"MPLCONFIGDIR=/tmp/matplotlib")
+		n := len(lang.Argv) - 1 // the code file
+		argv := slices.Concat(lang.Argv[:n], []string{"-c", pythonBoot(false, nil, outDir)}, lang.Argv[n:], args)
+		spec.Argv = argv
+		spec.Preload = slices.Concat(lang.Argv[:n], []string{"-c", pythonBoot(true, e.Preload, outDir)})
+	case "javascript":
+		spec.Env = append(spec.Env, "NODE_PATH="+sandbox.EnvironmentDir+"/node_modules")
+		if len(spec.Preload) > 0 {
+			spec.Preload[len(spec.Preload)-1] = nodeBoot(e.Preload)
+		}
+	}
+	return spec
+}
+
+// CheckProgram is the startup check's program for an environment: it imports the
+// preload list (or only starts the interpreter when there is none).
+func CheckProgram(e Environment) []byte {
+	var b strings.Builder
+	for _, m := range e.Preload {
+		if e.Language == "javascript" {
+			p, _ := json.Marshal(m)
+			fmt.Fprintf(&b, "require(%s);\n", p)
+		} else {
+			fmt.Fprintf(&b, "import %s\n", m)
+		}
+	}
+	if b.Len() == 0 {
+		b.WriteString("0\n")
+	}
+	return []byte(b.String())
+}
+
+// figureBackend is the matplotlib backend the python bootstrap provides (Agg, whose
+// show() saves the figures).
+const figureBackend = "_airlock_figures"
+
+// pythonBoot is the python bootstrap with its settings in front: pooled (argv on fd 3
+// after the ready byte on fd 4) or not (argv from the command line), the modules to
+// import first, and where figures go. Names are validated dotted names and outDir a
+// clean relative path, so JSON strings are Python literals here.
+func pythonBoot(pooled bool, preload []string, outDir string) string {
+	p, _ := json.Marshal(append([]string{}, preload...))
+	d, _ := json.Marshal(outDir)
+	flag := "False"
+	if pooled {
+		flag = "True"
+	}
+	return fmt.Sprintf("_airlock_pooled, _airlock_preload, _airlock_figures = %s, %s, %s\n%s", flag, p, d, pythonPreload)
+}
+
+// nodeBoot is the node bootstrap with the modules to require before the call in front.
+func nodeBoot(preload []string) string {
+	p, _ := json.Marshal(append([]string{}, preload...))
+	return fmt.Sprintf("const airlockPreload = %s;\n%s", p, nodePreload)
+}
+
+var (
+	pyMissing   = regexp.MustCompile(`ModuleNotFoundError: No module named '([A-Za-z0-9_.]+)'`)
+	nodeMissing = regexp.MustCompile(`Cannot find (?:module|package) '([^']+)'`)
+)
+
+// MissingModule finds the top-level module a failed run could not import, from the
+// last such error on its stderr.
+func MissingModule(language string, stderr []byte) (string, bool) {
+	var re *regexp.Regexp
+	switch language {
+	case "python":
+		re = pyMissing
+	case "javascript":
+		re = nodeMissing
+	default:
+		return "", false // environments hold python and node packages only
+	}
+	all := re.FindAllSubmatch(stderr, -1)
+	if len(all) == 0 {
+		return "", false
+	}
+	m := string(all[len(all)-1][1])
+	if language != "javascript" {
+		top, _, _ := strings.Cut(m, ".")
+		return top, true
+	}
+	if strings.HasPrefix(m, ".") || strings.HasPrefix(m, "/") || strings.HasPrefix(m, "node:") {
+		return "", false // a file of the program, or a built-in
+	}
+	parts := strings.SplitN(m, "/", 3)
+	if strings.HasPrefix(m, "@") && len(parts) >= 2 {
+		return parts[0] + "/" + parts[1], true
+	}
+	return parts[0], true
+}
+
+// Environments is the set of configured environments. Only the startup check changes
+// it (SetUsable), before the server serves.
+type Environments struct {
+	mu   sync.RWMutex
+	list []Environment
+}
+
+// NewEnvironments holds already-inspected environments, in the order given.
+func NewEnvironments(envs ...Environment) *Environments {
+	return &Environments{list: slices.Clone(envs)}
+}
+
+// All returns every configured environment, usable or not.
+func (es *Environments) All() []Environment {
+	if es == nil {
+		return nil
+	}
+	es.mu.RLock()
+	defer es.mu.RUnlock()
+	return slices.Clone(es.list)
+}
+
+// Usable returns the environments calls may use.
+func (es *Environments) Usable() []Environment {
+	var out []Environment
+	for _, e := range es.All() {
+		if e.Usable {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// SetUsable records the startup check's verdict on one environment.
+func (es *Environments) SetUsable(name string, problem string) {
+	es.mu.Lock()
+	defer es.mu.Unlock()
+	for i := range es.list {
+		if es.list[i].Name == name {
+			es.list[i].Usable, es.list[i].Problem = problem == "", problem
+		}
+	}
+}
+
+// Lookup returns a usable environment by name, or an ErrInvalidRequest naming the
+// usable ones.
+func (es *Environments) Lookup(name string) (Environment, error) {
+	var names []string
+	for _, e := range es.Usable() {
+		if e.Name == name {
+			return e, nil
+		}
+		names = append(names, e.Name)
+	}
+	for _, e := range es.All() {
+		if e.Name == name {
+			return Environment{}, fmt.Errorf("%w: environment %q is not available: %s (usable: %s)", ErrInvalidRequest, name, e.Problem, orNone(names))
+		}
+	}
+	if len(name) > 64 {
+		name = name[:64]
+	}
+	return Environment{}, fmt.Errorf("%w: unknown environment %q (usable: %s)", ErrInvalidRequest, name, orNone(names))
+}
+
+// Default returns the usable default environment of a language, if any.
+func (es *Environments) Default(language string) (Environment, bool) {
+	for _, e := range es.Usable() {
+		if e.Default && e.Language == language {
+			return e, true
+		}
+	}
+	return Environment{}, false
+}
+
+// MissingHint says where a module the program could not import can be found: the usable
+// environments of its language that provide it, or how an operator adds one. current is
+// the environment the run used ("" for none).
+func (es *Environments) MissingHint(language, current, module string) string {
+	var have []string
+	for _, e := range es.Usable() {
+		if e.Language != language || e.Name == current {
+			continue
+		}
+		if p, ok := e.Provides(module); ok {
+			have = append(have, fmt.Sprintf("%s (%s %s)", e.Name, p.Name, p.Version))
+		}
+	}
+	where := "without an environment"
+	if current != "" {
+		where = "in environment " + current
+	}
+	if len(have) > 0 {
+		return fmt.Sprintf("module %q is not installed %s; environments that provide it: %s; pass \"environment\" to run_code",
+			module, where, strings.Join(have, ", "))
+	}
+	return fmt.Sprintf("module %q is not installed %s and no environment of this server provides it; the sandbox cannot install packages (no network, read-only system), so work without it, or ask the operator to add it to an environment ([environments.NAME] in the configuration, see docs/environments.md)",
+		module, where)
+}
+
+func orNone(names []string) string {
+	if len(names) == 0 {
+		return "none"
+	}
+	return strings.Join(names, ", ")
+}

@@ -1,0 +1,492 @@
+package serve
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/airlock-mcp/airlock/metrics"
+	"github.com/airlock-mcp/airlock/runner"
+	"github.com/airlock-mcp/airlock/runner/runnertest"
+	"github.com/airlock-mcp/airlock/sandbox"
+)
+
+const callBody = `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"run_code","arguments":{"code":"CODE"}}}`
+
+// fastClient fails a request that does not answer at once: nothing here may hang.
+var fastClient = &http.Client{Timeout: 3 * time.Second}
+
+type reply struct {
+	code   int
+	header http.Header
+	body   string
+}
+
+func do(t *testing.T, method, url, body string, hdr map[string]string) reply {
+	t.Helper()
+	req, _ := http.NewRequest(method, url, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	resp, err := fastClient.Do(req)
+	if err != nil {
+		t.Errorf("%s %s: %v", method, url, err) // not Fatal: goroutines call do too
+		return reply{code: -1}
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return reply{resp.StatusCode, resp.Header, string(b)}
+}
+
+func call(code string) string { return strings.Replace(callBody, "CODE", code, 1) }
+
+// initSession initializes and returns the session id the server issued.
+func initSession(t *testing.T, url string, hdr map[string]string) string {
+	t.Helper()
+	r := do(t, http.MethodPost, url, initBody, hdr)
+	id := r.header.Get("Mcp-Session-Id")
+	if r.code != 200 || id == "" {
+		t.Fatalf("initialize: %d %q session %q", r.code, r.body, id)
+	}
+	return id
+}
+
+func TestSessionLifecycle(t *testing.T) {
+	d := fakeDeps(runnertest.Echo, 1)
+	ts := httpServer(t, d, HTTPOptions{MaxBodyBytes: 1 << 20})
+	url := ts.URL + "/mcp"
+	id := initSession(t, url, nil)
+	sid := map[string]string{"Mcp-Session-Id": id}
+	if r := do(t, http.MethodPost, url, call("hi"), sid); r.code != 200 || !strings.Contains(r.body, `"status":"ok"`) {
+		t.Fatalf("call in the session: %d %s", r.code, r.body)
+	}
+	runs := d.Runner.Sandbox.(*runnertest.Sandbox).Runs.Load()
+	for name, tt := range map[string]struct {
+		hdr  map[string]string
+		want int
+	}{
+		"missing id":             {nil, 400},
+		"never issued":           {map[string]string{"Mcp-Session-Id": "mcp-session-0b2f6c1e-3f4e-4a8e-9a43-5d6f7e8a9b0c"}, 404},
+		"never issued, our form": {map[string]string{"Mcp-Session-Id": strings.Repeat("ab", 16)}, 404},
+	} {
+		if r := do(t, http.MethodPost, url, call("x"), tt.hdr); r.code != tt.want {
+			t.Errorf("%s: %d %s, want %d", name, r.code, r.body, tt.want)
+		}
+	}
+	if got := d.Runner.Sandbox.(*runnertest.Sandbox).Runs.Load(); got != runs {
+		t.Errorf("%d runs from calls without a valid session", got-runs)
+	}
+	if r := do(t, http.MethodDelete, url, "", nil); r.code != 400 {
+		t.Errorf("DELETE without a session id: %d, want 400", r.code)
+	}
+	if r := do(t, http.MethodDelete, url, "", sid); r.code != 200 {
+		t.Fatalf("DELETE: %d %s", r.code, r.body)
+	}
+	if r := do(t, http.MethodPost, url, call("after"), sid); r.code != 404 {
+		t.Errorf("call in a deleted session: %d %s, want 404", r.code, r.body)
+	}
+	if r := do(t, http.MethodDelete, url, "", sid); r.code != 404 {
+		t.Errorf("second DELETE: %d, want 404", r.code)
+	}
+	if r := do(t, http.MethodGet, url, "", nil); r.code != 400 {
+		t.Errorf("GET /mcp without a session: %d, want 400 at once", r.code)
+	}
+	if r := do(t, http.MethodGet, url, "", sid); r.code != 404 {
+		t.Errorf("GET /mcp with a deleted session: %d, want 404", r.code)
+	}
+}
+
+func TestDeleteCancelsTheSessionsCalls(t *testing.T) {
+	var cancelled atomic.Bool
+	d := fakeDeps(func(ctx context.Context, s sandbox.Spec) (sandbox.Result, error) {
+		r, err := runnertest.Block(ctx, s)
+		cancelled.Store(true)
+		return r, err
+	}, 1)
+	ts := httpServer(t, d, HTTPOptions{MaxBodyBytes: 1 << 20})
+	url := ts.URL + "/mcp"
+	sid := map[string]string{"Mcp-Session-Id": initSession(t, url, nil)}
+	done := make(chan reply, 1)
+	go func() { done <- do(t, http.MethodPost, url, call("block"), sid) }()
+	for deadline := time.Now().Add(3 * time.Second); d.Runner.Limiter.Running() == 0; {
+		if time.Now().After(deadline) {
+			t.Fatal("the call never started")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if r := do(t, http.MethodDelete, url, "", sid); r.code != 200 {
+		t.Fatalf("DELETE: %d", r.code)
+	}
+	select {
+	case <-done:
+	case <-time.After(3 * time.Second):
+		t.Fatal("the session's call still runs after DELETE")
+	}
+	if !cancelled.Load() {
+		t.Error("DELETE did not cancel the sandbox run")
+	}
+}
+
+func TestSessionIdleExpiry(t *testing.T) {
+	now := time.Unix(1000, 0)
+	s := newSessions(time.Minute)
+	s.now = func() time.Time { return now }
+	idle, busy := s.Generate(), s.Generate()
+	ctx := s.begin(busy)
+	now = now.Add(2 * time.Minute)
+	if _, err := s.Validate(idle); err == nil {
+		t.Error("a session idle past http.session_idle is still valid")
+	}
+	if _, err := s.Validate(busy); err != nil {
+		t.Errorf("a session with a call in flight expired: %v", err)
+	}
+	// mcp-go's sweeper calls Terminate; a busy session is not idle.
+	_, _ = s.Terminate(busy)
+	if ctx.Err() != nil {
+		t.Error("the idle sweeper cancelled a call in flight")
+	}
+	s.done(busy)
+	now = now.Add(2 * time.Minute)
+	_, _ = s.Terminate(busy)
+	if ctx.Err() == nil || s.count() != 0 {
+		t.Errorf("expired sessions left: %d", s.count())
+	}
+}
+
+func TestStatelessAnyReplicaAnswers(t *testing.T) {
+	a := httpServer(t, fakeDeps(runnertest.Echo, 1), HTTPOptions{MaxBodyBytes: 1 << 20, Stateless: true})
+	b := httpServer(t, fakeDeps(runnertest.Echo, 1), HTTPOptions{MaxBodyBytes: 1 << 20, Stateless: true})
+	if r := do(t, http.MethodPost, a.URL+"/mcp", initBody, nil); r.code != 200 || r.header.Get("Mcp-Session-Id") != "" {
+		t.Errorf("stateless initialize: %d, session %q", r.code, r.header.Get("Mcp-Session-Id"))
+	}
+	// Replica b never saw an initialize.
+	r := do(t, http.MethodPost, b.URL+"/mcp", call("hello"), nil)
+	if r.code != 200 || !strings.Contains(r.body, `"status":"ok"`) || !strings.Contains(r.body, "hello") {
+		t.Errorf("stateless call on another replica: %d %s", r.code, r.body)
+	}
+	for _, m := range []string{http.MethodGet, http.MethodDelete} {
+		if r := do(t, m, b.URL+"/mcp", "", nil); r.code != 405 || !strings.Contains(r.body, "stateless") {
+			t.Errorf("stateless %s: %d %q, want 405 saying why", m, r.code, r.body)
+		}
+	}
+}
+
+func TestOperationalEndpoints(t *testing.T) {
+	d := fakeDeps(runnertest.Echo, 1)
+	m := metrics.New(metrics.Sources{Version: "v-test", Queued: d.Runner.Limiter.Waiting, Running: d.Runner.Limiter.Running,
+		Pool: func() sandbox.PoolStats { return sandbox.PoolStats{Hits: 7, Misses: 3} }})
+	d.Runner.Observer = m
+	st := NewState()
+	ts := httpServer(t, d, HTTPOptions{MaxBodyBytes: 1 << 20, Stateless: true, State: st, Metrics: m.Handler(), AuthToken: "0123456789abcdef"})
+	auth := map[string]string{"Authorization": "Bearer 0123456789abcdef"}
+	for path, want := range map[string]int{"/healthz": 200, "/readyz": 503, "/": 404, "/favicon.ico": 404, "/mcp/x": 404} {
+		if r := do(t, http.MethodGet, ts.URL+path, "", nil); r.code != want {
+			t.Errorf("GET %s before ready: %d, want %d", path, r.code, want)
+		}
+	}
+	if r := do(t, http.MethodPost, ts.URL+"/mcp", call("early"), auth); r.code != 503 || r.header.Get("Retry-After") == "" {
+		t.Errorf("call before the startup probes passed: %d %s, want 503 with Retry-After", r.code, r.body)
+	}
+	st.SetReady()
+	if r := do(t, http.MethodGet, ts.URL+"/readyz", "", nil); r.code != 200 {
+		t.Errorf("/readyz when ready: %d", r.code)
+	}
+	if r := do(t, http.MethodPost, ts.URL+"/mcp", call("x"), auth); r.code != 200 {
+		t.Fatalf("call: %d %s", r.code, r.body)
+	}
+	if r := do(t, http.MethodPost, ts.URL+"/mcp", strings.Replace(call("x"), `"code":"x"`, `"code":"x","language":"nope"`, 1), auth); r.code != 200 {
+		t.Fatalf("refused call: %d %s", r.code, r.body)
+	}
+	r := do(t, http.MethodGet, ts.URL+"/metrics", "", nil)
+	for _, want := range []string{`airlock_runs_total{language="python",status="ok"} 1`,
+		`airlock_runs_total{language="unknown",status="refused"} 1`, "airlock_run_duration_seconds_bucket",
+		"airlock_queue_depth 0", "airlock_busy_refusals_total 0", "airlock_pool_hits_total 7", "airlock_pool_misses_total 3",
+		"airlock_sandbox_setup_failures_total 0", `airlock_build_info{goversion=`} {
+		if !strings.Contains(r.body, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+	st.Drain()
+	if r := do(t, http.MethodGet, ts.URL+"/readyz", "", nil); r.code != 503 || !strings.Contains(r.body, "draining") {
+		t.Errorf("/readyz while draining: %d %q", r.code, r.body)
+	}
+}
+
+// SIGTERM's part: ServeHTTP's context ends. /readyz turns 503 at once, a new call gets a
+// retryable 503, the call in flight finishes with its result, and ServeHTTP returns.
+func TestDrainLetsCallsFinish(t *testing.T) {
+	release := make(chan struct{})
+	d := fakeDeps(func(ctx context.Context, s sandbox.Spec) (sandbox.Result, error) {
+		if string(s.Code) == "slow" {
+			select {
+			case <-release:
+			case <-ctx.Done():
+				return runnertest.Block(ctx, s)
+			}
+		}
+		return runnertest.Echo(ctx, s)
+	}, 2)
+	st := NewState()
+	st.SetReady()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "http://" + ln.Addr().String()
+	h := Handler(New(d), url, HTTPOptions{MaxBodyBytes: 1 << 20, Stateless: true, State: st, Log: quiet})
+	ctx, sigterm := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- ServeHTTP(ctx, ln, h, st, 10*time.Second, quiet) }()
+	slow := make(chan reply, 1)
+	go func() { slow <- do(t, http.MethodPost, url+"/mcp", call("slow"), nil) }()
+	for deadline := time.Now().Add(3 * time.Second); d.Runner.Limiter.Running() == 0; {
+		if time.Now().After(deadline) {
+			t.Fatal("the slow call never started")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	sigterm()
+	for deadline := time.Now().Add(3 * time.Second); st.Ready(); {
+		if time.Now().After(deadline) {
+			t.Fatal("not draining")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if r := do(t, http.MethodGet, url+"/readyz", "", nil); r.code != 503 {
+		t.Errorf("/readyz while draining: %d", r.code)
+	}
+	r := do(t, http.MethodPost, url+"/mcp", call("new"), nil)
+	if r.code != 503 || r.header.Get("Retry-After") == "" || !strings.Contains(r.body, "nothing ran") {
+		t.Errorf("new call while draining: %d %s", r.code, r.body)
+	}
+	close(release)
+	if r := <-slow; r.code != 200 || !strings.Contains(r.body, `"status":"ok"`) {
+		t.Errorf("the call in flight did not finish: %d %s", r.code, r.body)
+	}
+	select {
+	case err := <-served:
+		if err != nil {
+			t.Errorf("ServeHTTP: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("ServeHTTP did not return after the drain")
+	}
+	if n := d.Runner.Sandbox.(*runnertest.Sandbox).Runs.Load(); n != 1 {
+		t.Errorf("%d runs, want 1: the call refused while draining ran", n)
+	}
+}
+
+// A call that outlives the grace is cancelled, and the server still stops.
+func TestDrainGraceCancels(t *testing.T) {
+	d := fakeDeps(runnertest.Block, 1)
+	st := NewState()
+	st.SetReady()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "http://" + ln.Addr().String()
+	ctx, sigterm := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() {
+		served <- ServeHTTP(ctx, ln, Handler(New(d), url, HTTPOptions{Stateless: true, State: st, Log: quiet}), st, 200*time.Millisecond, quiet)
+	}()
+	go func() {
+		req, _ := http.NewRequest(http.MethodPost, url+"/mcp", strings.NewReader(call("block")))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if resp, err := fastClient.Do(req); err == nil {
+			resp.Body.Close()
+		}
+	}()
+	for deadline := time.Now().Add(3 * time.Second); d.Runner.Limiter.Running() == 0; {
+		if time.Now().After(deadline) {
+			t.Fatal("the call never started")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	sigterm()
+	select {
+	case <-served:
+	case <-time.After(8 * time.Second):
+		t.Fatal("ServeHTTP did not stop after the grace")
+	}
+	for deadline := time.Now().Add(3 * time.Second); d.Runner.Limiter.Running() != 0; {
+		if time.Now().After(deadline) {
+			t.Fatal("the call outlived the grace")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func TestTokensFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "tokens")
+	write := func(s string) {
+		if err := os.WriteFile(path, []byte(s), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("# fleet\nalice aaaaaaaaaaaaaaaaaaaa\n\nbob   bbbbbbbbbbbbbbbbbbbb\n")
+	c, err := NewClients("", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for header, want := range map[string]string{
+		"Bearer aaaaaaaaaaaaaaaaaaaa": "alice", "bearer bbbbbbbbbbbbbbbbbbbb": "bob", "BEARER aaaaaaaaaaaaaaaaaaaa": "alice",
+		"Bearer aaaaaaaaaaaaaaaaaaa": "", "Basic aaaaaaaaaaaaaaaaaaaa": "", "aaaaaaaaaaaaaaaaaaaa": "", "": "", "Bearer ": "",
+	} {
+		if got, ok := c.Authenticate(header); got != want || ok != (want != "") {
+			t.Errorf("Authenticate(%q) = %q %t, want %q", header, got, ok, want)
+		}
+	}
+	write("carol cccccccccccccccccccc\n")
+	if err := c.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := c.Authenticate("Bearer aaaaaaaaaaaaaaaaaaaa"); ok {
+		t.Error("a token removed from the file still works after reload")
+	}
+	if got, _ := c.Authenticate("Bearer cccccccccccccccccccc"); got != "carol" {
+		t.Error("a token added to the file does not work after reload")
+	}
+	write("carol short\n")
+	if err := c.Reload(); err == nil {
+		t.Error("a short token was accepted")
+	}
+	if got, _ := c.Authenticate("Bearer cccccccccccccccccccc"); got != "carol" {
+		t.Error("a failed reload dropped the previous tokens")
+	}
+	for name, bad := range map[string]string{
+		"two fields": "alice\n", "bad name": "al/ice aaaaaaaaaaaaaaaaaaaa\n", "empty": "# nothing\n",
+		"duplicate name":  "a aaaaaaaaaaaaaaaaaaaa\na bbbbbbbbbbbbbbbbbbbb\n",
+		"duplicate token": "a aaaaaaaaaaaaaaaaaaaa\nb aaaaaaaaaaaaaaaaaaaa\n",
+	} {
+		if _, err := parseTokens(strings.NewReader(bad)); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}
+
+// The token's name is the client in the audit log, and the per-client limit counts it.
+func TestClientNameInAuditAndLimit(t *testing.T) {
+	release := make(chan struct{})
+	d := fakeDeps(func(ctx context.Context, s sandbox.Spec) (sandbox.Result, error) {
+		if string(s.Code) == "slow" {
+			<-release
+		}
+		return runnertest.Echo(ctx, s)
+	}, 4)
+	audit, err := runner.OpenAudit(filepath.Join(t.TempDir(), "audit.jsonl"), 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Runner.Audit = audit
+	d.Runner.PerClient = runner.NewClientLimit(1)
+	path := filepath.Join(t.TempDir(), "tokens")
+	if err := os.WriteFile(path, []byte("alice aaaaaaaaaaaaaaaaaaaa\nbob bbbbbbbbbbbbbbbbbbbb\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	clients, err := NewClients("", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httpServer(t, d, HTTPOptions{MaxBodyBytes: 1 << 20, Stateless: true, Clients: clients})
+	alice := map[string]string{"Authorization": "Bearer aaaaaaaaaaaaaaaaaaaa"}
+	bob := map[string]string{"Authorization": "bearer bbbbbbbbbbbbbbbbbbbb"}
+	slow := make(chan reply, 1)
+	go func() { slow <- do(t, http.MethodPost, ts.URL+"/mcp", call("slow"), alice) }()
+	for deadline := time.Now().Add(3 * time.Second); d.Runner.Limiter.Running() == 0; {
+		if time.Now().After(deadline) {
+			t.Fatal("the slow call never started")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if r := do(t, http.MethodPost, ts.URL+"/mcp", call("second"), alice); !strings.Contains(r.body, "server busy") || !strings.Contains(r.body, "alice") {
+		t.Errorf("alice's second parallel call: %s, want busy (her limit)", r.body)
+	}
+	if r := do(t, http.MethodPost, ts.URL+"/mcp", call("bobs"), bob); !strings.Contains(r.body, `"status":"ok"`) {
+		t.Errorf("bob's call was held by alice's limit: %s", r.body)
+	}
+	close(release)
+	<-slow
+	b, err := os.ReadFile(audit.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int{}
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		var rec runner.AuditRecord
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatal(err)
+		}
+		got[rec.Principal+":"+rec.Status]++
+	}
+	if got["alice:ok"] != 1 || got["alice:refused"] != 1 || got["bob:ok"] != 1 {
+		t.Errorf("audit by client: %v", got)
+	}
+}
+
+// The legacy SSE transport runs nothing before the startup probes passed either.
+func TestSSERefusedUntilReady(t *testing.T) {
+	d := fakeDeps(runnertest.Echo, 1)
+	st := NewState()
+	ts := httpServer(t, d, HTTPOptions{MaxBodyBytes: 1 << 20, SSE: true, State: st})
+	if r := do(t, http.MethodPost, ts.URL+"/message?sessionId=x", call("early"), nil); r.code != 503 {
+		t.Errorf("SSE message before ready: %d %s, want 503", r.code, r.body)
+	}
+	st.SetReady()
+	if r := do(t, http.MethodPost, ts.URL+"/message?sessionId=x", call("x"), nil); r.code == 503 {
+		t.Errorf("SSE message when ready: %d %s", r.code, r.body)
+	}
+}
+
+// http.session_idle reaches the transport: a session unused past it is gone.
+func TestSessionIdleOverHTTP(t *testing.T) {
+	ts := httpServer(t, fakeDeps(runnertest.Echo, 1), HTTPOptions{MaxBodyBytes: 1 << 20, SessionIdle: 100 * time.Millisecond})
+	sid := map[string]string{"Mcp-Session-Id": initSession(t, ts.URL+"/mcp", nil)}
+	time.Sleep(300 * time.Millisecond)
+	if r := do(t, http.MethodPost, ts.URL+"/mcp", call("late"), sid); r.code != 404 {
+		t.Errorf("call in an expired session: %d %s, want 404", r.code, r.body)
+	}
+}
+
+// mcp-go's own client, on both protocol eras, works against a stateless server.
+func TestStatelessWithMCPClient(t *testing.T) {
+	ts := httpServer(t, fakeDeps(runnertest.Echo, 1), HTTPOptions{MaxBodyBytes: 1 << 20, Stateless: true})
+	for _, opts := range [][]client.ClientOption{nil, {client.WithProtocolVersion("2025-06-18")}} {
+		tr, err := transport.NewStreamableHTTP(ts.URL + "/mcp")
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := client.NewClient(tr, opts...)
+		ctx := context.Background()
+		if err := c.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Initialize(ctx, mcp.InitializeRequest{}); err != nil {
+			t.Fatal(err)
+		}
+		req := mcp.CallToolRequest{}
+		req.Params.Name = "run_code"
+		req.Params.Arguments = map[string]any{"code": "stateless"}
+		r, err := c.CallTool(ctx, req)
+		if err != nil || r.IsError {
+			t.Errorf("run_code on a stateless server: %v %+v", err, r)
+		}
+		c.Close()
+	}
+}

@@ -1,0 +1,135 @@
+package serve
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"sync"
+	"time"
+)
+
+// errNoSession is what Validate says about an id that was never issued, has ended or
+// has expired; the transport answers 404 and the client must initialize again.
+var errNoSession = errors.New("no such session: initialize again")
+
+// sessions are the Streamable HTTP sessions this server issued at initialize. mcp-go's
+// default manager only checks an id's format, so a made-up id ran code and DELETE did
+// nothing; here an id is valid only from the initialize that issued it until DELETE
+// or idle expiry, and ending a session cancels the calls it has in flight.
+//
+// It is mcp-go's SessionIdManager: Generate at initialize, Validate on each request,
+// Terminate on DELETE and from mcp-go's idle sweeper (WithSessionIdleTTL), which also
+// drops mcp-go's own per-session state.
+type sessions struct {
+	idle time.Duration
+	now  func() time.Time
+
+	mu   sync.Mutex
+	live map[string]*httpSession
+}
+
+type httpSession struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+	last   time.Time // end of the latest request, or its start while busy
+	busy   int       // requests and streams in flight
+	ending bool      // a DELETE is in progress: Terminate ends it even while busy
+}
+
+func newSessions(idle time.Duration) *sessions {
+	return &sessions{idle: idle, now: time.Now, live: map[string]*httpSession{}}
+}
+
+// Generate issues a new id: 128 random bits, unguessable, unlike a counter or a
+// timestamp, since the id is all that ties a request to its session.
+func (s *sessions) Generate() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on supported platforms
+	id := hex.EncodeToString(b[:])
+	ctx, cancel := context.WithCancel(context.Background())
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.live[id] = &httpSession{ctx: ctx, cancel: cancel, last: s.now()}
+	return id
+}
+
+// Validate accepts only a live session (mcp-go's isTerminated is not used: a terminated
+// id is as unknown as a made-up one, and both get 404).
+func (s *sessions) Validate(id string) (bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.lookup(id) == nil {
+		return false, errNoSession
+	}
+	return false, nil
+}
+
+// Terminate ends the session and cancels its calls. From the idle sweeper it leaves a
+// session with a request or stream in flight alone: such a session is not idle.
+func (s *sessions) Terminate(id string) (bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if ss := s.live[id]; ss != nil && (ss.busy == 0 || ss.ending) {
+		s.end(id, ss)
+	}
+	return false, nil
+}
+
+// begin marks a request or stream of session id as in flight and returns the session's
+// context, which ends when the session does; nil when there is no such session.
+func (s *sessions) begin(id string) context.Context {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ss := s.lookup(id)
+	if ss == nil {
+		return nil
+	}
+	ss.busy++
+	ss.last = s.now()
+	return ss.ctx
+}
+
+// done ends what begin started.
+func (s *sessions) done(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if ss := s.live[id]; ss != nil {
+		ss.busy--
+		ss.last = s.now()
+	}
+}
+
+// ending marks session id as being deleted; false when there is no such session.
+func (s *sessions) ending(id string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ss := s.lookup(id)
+	if ss != nil {
+		ss.ending = true
+	}
+	return ss != nil
+}
+
+// lookup returns the live session id, expiring it first if it has been idle too long
+// (the sweeper runs only every idle/2). The caller holds mu.
+func (s *sessions) lookup(id string) *httpSession {
+	ss := s.live[id]
+	if ss != nil && ss.busy == 0 && !ss.ending && s.idle > 0 && s.now().Sub(ss.last) > s.idle {
+		s.end(id, ss)
+		return nil
+	}
+	return ss
+}
+
+func (s *sessions) end(id string, ss *httpSession) {
+	ss.cancel()
+	delete(s.live, id)
+}
+
+// count is the number of live sessions.
+func (s *sessions) count() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.live)
+}
