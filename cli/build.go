@@ -77,7 +77,7 @@ func build(ctx context.Context, cfg config.Config, strict bool) (tools.Deps, err
 	}
 	r := &runner.Runner{
 		Sandbox: sb, Languages: reg, Environments: inspectEnvironments(cfg, reg), Bounds: cfg.PolicyBounds(), Imports: cfg.PolicyImports(),
-		Network: sandbox.Network(cfg.Network), MaxCodeBytes: int(cfg.MaxCodeBytes), MaxStdinBytes: int(cfg.MaxStdinBytes),
+		Network: sandbox.Network(cfg.Network), Egress: cfg.SandboxEgress(), MaxCodeBytes: int(cfg.MaxCodeBytes), MaxStdinBytes: int(cfg.MaxStdinBytes),
 		FileCaps: cfg.FileCaps(), OutDir: cfg.Artifacts.Dir, Artifacts: cfg.ArtifactLimits(),
 		Limiter:  runner.NewLimiter(cfg.Concurrency.MaxParallel, cfg.Concurrency.QueueSize, time.Duration(cfg.Concurrency.QueueTimeout)),
 		Degraded: degraded, MemoryBound: memBound,

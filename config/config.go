@@ -19,6 +19,7 @@ import (
 
 	"github.com/BurntSushi/toml"
 
+	"github.com/airlock-mcp/airlock/egress"
 	"github.com/airlock-mcp/airlock/policy"
 	"github.com/airlock-mcp/airlock/sandbox"
 )
@@ -28,6 +29,7 @@ type Config struct {
 	Languages   Languages   `toml:"languages" json:"languages"`
 	Limits      Bounds      `toml:"limits" json:"limits"`
 	Network     string      `toml:"network" json:"network"`
+	Egress      Egress      `toml:"egress" json:"egress"`
 	Imports     Imports     `toml:"imports" json:"imports"`
 	Concurrency Concurrency `toml:"concurrency" json:"concurrency"`
 	// MaxCodeBytes caps the code argument of one call; MaxStdinBytes its stdin.
@@ -158,6 +160,34 @@ type Environment struct {
 	Default  bool     `toml:"default" json:"default"`
 }
 
+// Egress is the allowlist of network "allowlist": what the egress proxy lets a
+// sandbox reach.
+type Egress struct {
+	// Domains are exact names, "*.suffix" (subdomains only) or IP addresses.
+	Domains      []string `toml:"domains" json:"domains"`
+	Ports        []int    `toml:"ports" json:"ports"`
+	AllowPrivate bool     `toml:"allow_private" json:"allow_private"`
+	// MaxBytes caps one call's traffic, both directions together.
+	MaxBytes       Size `toml:"max_bytes" json:"max_bytes"`
+	MaxConnections int  `toml:"max_connections" json:"max_connections"`
+}
+
+// SandboxEgress converts to the sandbox's form, with the domains in canonical form; nil
+// unless the network is "allowlist". Validate has checked every entry.
+func (c Config) SandboxEgress() *sandbox.Egress {
+	if sandbox.Network(c.Network) != sandbox.NetworkAllowlist {
+		return nil
+	}
+	e := &sandbox.Egress{Ports: c.Egress.Ports, AllowPrivate: c.Egress.AllowPrivate,
+		MaxBytes: int64(c.Egress.MaxBytes), MaxConnections: c.Egress.MaxConnections}
+	for _, d := range c.Egress.Domains {
+		if n, err := egress.NormalizePattern(d); err == nil {
+			e.Domains = append(e.Domains, n)
+		}
+	}
+	return e
+}
+
 // Default returns the built-in configuration.
 func Default() Config {
 	b := policy.DefaultBounds()
@@ -165,6 +195,7 @@ func Default() Config {
 		Languages: Languages{Enabled: []string{"python"}},
 		Limits:    Bounds{Default: fromSandbox(b.Default), Max: fromSandbox(b.Max)},
 		Network:   string(sandbox.NetworkNone),
+		Egress:    Egress{Domains: []string{}, Ports: []int{443, 80}, MaxBytes: egress.DefaultMaxBytes, MaxConnections: egress.DefaultMaxConnections},
 		// Two prepared sandboxes per language hide the sandbox and interpreter start
 		// for an agent's next call at the cost of ~10 MB each while idle.
 		Pool: Pool{Size: 2},
@@ -323,8 +354,10 @@ func (c Config) Validate() error {
 	c.Limits.validate(bad)
 	switch sandbox.Network(c.Network) {
 	case sandbox.NetworkNone, sandbox.NetworkHost:
+	case sandbox.NetworkAllowlist:
+		c.Egress.validate(bad)
 	default:
-		bad("network", "must be %q or %q, got %q", sandbox.NetworkNone, sandbox.NetworkHost, c.Network)
+		bad("network", "must be %q, %q or %q, got %q", sandbox.NetworkNone, sandbox.NetworkAllowlist, sandbox.NetworkHost, c.Network)
 	}
 	if c.Concurrency.MaxParallel < 1 || c.Concurrency.MaxParallel > 1024 {
 		bad("concurrency.max_parallel", "must be between 1 and 1024, got %d", c.Concurrency.MaxParallel)
@@ -417,6 +450,31 @@ func (c Config) Validate() error {
 		bad("pool.size", "must be between 0 and 64, got %d", c.Pool.Size)
 	}
 	return errors.Join(errs...)
+}
+
+func (e Egress) validate(bad func(field, format string, args ...any)) {
+	if len(e.Domains) == 0 {
+		bad("egress.domains", `network "allowlist" needs at least one domain`)
+	}
+	for i, d := range e.Domains {
+		if _, err := egress.NormalizePattern(d); err != nil {
+			bad(fmt.Sprintf("egress.domains[%d]", i), "%v", err)
+		}
+	}
+	if len(e.Ports) == 0 {
+		bad("egress.ports", `network "allowlist" needs at least one port`)
+	}
+	for i, p := range e.Ports {
+		if p < 1 || p > 65535 {
+			bad(fmt.Sprintf("egress.ports[%d]", i), "must be between 1 and 65535, got %d", p)
+		}
+	}
+	if e.MaxBytes <= 0 {
+		bad("egress.max_bytes", "must be positive, got %d", e.MaxBytes)
+	}
+	if e.MaxConnections < 1 || e.MaxConnections > 1024 {
+		bad("egress.max_connections", "must be between 1 and 1024, got %d", e.MaxConnections)
+	}
 }
 
 func (b Bounds) validate(bad func(field, format string, args ...any)) {

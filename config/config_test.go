@@ -244,6 +244,18 @@ func TestValidateNamesField(t *testing.T) {
 		{"relative interpreter", func(c *Config) { c.Languages.Interpreters = map[string]string{"python": "python3"} }, "languages.interpreters.python"},
 		{"code cap", func(c *Config) { c.MaxCodeBytes = 0 }, "max_code_bytes: must be positive"},
 		{"log level", func(c *Config) { c.Log.Level = "loud" }, "log.level"},
+		{"allowlist without domains", func(c *Config) { c.Network = "allowlist" }, "egress.domains: network"},
+		{"bad domain", func(c *Config) { c.Network = "allowlist"; c.Egress.Domains = []string{"*.*.org"} }, "egress.domains[0]"},
+		{"bad port", func(c *Config) {
+			c.Network = "allowlist"
+			c.Egress.Domains = []string{"pypi.org"}
+			c.Egress.Ports = []int{0}
+		}, "egress.ports[0]"},
+		{"no byte cap", func(c *Config) {
+			c.Network = "allowlist"
+			c.Egress.Domains = []string{"pypi.org"}
+			c.Egress.MaxBytes = 0
+		}, "egress.max_bytes"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -255,6 +267,31 @@ func TestValidateNamesField(t *testing.T) {
 				t.Fatalf("err = %v, want it to contain %q", err, tt.want)
 			}
 		})
+	}
+}
+
+func TestEgressFromFile(t *testing.T) {
+	p := writeFile(t, `network = "allowlist"
+[egress]
+domains = ["PyPI.org", "*.pythonhosted.org"]
+ports = [443]
+max_bytes = "1MiB"
+`)
+	c, err := Load(p, env(map[string]string{"AIRLOCK_EGRESS_PORTS": "443, 8443"}), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	e := c.SandboxEgress()
+	if e == nil || !reflect.DeepEqual(e.Domains, []string{"pypi.org", "*.pythonhosted.org"}) ||
+		!reflect.DeepEqual(e.Ports, []int{443, 8443}) || e.MaxBytes != 1<<20 || e.AllowPrivate || e.MaxConnections != 32 {
+		t.Errorf("egress = %+v", e)
+	}
+	c.Network = "none"
+	if c.SandboxEgress() != nil {
+		t.Error("an allowlist without network allowlist")
 	}
 }
 

@@ -22,8 +22,14 @@ type Setting struct {
 var Settings = []Setting{
 	{"languages.enabled", "AIRLOCK_LANGUAGES", "languages", "comma-separated languages to enable",
 		func(c *Config, v string) error { c.Languages.Enabled = splitList(v); return nil }},
-	{"network", "AIRLOCK_NETWORK", "network", `sandbox network: "none" or "host"`,
+	{"network", "AIRLOCK_NETWORK", "network", `sandbox network: "none", "allowlist" or "host"`,
 		func(c *Config, v string) error { c.Network = v; return nil }},
+	{"egress.domains", "AIRLOCK_EGRESS_DOMAINS", "egress-domains", `comma-separated names network "allowlist" may reach (*.suffix: subdomains)`,
+		func(c *Config, v string) error { c.Egress.Domains = splitList(v); return nil }},
+	{"egress.ports", "AIRLOCK_EGRESS_PORTS", "egress-ports", "comma-separated ports the allowlist may reach",
+		func(c *Config, v string) error { return setInts(&c.Egress.Ports, v) }},
+	{"egress.max_bytes", "AIRLOCK_EGRESS_MAX_BYTES", "egress-max-bytes", "network bytes per call, both directions (e.g. 64MiB)",
+		func(c *Config, v string) error { return c.Egress.MaxBytes.UnmarshalText([]byte(v)) }},
 	{"limits.default.wall", "AIRLOCK_TIMEOUT", "default-timeout", "default wall-clock timeout per run",
 		func(c *Config, v string) error { return c.Limits.Default.Wall.UnmarshalText([]byte(v)) }},
 	{"limits.max.wall", "AIRLOCK_MAX_TIMEOUT", "max-timeout", "largest timeout a call may ask for",
@@ -100,6 +106,19 @@ func setInt(dst *int, v string) error {
 		return fmt.Errorf("not an integer: %q", v)
 	}
 	*dst = n
+	return nil
+}
+
+func setInts(dst *[]int, v string) error {
+	var out []int
+	for _, p := range splitList(v) {
+		n, err := strconv.Atoi(p)
+		if err != nil {
+			return fmt.Errorf("not an integer: %q", p)
+		}
+		out = append(out, n)
+	}
+	*dst = out
 	return nil
 }
 

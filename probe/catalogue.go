@@ -53,6 +53,7 @@ func (p *probeDef) skip(h hostEnv) string {
 type attempt struct {
 	args     map[string]any
 	limits   sandbox.Limits // what the runner gives this run
+	network  sandbox.Network
 	env      hostEnv
 	cleanups []func()
 
@@ -176,6 +177,7 @@ func signalText(s string) string {
 const (
 	fsFix      = "the sandbox shows host files: user and mount namespaces must work (see the user-namespace layer's fix; on Ubuntu 23.10+ install examples/apparmor/airlock), and a root server must map sandboxes to an unprivileged sandbox.host_user"
 	pidFix     = "the pid namespace is not in effect: allow user namespaces (sysctl -w user.max_user_namespaces=15000; on Ubuntu 23.10+ install examples/apparmor/airlock)"
+	egressFix  = "network = \"allowlist\" must leave the sandbox loopback only, with the egress proxy as its one way out: an airlock engine defect if the proxy did not answer or something else did; report it, and use network = \"none\" meanwhile"
 	netFix     = "keep sandbox.network = none (host networking exposes every loopback service), and allow user namespaces so the sandbox gets its own network namespace"
 	seccompFix = "the seccomp filter is not in effect: install libseccomp2, use a kernel with CONFIG_SECCOMP_FILTER, and inside a container allow nested filters (docker --security-opt seccomp=unconfined lets airlock load its own)"
 	userFix    = "run airlock as an unprivileged user, or as root with sandbox.host_user set to an unprivileged account (default nobody), never as a user mapped to root"
@@ -230,6 +232,9 @@ var catalogue = []probeDef{
 	{name: "netlink-socket", category: "network", program: "network", only: onLinux, why: "netlink exists only on linux", judge: byProgram, fix: seccompFix},
 	{name: "abstract-unix", category: "network", program: "network", only: onLinux, why: "abstract unix sockets exist only on linux",
 		setup: listenAbstract, judge: judgeListener, fix: netFix},
+	// The bridge to the egress proxy is the only way out: under "allowlist" it answers as
+	// the proxy and refuses what is not listed; under "none" nothing answers at all.
+	{name: "egress-bridge", category: "network", program: "network", setup: bridgeArgs, judge: judgeListener, fix: egressFix},
 
 	// kernel surface: seccomp, checked try-syscall style
 	{name: "seccomp-mode", category: "kernel", program: "kernel", only: onLinux, why: "seccomp is linux's; the darwin backend confines with Seatbelt", judge: byProgram, fix: seccompFix},

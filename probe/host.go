@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/airlock-mcp/airlock/egress"
 	"github.com/airlock-mcp/airlock/sandbox"
 )
 
@@ -197,6 +198,17 @@ func listenTCP(network, addr string) func(a *attempt) error {
 		accept(a, l)
 		return nil
 	}
+}
+
+// bridgeArgs gives the egress probe a host listener to aim at, the bridge's port, and
+// the mode it runs under.
+func bridgeArgs(a *attempt) error {
+	if err := listenTCP("tcp4", "127.0.0.1:0")(a); err != nil {
+		return err
+	}
+	a.args["bridge"] = egress.ProxyPort
+	a.args["allowlist"] = a.network == sandbox.NetworkAllowlist
+	return nil
 }
 
 func listenAbstract(a *attempt) error {

@@ -27,10 +27,10 @@ const probeLanguage = "python"
 const parallel = 3
 
 // QuickFilter is the startup subset: the checks that catch a broken or missing sandbox
-// (identity, environment, descriptors, network, host files, the seccomp filter) in a few
-// hundred milliseconds.
+// (identity, environment, descriptors, network, host files, the seccomp filter, and under
+// network "allowlist" the egress bridge) in a few hundred milliseconds.
 var QuickFilter = Filter{Probes: []string{
-	"read-shadow", "tcp-loopback", "env-secret", "fd-leak", "capabilities",
+	"read-shadow", "tcp-loopback", "egress-bridge", "env-secret", "fd-leak", "capabilities",
 	"no-new-privs", "seccomp-mode", "mount-syscall",
 }}
 
@@ -219,7 +219,7 @@ func (s *Suite) verdict(ctx context.Context, p *probeDef) (Status, string) {
 	if timeout == 0 {
 		timeout = 5 * time.Second
 	}
-	a := &attempt{args: map[string]any{}, limits: r.Bounds.Clamp(policy.Request{Timeout: timeout}), env: s.env}
+	a := &attempt{args: map[string]any{}, limits: r.Bounds.Clamp(policy.Request{Timeout: timeout}), env: s.env, network: r.Network}
 	defer a.cleanup()
 	if p.setup != nil {
 		if err := p.setup(a); err != nil {

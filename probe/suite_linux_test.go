@@ -279,7 +279,7 @@ func TestSelect(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(got) != 8 || got[len(got)-1] != "uid" {
+	if len(got) != 9 || got[len(got)-1] != "uid" {
 		t.Errorf("network + uid = %v", got)
 	}
 	if _, err := Select(QuickFilter); err != nil {
@@ -314,4 +314,22 @@ func dnsAnswers() bool {
 		}
 	}
 	return false
+}
+
+// TestAllowlistNetworkProbes: under network "allowlist" every network probe still
+// passes, and the egress-bridge probe finds the proxy on the bridge and nothing else.
+func TestAllowlistNetworkProbes(t *testing.T) {
+	r := newRunner(t, realSandbox(t))
+	r.Network = sandbox.NetworkAllowlist
+	r.Egress = &sandbox.Egress{Domains: []string{"pypi.org"}, Ports: []int{443, 80}, MaxBytes: 1 << 20, MaxConnections: 8}
+	rep := run(t, NewSuite(r), Filter{Categories: []string{"network"}})
+	for _, p := range rep.Probes {
+		t.Logf("%-16s %-8s %s", p.Name, p.Status, p.Detail)
+		if p.Status != Passed {
+			t.Errorf("%s: %s: %s", p.Name, p.Status, p.Detail)
+		}
+		if p.Name == "egress-bridge" && !strings.Contains(p.Detail, "403") {
+			t.Errorf("egress-bridge did not meet the proxy: %s", p.Detail)
+		}
+	}
 }

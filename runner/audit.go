@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"sync"
 	"time"
+
+	"github.com/airlock-mcp/airlock/sandbox"
 )
 
 // ErrAudit means a run's audit line could not be written. The run's result is then
@@ -70,6 +72,9 @@ type AuditRecord struct {
 	} `json:"limits"`
 	Violation string `json:"violation,omitempty"`
 	Error     string `json:"error,omitempty"`
+	// Egress lists the call's connections through the egress proxy (network
+	// "allowlist"): host, port, address, bytes and verdict of each.
+	Egress *sandbox.NetworkUse `json:"egress,omitempty"`
 }
 
 // DefaultAuditPath is $XDG_STATE_HOME/airlock/audit.jsonl, or

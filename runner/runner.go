@@ -16,6 +16,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/airlock-mcp/airlock/egress"
 	"github.com/airlock-mcp/airlock/policy"
 	"github.com/airlock-mcp/airlock/sandbox"
 )
@@ -42,6 +43,9 @@ type Call struct {
 	// Timeout is the requested wall-clock limit; zero means the default. It is clamped
 	// to the operator's maximum.
 	Timeout time.Duration
+	// AllowDomains narrows the operator's egress allowlist for this call (network
+	// "allowlist" only); empty keeps it whole. It can never widen it.
+	AllowDomains []string
 	// Progress, when set, receives snapshots while the program runs. It must not block.
 	Progress func(sandbox.Progress)
 	// Transport and Client say where the call came from, for the audit log; Principal
@@ -74,10 +78,12 @@ type Runner struct {
 	Sandbox   sandbox.Sandbox
 	Languages Languages
 	// Environments are the operator's library sets (nil: none).
-	Environments  *policy.Environments
-	Bounds        policy.Bounds
-	Imports       policy.Imports
-	Network       sandbox.Network
+	Environments *policy.Environments
+	Bounds       policy.Bounds
+	Imports      policy.Imports
+	Network      sandbox.Network
+	// Egress is the operator's allowlist when Network is "allowlist".
+	Egress        *sandbox.Egress
 	MaxCodeBytes  int
 	MaxStdinBytes int
 	// FileCaps bound a call's input files (zero fields: policy's defaults).
@@ -163,6 +169,7 @@ func (r *Runner) record(start time.Time, call Call, sum string, out Outcome, err
 	if out.Violation != nil {
 		rec.Violation = out.Violation.Module
 	}
+	rec.Egress = res.Network
 	if err != nil {
 		rec.Status, rec.Error = "refused", err.Error()
 		if !IsRefusal(err) && !errors.Is(err, ErrBusy) && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
@@ -212,6 +219,9 @@ func (r *Runner) run(ctx context.Context, call Call, out Outcome) (Outcome, erro
 	spec.Stdin = call.Stdin
 	spec.Files = files
 	spec.Progress = call.Progress
+	if spec.Egress, err = r.egress(call.AllowDomains); err != nil {
+		return out, err
+	}
 	out.OutDir = spec.OutDir
 	spec = r.Imports.Apply(spec)
 
@@ -333,6 +343,23 @@ func (r *Runner) files(call Call, workspace int64) ([]sandbox.File, error) {
 	return files, nil
 }
 
+// egress is the call's allowlist: the operator's, narrowed by the call's own list.
+func (r *Runner) egress(allow []string) (*sandbox.Egress, error) {
+	if r.Network != sandbox.NetworkAllowlist || r.Egress == nil {
+		if len(allow) > 0 {
+			return nil, fmt.Errorf("%w: allow_domains needs the server's network to be \"allowlist\" (it is %q)", policy.ErrInvalidRequest, r.Network)
+		}
+		return nil, nil
+	}
+	domains, err := egress.Narrow(r.Egress.Domains, allow)
+	if err != nil {
+		return nil, fmt.Errorf("%w: allow_domains: %w", policy.ErrInvalidRequest, err)
+	}
+	e := *r.Egress
+	e.Domains = domains
+	return &e, nil
+}
+
 func (r *Runner) logger() *slog.Logger {
 	if r.Log != nil {
 		return r.Log
@@ -372,6 +399,7 @@ func (r *Runner) spec(lang policy.Language, env *policy.Environment, code []byte
 	}
 	spec.Language = lang.Name
 	spec.Network = r.Network
+	spec.Egress = r.Egress
 	if outDir != "" {
 		spec.OutDir, spec.Artifacts = outDir, r.Artifacts
 	}

@@ -30,7 +30,53 @@ const (
 	NetworkNone Network = "none"
 	// NetworkHost shares the host network. Only the operator may enable it.
 	NetworkHost Network = "host"
+	// NetworkAllowlist gives the sandbox loopback only, plus a bridge to the server's
+	// egress proxy, which lets through the destinations of Spec.Egress and nothing else.
+	NetworkAllowlist Network = "allowlist"
 )
+
+// Egress is what a sandbox with NetworkAllowlist may reach, through the proxy.
+type Egress struct {
+	// Domains are exact names ("pypi.org"), "*.suffix" patterns that match subdomains
+	// only ("*.pythonhosted.org" matches files.pythonhosted.org, not pythonhosted.org),
+	// or IP literals, which are refused unless listed.
+	Domains []string `json:"domains"`
+	Ports   []int    `json:"ports"`
+	// AllowPrivate lets names resolve to loopback, RFC 1918, link-local, CGNAT and ULA
+	// addresses. Cloud metadata, unspecified and multicast addresses stay refused.
+	AllowPrivate bool `json:"allow_private"`
+	// MaxBytes caps the bytes of one call, both directions, every connection together.
+	MaxBytes int64 `json:"max_bytes"`
+	// MaxConnections caps the connections of one call open at once.
+	MaxConnections int `json:"max_connections"`
+}
+
+// Connection is one connection the sandbox asked the egress proxy for.
+type Connection struct {
+	Host     string `json:"host"`
+	Port     int    `json:"port"`
+	Addr     string `json:"addr,omitempty"` // the address connected to (or refused)
+	Sent     int64  `json:"sent"`           // bytes from the sandbox
+	Received int64  `json:"received"`       // bytes to the sandbox
+	// Verdict is "allowed", "refused" (Rule says why), "failed" (the destination did
+	// not answer) or "cut" (the byte cap ended it).
+	Verdict string `json:"verdict"`
+	Rule    string `json:"rule,omitempty"`
+}
+
+// NetworkUse is what a call did through the egress proxy.
+type NetworkUse struct {
+	// Connections lists the first connections of the call; Omitted counts the rest.
+	Connections []Connection `json:"connections"`
+	Omitted     int          `json:"omitted,omitempty"`
+	Allowed     int          `json:"allowed"`
+	Refused     int          `json:"refused"`
+	Sent        int64        `json:"sent"`
+	Received    int64        `json:"received"`
+	// Capped is set when the byte cap (MaxBytes) cut the call's traffic.
+	Capped   bool  `json:"capped,omitempty"`
+	MaxBytes int64 `json:"max_bytes"`
+}
 
 // EnvironmentDir is where a Spec's Environment appears inside the sandbox, whatever its
 // host path: programs, the interpreter's prefix and the pool's templates see one fixed
@@ -88,6 +134,8 @@ type Spec struct {
 	Env     []string
 	Limits  Limits
 	Network Network
+	// Egress is the allowlist of NetworkAllowlist (nil otherwise).
+	Egress *Egress `json:"egress,omitempty"`
 	// Mounts are extra host directories the interpreter needs, bound read-only
 	// (an install prefix outside /usr, e.g. /opt/python).
 	Mounts []string
@@ -192,6 +240,8 @@ type Result struct {
 	CPU        time.Duration `json:"cpu"`
 	PeakMemory int64         `json:"peak_memory"` // bytes
 	Artifacts  []Artifact    `json:"artifacts,omitempty"`
+	// Network is what the call did through the egress proxy (NetworkAllowlist only).
+	Network *NetworkUse `json:"network,omitempty"`
 	// Detail says why, in one line, when Status is not ok: which limit, which stage.
 	Detail string `json:"detail,omitempty"`
 }

@@ -47,6 +47,8 @@ type ConfigView struct {
 		Max     LimitsView `json:"max"`
 	} `json:"limits"`
 	Network string `json:"network"`
+	// Egress is the allowlist of network "allowlist": what the proxy lets through.
+	Egress  *sandbox.Egress `json:"egress,omitempty"`
 	Imports struct {
 		DenyImport []string `json:"deny_import"`
 		DenyFrom   []string `json:"deny_from"`
@@ -99,6 +101,9 @@ func EffectiveConfig(ctx context.Context, d Deps) ConfigView {
 	v.Environments = append([]policy.Environment{}, r.Environments.All()...)
 	v.Limits.Default, v.Limits.Max = limitsView(r.Bounds.Default), limitsView(r.Bounds.Max)
 	v.Network = string(r.Network)
+	if r.Network == sandbox.NetworkAllowlist {
+		v.Egress = r.Egress
+	}
 	v.Imports.DenyImport, v.Imports.DenyFrom = nonNil(r.Imports.DenyImport), nonNil(r.Imports.DenyFrom)
 	v.Concurrency.MaxParallel = r.Limiter.Parallel()
 	v.Concurrency.QueueSize = c.Concurrency.QueueSize
@@ -156,6 +161,10 @@ func GetConfig(d Deps) server.ServerTool {
 func RenderConfig(v ConfigView) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "airlock %s: %s/%s, network %s, %d parallel runs\n", v.Version, v.Isolation.Platform, v.Isolation.Backend, v.Network, v.Concurrency.MaxParallel)
+	if e := v.Egress; e != nil {
+		fmt.Fprintf(&b, "egress allowlist %s, ports %s, allow_private=%t, max %d bytes and %d connections per call\n",
+			strings.Join(e.Domains, ", "), joinPorts(e.Ports), e.AllowPrivate, e.MaxBytes, e.MaxConnections)
+	}
 	for _, l := range v.Languages {
 		fmt.Fprintf(&b, "language %-8s enabled=%-5t installed=%-5t %s %s\n", l.Name, l.Enabled, l.Installed, l.Interpreter, l.Version)
 	}

@@ -29,6 +29,7 @@ type RunCodeArgs struct {
 	Stdin          string   `json:"stdin,omitempty"`
 	Args           []string `json:"args,omitempty"`
 	Files          []File   `json:"files,omitempty"`
+	AllowDomains   []string `json:"allow_domains,omitempty"`
 }
 
 // File is one input file of run_code.
@@ -38,7 +39,7 @@ type File struct {
 	Encoding string `json:"encoding,omitempty" jsonschema:"enum=utf8,enum=base64,default=utf8"`
 }
 
-var runCodeArgNames = []string{"code", "language", "environment", "timeout_seconds", "stdin", "args", "files"}
+var runCodeArgNames = []string{"code", "language", "environment", "timeout_seconds", "stdin", "args", "files", "allow_domains"}
 
 // Violation is the import the policy refused.
 type Violation struct {
@@ -72,6 +73,8 @@ type RunCodeResult struct {
 	// Lowered is never silent: a call that asked for more than the server allows ran
 	// with less, and must know it.
 	Lowered []LoweredLimit `json:"lowered,omitempty" jsonschema:"description=Limits the call asked for above the server's maximum and the values it ran with."`
+	// Network is what the program did through the egress proxy (network "allowlist").
+	Network *sandbox.NetworkUse `json:"network,omitempty"`
 }
 
 // LoweredLimit is one limit a call asked for above the server's maximum.
@@ -144,6 +147,8 @@ func RunCode(d Deps) server.ServerTool {
 			fc.MaxFiles, fc.MaxFileBytes>>10, fc.MaxTotalBytes>>10)
 		maxFiles := uint64(fc.MaxFiles)
 		f.MaxItems = &maxFiles
+		p("allow_domains").Description = `Only with the server's network "allowlist": narrow its allowlist for this call to these names ` +
+			`(exact, or *.suffix for subdomains); each must be on the server's list. Omit to keep the whole list.`
 	})
 	tool := mcp.NewToolWithRawSchema("run_code", runCodeDescription(d, enabled), in)
 	tool.Title = "Run code in a sandbox"
@@ -153,7 +158,7 @@ func RunCode(d Deps) server.ServerTool {
 		ReadOnlyHint:    boolPtr(false),
 		DestructiveHint: boolPtr(false), // each run gets a fresh, disposable sandbox
 		IdempotentHint:  boolPtr(false),
-		OpenWorldHint:   boolPtr(d.Runner.Network == sandbox.NetworkHost),
+		OpenWorldHint:   boolPtr(d.Runner.Network == sandbox.NetworkHost || d.Runner.Network == sandbox.NetworkAllowlist),
 	}
 	return server.ServerTool{Tool: tool, Handler: func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		return runCode(ctx, d, req, defLang)
@@ -163,8 +168,13 @@ func RunCode(d Deps) server.ServerTool {
 func runCodeDescription(d Deps, enabled []string) string {
 	b := d.Runner.Bounds
 	net := "no network access"
-	if d.Runner.Network == sandbox.NetworkHost {
+	switch {
+	case d.Runner.Network == sandbox.NetworkHost:
 		net = "the host's network"
+	case d.Runner.Network == sandbox.NetworkAllowlist && d.Runner.Egress != nil:
+		e := d.Runner.Egress
+		net = fmt.Sprintf("network access only through an HTTP(S) proxy (the proxy variables are set; nothing else has a route) to %s on ports %s, at most %d MiB per call; "+
+			"a refused connection gets HTTP 403 naming the rule", strings.Join(e.Domains, ", "), joinPorts(e.Ports), e.MaxBytes>>20)
 	}
 	return fmt.Sprintf(`Run a program in a fresh, single-use, isolated sandbox and return its exit status, stdout and stderr.
 Languages: %s. The sandbox has %s, a private writable workspace (the current directory, at most %d MiB) and a read-only view of the interpreter; nothing persists between calls.
@@ -247,7 +257,7 @@ func runCode(ctx context.Context, d Deps, req mcp.CallToolRequest, defLang strin
 		return refused("", statusInvalidRequest, err.Error()), nil
 	}
 	call := runner.Call{Language: args.Language, Environment: args.Environment, Code: []byte(args.Code), Stdin: []byte(args.Stdin),
-		Args: args.Args, Timeout: timeout}
+		Args: args.Args, Timeout: timeout, AllowDomains: args.AllowDomains}
 	call.Transport, call.Client = origin(ctx, req)
 	call.Principal = runner.PrincipalFrom(ctx)
 	for _, f := range args.Files {
@@ -352,7 +362,30 @@ func resultOf(o runner.Outcome, arts []Artifact) RunCodeResult {
 	if len(arts) > 0 {
 		res.Artifacts = arts
 	}
+	if r.Network != nil {
+		res.Network = sanitizeNetwork(r.Network)
+	}
 	return res
+}
+
+// sanitizeNetwork copies the proxy's account with the host names cleaned: they are
+// what the program asked for, and so are the program's text.
+func sanitizeNetwork(n *sandbox.NetworkUse) *sandbox.NetworkUse {
+	out := *n
+	out.Connections = make([]sandbox.Connection, len(n.Connections))
+	for i, c := range n.Connections {
+		c.Host = sanitize.String(c.Host)
+		out.Connections[i] = c
+	}
+	return &out
+}
+
+func joinPorts(ports []int) string {
+	s := make([]string, len(ports))
+	for i, p := range ports {
+		s[i] = fmt.Sprint(p)
+	}
+	return strings.Join(s, ", ")
 }
 
 // renderRun is the human-readable text block: a status line a model can act on, then
@@ -399,6 +432,12 @@ func renderRun(r RunCodeResult, l sandbox.Limits) string {
 	}
 	if r.Degraded {
 		b.WriteString("\nwarning: the server runs in degraded isolation mode (see probe_sandbox)")
+	}
+	if n := r.Network; n != nil {
+		fmt.Fprintf(&b, "\nnetwork: %d connections allowed, %d refused; %d bytes sent, %d received", n.Allowed, n.Refused, n.Sent, n.Received)
+		if n.Capped {
+			fmt.Fprintf(&b, "\nnetwork: the call's byte cap of %d bytes was reached and its connections were cut; downloads may be incomplete", n.MaxBytes)
+		}
 	}
 	fmt.Fprintf(&b, "\n--- stdout (%d bytes%s) ---\n%s", r.StdoutBytes, truncNote(r.StdoutTruncated), r.Stdout)
 	fmt.Fprintf(&b, "\n--- stderr (%d bytes%s) ---\n%s", r.StderrBytes, truncNote(r.StderrTruncated), r.Stderr)

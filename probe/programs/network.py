@@ -80,5 +80,50 @@ def abstract_unix():
     report(err is not None, "connect @%s: %s" % (ARGS["name"], err or "connected"))
 
 
+def ask_proxy(request):
+    """The first line of the answer on the bridge port, or the error connecting."""
+    try:
+        with socket.create_connection(("127.0.0.1", ARGS["bridge"]), timeout=2) as s:
+            s.sendall(request)
+            data = b""
+            while b"\r\n" not in data and len(data) < 4096:
+                chunk = s.recv(4096)
+                if not chunk:
+                    break
+                data += chunk
+            return data.split(b"\r\n")[0].decode(errors="replace") or "no answer", True
+    except OSError as e:
+        return ename(e), False
+
+
+def egress_bridge():
+    # Whatever the mode, nothing but the bridge may lead out: not the host's loopback
+    # listener, not a public address over IPv4 or IPv6.
+    direct = [("host listener 127.0.0.1:%d" % ARGS["port"], socket.AF_INET, ("127.0.0.1", ARGS["port"])),
+              ("1.1.1.1:443", socket.AF_INET, ("1.1.1.1", 443)),
+              ("[2606:4700:4700::1111]:443", socket.AF_INET6, ("2606:4700:4700::1111", 443))]
+    notes, escaped = [], []
+    for name, fam, addr in direct:
+        err = connect(fam, addr)
+        notes.append("%s: %s" % (name, err or "connected"))
+        if err is None:
+            escaped.append(name)
+    if not ARGS["allowlist"]:
+        line, reached = ask_proxy(b"GET http://airlock-probe.invalid/ HTTP/1.1\r\nHost: airlock-probe.invalid\r\n\r\n")
+        notes.append("bridge port %d: %s" % (ARGS["bridge"], line))
+        report(not escaped and not reached, "; ".join(notes))
+        return
+    # Allowlist: the bridge answers as the proxy, and refuses a name not on the list and
+    # the host listener by address.
+    refused = True
+    for what, req in (("an unlisted name", b"GET http://airlock-probe.invalid/ HTTP/1.1\r\nHost: airlock-probe.invalid\r\n\r\n"),
+                      ("the host listener by address", b"CONNECT 127.0.0.1:%d HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n" % ARGS["port"])):
+        line, _ = ask_proxy(req)
+        notes.append("proxy asked for %s: %s" % (what, line))
+        refused = refused and " 403 " in line + " "
+    report(not escaped and refused, "; ".join(notes))
+
+
 main({"tcp-loopback": tcp, "ipv6-loopback": ipv6, "udp-loopback": udp, "dns": dns,
-      "raw-socket": raw, "netlink-socket": netlink, "abstract-unix": abstract_unix})
+      "raw-socket": raw, "netlink-socket": netlink, "abstract-unix": abstract_unix,
+      "egress-bridge": egress_bridge})

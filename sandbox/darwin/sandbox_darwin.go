@@ -343,6 +343,10 @@ func (s *Sandbox) run(ctx context.Context, spec sandbox.Spec, memory bool) (sand
 
 // config resolves the interpreter and renders the profile and the child's instructions.
 func (s *Sandbox) config(spec sandbox.Spec, lim sandbox.Limits, ws *workspace, memory bool) (childConfig, error) {
+	if spec.Network == sandbox.NetworkAllowlist {
+		// The egress bridge needs a network namespace; Seatbelt has none to give.
+		return childConfig{}, fmt.Errorf("%w: network %q is Linux-only; use \"none\" or \"host\" on macOS", sandbox.ErrUnavailable, spec.Network)
+	}
 	real, err := filepath.EvalSymlinks(spec.Argv[0])
 	if err != nil {
 		return childConfig{}, fmt.Errorf("%w: interpreter %q: %w", sandbox.ErrInvalidSpec, spec.Argv[0], err)

@@ -26,6 +26,8 @@
 #include <pthread.h>
 #include <linux/capability.h>
 #include <linux/filter.h>
+#include <net/if.h>
+#include <netinet/in.h>
 #include <linux/seccomp.h>
 #include <sched.h>
 #include <signal.h>
@@ -34,6 +36,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -57,7 +60,7 @@
 #define EXIT_SETUP_FAILED 125
 #define MAX_FRAME (1U << 30)
 
-enum { REP_READY = 1, REP_STARTED = 2, REP_EXIT = 3, REP_ERROR = 4, REP_LEFTOVER = 5 };
+enum { REP_READY = 1, REP_STARTED = 2, REP_EXIT = 3, REP_ERROR = 4, REP_LEFTOVER = 5, REP_LISTENER = 6 };
 enum { CFG_SETUP_ONLY = 1, CFG_OWN_UID = 2 };
 
 // Kinds of mount plan steps: mountKind in mount_linux.go.
@@ -306,6 +309,7 @@ struct config {
 	uint32_t max_entries, max_depth;
 	uint32_t nrl;
 	struct rlim *rl;
+	uint32_t proxy_port; // network "allowlist": the bridge's port on 127.0.0.1, else 0
 };
 
 static void read_config(struct config *cfg) {
@@ -353,7 +357,8 @@ static void read_config(struct config *cfg) {
 	cfg->max_entries = rd_u32(&c);
 	cfg->max_depth = rd_u32(&c);
 	cfg->rl = rd_rlimits(&c, &cfg->nrl);
-	if (c.bad || c.n != 0)
+	cfg->proxy_port = rd_u32(&c);
+	if (c.bad || c.n != 0 || cfg->proxy_port > 65535)
 		failf("read config", EINVAL, "malformed config frame");
 }
 
@@ -800,11 +805,60 @@ static void join_net(struct net_thread *n) {
 	close(n->fd);
 }
 
+// bridge is the sandbox's one way out under network "allowlist": it brings up lo, the
+// namespace's only interface, listens on 127.0.0.1:port there, and passes the listening
+// socket to the server over the report socket (SCM_RIGHTS, with a REP_LISTENER frame).
+// The server accepts its connections into the egress proxy; the init keeps no copy, so
+// the program can neither accept them itself nor bind the port while the server holds it.
+static void bridge(uint32_t port) {
+	int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (s < 0)
+		fail("network bridge", "socket");
+	struct ifreq ifr;
+	memset(&ifr, 0, sizeof ifr);
+	snprintf(ifr.ifr_name, sizeof ifr.ifr_name, "lo");
+	if (ioctl(s, SIOCGIFFLAGS, &ifr) < 0)
+		fail("network bridge", "get lo flags");
+	ifr.ifr_flags |= IFF_UP;
+	if (ioctl(s, SIOCSIFFLAGS, &ifr) < 0)
+		fail("network bridge", "bring lo up");
+	close(s);
+	int l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (l < 0)
+		fail("network bridge", "socket");
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (bind(l, (struct sockaddr *)&sa, sizeof sa) < 0)
+		fail("network bridge", "bind");
+	if (listen(l, 128) < 0)
+		fail("network bridge", "listen");
+	uint8_t frame[5];
+	uint32_t len = 1;
+	memcpy(frame, &len, 4);
+	frame[4] = REP_LISTENER;
+	struct iovec iov = {frame, sizeof frame};
+	char cbuf[CMSG_SPACE(sizeof(int))];
+	memset(cbuf, 0, sizeof cbuf);
+	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof cbuf};
+	struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_RIGHTS;
+	cm->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(cm), &l, sizeof l);
+	ssize_t n;
+	do
+		n = sendmsg(REPORT_FD, &mh, MSG_NOSIGNAL);
+	while (n < 0 && errno == EINTR);
+	if (n != (ssize_t)sizeof frame)
+		fail("network bridge", "pass the listener");
+	close(l);
+}
+
 // setup builds the sandbox up to the point where a program can start. The order is
 // fixed:
 //
-//	mounts (while a thread creates the network namespace) → join it → pivot_root
-//	→ seal root → hostname → dumpable off → close-on-exec fds ≥ 3
+//	mounts (while a thread creates the network namespace) → join it → the bridge
+//	(allowlist only) → pivot_root → seal root → hostname → dumpable off → close-on-exec fds ≥ 3
 //	→ drop capabilities → cgroup ns → seccomp
 //
 // Seccomp comes last, so the fewest syscalls run under it before exec; it applies to
@@ -814,6 +868,8 @@ static void setup(const struct config *cfg, struct net_thread *net) {
 	build_root(cfg);
 	if (new_net)
 		join_net(net);
+	if (cfg->proxy_port)
+		bridge(cfg->proxy_port);
 	pivot();
 	seal();
 	// An empty name: the container forbids sethostname, and the namespace keeps the

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"strings"
 	"sync"
@@ -16,6 +17,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/airlock-mcp/airlock/egress"
 	"github.com/airlock-mcp/airlock/sandbox"
 )
 
@@ -70,6 +72,12 @@ type launch struct {
 	// cpuBefore is the cgroup's CPU time at the handover: the init's setup and a
 	// preloaded interpreter's start, which are not the call's.
 	cpuBefore time.Duration
+
+	// Network "allowlist": the bridge's listener once the init has passed it, the
+	// call's proxy, and what the call did through it.
+	listener chan net.Listener
+	proxy    *egress.Proxy
+	netUse   *sandbox.NetworkUse
 }
 
 func newID() string {
@@ -87,6 +95,7 @@ func newLaunch(sb *Sandbox, spec sandbox.Spec, cg *cgroup) *launch {
 		readyCh:   make(chan struct{}),
 		startedCh: make(chan struct{}),
 		exitCh:    make(chan struct{}),
+		listener:  make(chan net.Listener, 1),
 		kill:      func() {},
 	}
 }
@@ -122,7 +131,7 @@ func (l *launch) start(cfg *initConfig) (err error) {
 		return err
 	}
 	closers = append(closers, cfgR)
-	repR, repW, err := pipe("report")
+	repR, repW, err := reportPair()
 	if err != nil {
 		cfgW.Close()
 		return err
@@ -279,6 +288,7 @@ func (l *launch) handover(spec sandbox.Spec, h *handover) error {
 		l.kill()
 		return fmt.Errorf("hand the call to the sandbox init: %w", err)
 	}
+	l.startProxy(spec)
 	// EPIPE: the init is gone, having reported why (a setup failure) or not; wait says.
 	stdin, w := spec.Stdin, l.stdinW
 	go func() {
@@ -319,6 +329,8 @@ func (l *launch) finish() {
 	<-l.reportDone
 	l.drain()
 	l.closeParentEnds()
+	l.stopProxy()
+	l.dropListener()
 }
 
 func (l *launch) closeParentEnds() {
@@ -339,6 +351,7 @@ func (l *launch) wait(ctx context.Context) sandbox.Result {
 	} else {
 		l.finish()
 	}
+	l.stopProxy()
 	return l.result(sandbox.Result{ID: l.spec.ID, Status: sandbox.StatusSandboxError, ExitCode: -1})
 }
 
@@ -437,7 +450,7 @@ func (l *launch) pump(r *os.File, c *sandbox.Capture) {
 	}
 }
 
-func (l *launch) readReports(r *os.File, done chan<- struct{}) {
+func (l *launch) readReports(r *reportConn, done chan<- struct{}) {
 	defer close(done)
 	defer r.Close()
 	br := bufio.NewReaderSize(r, 64<<10)
@@ -460,6 +473,8 @@ func (l *launch) readReports(r *os.File, done chan<- struct{}) {
 			l.exit = m.Exit
 			l.arts = m.Artifacts
 			close(l.exitCh)
+		case repListener:
+			l.acceptListener(r)
 		case repError:
 			l.setup = &SetupError{Stage: m.Stage, Errno: syscall.Errno(m.Errno), Msg: m.Err}
 		case repLeftover:
@@ -494,6 +509,7 @@ func (l *launch) result(res sandbox.Result) sandbox.Result {
 		res.PeakMemory = cs.PeakMemory
 	}
 	res.Artifacts = l.arts
+	res.Network = l.netUse
 
 	switch {
 	case l.setup != nil:

@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -238,6 +239,10 @@ func TestFilterPlan(t *testing.T) {
 			}
 		}
 	}
+	// Allowlist: the inet families to reach the proxy on loopback, and nothing more.
+	if got := (filterPlan{loopback: true}).socketFamilies(); !slices.Equal(got, []uint64{unix.AF_UNIX, unix.AF_INET, unix.AF_INET6}) {
+		t.Errorf("allowlist network: families %v, want AF_UNIX, AF_INET, AF_INET6 (no netlink)", got)
+	}
 	allowed := map[string]bool{}
 	for _, n := range allowedSyscalls {
 		allowed[n] = true
@@ -255,7 +260,7 @@ func TestFilterPlan(t *testing.T) {
 			t.Errorf("%s is unconditionally allowed", n)
 		}
 	}
-	for _, p := range []filterPlan{{}, {network: true}} {
+	for _, p := range []filterPlan{{}, {network: true}, {loopback: true}} {
 		f, err := compileFilter(p)
 		if err != nil {
 			t.Fatal(err)

@@ -23,7 +23,9 @@ const (
 	// joins, then the handover with the call itself, which a warm pool sends only when
 	// a call arrives.
 	configFD = 3
-	reportFD = 4 // frames of reports, written by the init
+	// reportFD carries frames of reports, written by the init: a unix stream socket,
+	// so the init can pass the bridge's listening socket with its REP_LISTENER frame.
+	reportFD = 4
 )
 
 // Inside the sandbox, everything runs as this uid/gid, mapped to one unprivileged host id.
@@ -67,6 +69,9 @@ type initConfig struct {
 	// new UTS namespace inherits: the substitutes where a container forbids the real
 	// thing (adaptations, found by the self-test).
 	NoProc, KeepHostname bool
+	// ProxyPort is, for network "allowlist", the port on the sandbox's 127.0.0.1 whose
+	// listening socket the init passes out (REP_LISTENER); 0 otherwise.
+	ProxyPort uint16
 
 	// Set by the launch: the namespaces to create and the host ids the sandbox's ids
 	// map to (uids_linux.go). OwnUID: the spawner becomes HostUID/HostGID before it
@@ -100,6 +105,8 @@ const (
 	// repLeftover, from the spawner: a process of the sandbox's host uid outlived the
 	// sandbox and could not be killed; the uid must not be reused.
 	repLeftover = 5
+	// repListener comes with the bridge's listening socket (SCM_RIGHTS), during setup.
+	repListener = 6
 )
 
 // message is one report from the init.
@@ -250,6 +257,7 @@ func encodeConfig(cfg *initConfig, host hostFS) ([]byte, error) {
 	e.u32(maxArtifactEntries)
 	e.u32(maxArtifactDepth)
 	e.rlimits(rlimits(cfg.Limits, cfg.RlimitAS))
+	e.u32(uint32(cfg.ProxyPort))
 	return e.frame(), nil
 }
 
@@ -311,7 +319,7 @@ func readReport(r io.Reader) (*message, error) {
 	d := decoder{b: b[1:]}
 	m := &message{Kind: b[0]}
 	switch m.Kind {
-	case repReady, repStarted, repLeftover:
+	case repReady, repStarted, repLeftover, repListener:
 	case repError:
 		m.Stage = d.str()
 		m.Errno = int(d.u32())

@@ -41,7 +41,7 @@ func (s *Sandbox) Probe(ctx context.Context) (sandbox.Report, error) {
 	rep.Layers = append(rep.Layers, uids)
 	layer("pid-namespace", true, "the program's tree is killed with the sandbox's init", userFix)
 	layer("mount-namespace", true, "tmpfs root, read-only binds of "+strings.Join(systemDirs, " ")+", pivot_root, old root detached", userFix)
-	layer("network-namespace", true, "own namespace without interfaces unless the operator enables host network", userFix)
+	layer("network-namespace", true, "own namespace without interfaces unless the operator enables host network (allowlist: loopback and the egress bridge only)", userFix)
 	layer("ipc-namespace", true, "", userFix)
 	if s.adapt.keepHostname {
 		layer("uts-namespace", true, "own namespace; the hostname stays the container's: its seccomp profile refuses sethostname", userFix)

@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/user"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -25,6 +26,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/airlock-mcp/airlock/egress"
 	"github.com/airlock-mcp/airlock/sandbox"
 )
 
@@ -41,6 +43,9 @@ type Sandbox struct {
 	cleanup sync.WaitGroup
 	pool    atomic.Pointer[pool]
 	zyg     *zygote
+	// resolver looks up the names the egress proxy is asked for (nil: the system's);
+	// tests inject one.
+	resolver egress.Resolver
 }
 
 // New checks this host once and returns the backend. It fails closed, with an error
@@ -72,8 +77,8 @@ func New(opts sandbox.Options) (*Sandbox, error) {
 		}
 	}
 	s.filters = map[sandbox.Network]*bpf{}
-	for _, n := range []sandbox.Network{sandbox.NetworkNone, sandbox.NetworkHost} {
-		f, err := compileFilter(filterPlan{network: n == sandbox.NetworkHost})
+	for _, n := range []sandbox.Network{sandbox.NetworkNone, sandbox.NetworkHost, sandbox.NetworkAllowlist} {
+		f, err := compileFilter(filterPlan{network: n == sandbox.NetworkHost, loopback: n == sandbox.NetworkAllowlist})
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w (install libseccomp: apt-get install libseccomp2)", sandbox.ErrUnavailable, err)
 		}
@@ -165,7 +170,13 @@ func validate(spec sandbox.Spec) error {
 	if len(spec.Argv) == 0 || !path.IsAbs(spec.Argv[0]) {
 		return fmt.Errorf("%w: argv[0] must be an absolute interpreter path", sandbox.ErrInvalidSpec)
 	}
-	if spec.Network != sandbox.NetworkNone && spec.Network != sandbox.NetworkHost {
+	switch spec.Network {
+	case sandbox.NetworkNone, sandbox.NetworkHost:
+	case sandbox.NetworkAllowlist:
+		if spec.Egress == nil {
+			return fmt.Errorf("%w: network %q without an allowlist", sandbox.ErrInvalidSpec, spec.Network)
+		}
+	default:
 		return fmt.Errorf("%w: network mode %q", sandbox.ErrInvalidSpec, spec.Network)
 	}
 	if spec.CodeFile != "" && !cleanRelative(spec.CodeFile) {
@@ -219,12 +230,17 @@ func (s *Sandbox) Run(ctx context.Context, spec sandbox.Spec) (sandbox.Result, e
 // config is the part of spec the init needs to build the sandbox.
 func (s *Sandbox) config(spec sandbox.Spec) *initConfig {
 	f := s.filters[spec.Network]
-	return &initConfig{
+	cfg := &initConfig{
 		ID: spec.ID, Env: spec.Env, Limits: spec.Limits, Network: spec.Network,
 		Mounts: spec.Mounts, Environment: spec.Environment, OutDir: spec.OutDir, Artifacts: spec.Artifacts,
 		Filter: f.prog, FilterRules: f.rules,
 		NoProc: s.adapt.noProc, KeepHostname: s.adapt.keepHostname,
 	}
+	if spec.Network == sandbox.NetworkAllowlist {
+		cfg.Env = append(slices.Clone(spec.Env), egress.Env()...)
+		cfg.ProxyPort = egress.ProxyPort
+	}
+	return cfg
 }
 
 // callOf is the part of spec that is the call itself.

@@ -106,6 +106,9 @@ var personalities = []uint64{0x0, 0x0008, 0x20000, 0x20008, 0xffffffff}
 // filterPlan is the seccomp policy as data, so tests can check it without loading it.
 type filterPlan struct {
 	network bool // host network: AF_INET, AF_INET6 and AF_NETLINK sockets allowed
+	// loopback (network "allowlist"): AF_INET and AF_INET6, to reach the proxy on the
+	// namespace's loopback, its only interface. Netlink stays refused.
+	loopback bool
 	// arch is the architecture the filter is for; zero (ArchInvalid) is the native one.
 	// Rules name syscalls, and libseccomp numbers them for the architecture, so tests
 	// build the arm64 filter on amd64 and the other way round.
@@ -113,8 +116,11 @@ type filterPlan struct {
 }
 
 func (p filterPlan) socketFamilies() []uint64 {
-	if p.network {
+	switch {
+	case p.network:
 		return []uint64{unix.AF_UNIX, unix.AF_INET, unix.AF_INET6, unix.AF_NETLINK}
+	case p.loopback:
+		return []uint64{unix.AF_UNIX, unix.AF_INET, unix.AF_INET6}
 	}
 	return []uint64{unix.AF_UNIX}
 }

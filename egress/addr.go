@@ -1,0 +1,83 @@
+package egress
+
+import "net/netip"
+
+// addrRule is one range of addresses and the rule that refuses it.
+type addrRule struct {
+	prefix netip.Prefix
+	rule   string
+	// private: allow_private lets it through. The others are never a destination.
+	private bool
+}
+
+func pfx(s string) netip.Prefix { return netip.MustParsePrefix(s) }
+
+// addrRules are checked in order: the metadata addresses come before the link-local
+// and ULA ranges that contain them, so allow_private never opens them.
+var addrRules = []addrRule{
+	{pfx("169.254.169.254/32"), "metadata", false}, // AWS, GCP, Azure, OCI instance metadata
+	{pfx("169.254.170.2/32"), "metadata", false},   // AWS ECS task credentials
+	{pfx("fd00:ec2::254/128"), "metadata", false},  // AWS IPv6 instance metadata
+	{pfx("100.100.100.200/32"), "metadata", false}, // Alibaba Cloud metadata
+	{pfx("0.0.0.0/8"), "unspecified", false},       // "this network": 0.0.0.0 reaches the host
+	{pfx("::/128"), "unspecified", false},
+	{pfx("224.0.0.0/4"), "multicast", false},
+	{pfx("ff00::/8"), "multicast", false},
+	{pfx("240.0.0.0/4"), "reserved", false}, // and 255.255.255.255
+	{pfx("127.0.0.0/8"), "loopback", true},
+	{pfx("::1/128"), "loopback", true},
+	{pfx("10.0.0.0/8"), "private", true}, // RFC 1918
+	{pfx("172.16.0.0/12"), "private", true},
+	{pfx("192.168.0.0/16"), "private", true},
+	{pfx("198.18.0.0/15"), "private", true}, // benchmarking, used inside labs
+	{pfx("192.0.0.0/24"), "private", true},  // IETF protocol assignments
+	{pfx("169.254.0.0/16"), "link-local", true},
+	{pfx("fe80::/10"), "link-local", true},
+	{pfx("fec0::/10"), "private", true}, // deprecated site-local
+	{pfx("100.64.0.0/10"), "cgnat", true},
+	{pfx("fc00::/7"), "ula", true},
+}
+
+// embedded is the IPv4 address an IPv6 one stands for, where the network would route
+// it to that IPv4 address (mapped, IPv4-compatible, NAT64, 6to4).
+func embedded(a netip.Addr) (netip.Addr, bool) {
+	if !a.Is6() {
+		return netip.Addr{}, false
+	}
+	if a.Is4In6() {
+		return a.Unmap(), true
+	}
+	b := a.As16()
+	var v4 [4]byte
+	switch {
+	case pfx("64:ff9b::/96").Contains(a), pfx("64:ff9b:1::/48").Contains(a):
+		copy(v4[:], b[12:])
+	case pfx("2002::/16").Contains(a):
+		copy(v4[:], b[2:6])
+	case pfx("::/96").Contains(a) && a != netip.IPv6Unspecified() && a != netip.IPv6Loopback():
+		copy(v4[:], b[12:])
+	default:
+		return netip.Addr{}, false
+	}
+	return netip.AddrFrom4(v4), true
+}
+
+// DeniedAddr returns the rule that refuses a as a destination, or "" when it may be
+// reached. An IPv6 address that embeds an IPv4 one is judged by the IPv4 one too.
+func DeniedAddr(a netip.Addr, allowPrivate bool) string {
+	a = a.WithZone("")
+	if v4, ok := embedded(a); ok {
+		if r := DeniedAddr(v4, allowPrivate); r != "" {
+			return r
+		}
+	}
+	for _, r := range addrRules {
+		if r.prefix.Contains(a) {
+			if r.private && allowPrivate {
+				return ""
+			}
+			return r.rule
+		}
+	}
+	return ""
+}

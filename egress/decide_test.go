@@ -1,0 +1,297 @@
+package egress
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/tls"
+	"errors"
+	"net"
+	"net/netip"
+	"testing"
+
+	"github.com/airlock-mcp/airlock/sandbox"
+)
+
+func TestNormalizePattern(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"PyPI.org", "pypi.org"},
+		{"pypi.org.", "pypi.org"},
+		{"*.PythonHosted.org", "*.pythonhosted.org"},
+		{"10.0.0.1", "10.0.0.1"},
+		{"[::1]", "::1"},
+		{"::ffff:1.2.3.4", "1.2.3.4"},
+		{"_srv.example.org", "_srv.example.org"},
+	} {
+		got, err := NormalizePattern(tc.in)
+		if err != nil || got != tc.want {
+			t.Errorf("NormalizePattern(%q) = %q, %v; want %q", tc.in, got, err, tc.want)
+		}
+	}
+	for _, bad := range []string{"", "*", "*.", "a..b", "ex ample.org", "*.*.org", "a*.org", "*.1.2.3.4x/", "exa\x00mple.org", "fe80::1%eth0", "*.10.0.0.1"} {
+		if got, err := NormalizePattern(bad); err == nil {
+			t.Errorf("NormalizePattern(%q) = %q, want an error", bad, got)
+		}
+	}
+}
+
+func TestMatchPattern(t *testing.T) {
+	for _, tc := range []struct {
+		pattern, host string
+		want          bool
+	}{
+		{"pypi.org", "pypi.org", true},
+		{"pypi.org", "www.pypi.org", false},
+		{"pypi.org", "evilpypi.org", false},
+		{"*.pythonhosted.org", "files.pythonhosted.org", true},
+		{"*.pythonhosted.org", "a.b.pythonhosted.org", true},
+		{"*.pythonhosted.org", "pythonhosted.org", false}, // subdomains only
+		{"*.pythonhosted.org", "evilpythonhosted.org", false},
+		{"*.pythonhosted.org", "pythonhosted.org.evil.com", false},
+	} {
+		if got := matchPattern(tc.pattern, tc.host); got != tc.want {
+			t.Errorf("matchPattern(%q, %q) = %v, want %v", tc.pattern, tc.host, got, tc.want)
+		}
+	}
+}
+
+func TestNarrow(t *testing.T) {
+	op := []string{"pypi.org", "*.pythonhosted.org", "10.1.2.3"}
+	for _, tc := range []struct {
+		call []string
+		want []string
+	}{
+		{nil, op},
+		{[]string{"PyPI.org"}, []string{"pypi.org"}},
+		{[]string{"files.pythonhosted.org"}, []string{"files.pythonhosted.org"}},
+		{[]string{"*.files.pythonhosted.org"}, []string{"*.files.pythonhosted.org"}},
+		{[]string{"*.pythonhosted.org", "10.1.2.3"}, []string{"*.pythonhosted.org", "10.1.2.3"}},
+	} {
+		got, err := Narrow(op, tc.call)
+		if err != nil || !equal(got, tc.want) {
+			t.Errorf("Narrow(%q) = %q, %v; want %q", tc.call, got, err, tc.want)
+		}
+	}
+	// Each of these would widen the operator's list.
+	for _, call := range [][]string{{"evil.org"}, {"pythonhosted.org"}, {"*.org"}, {"*.pypi.org"}, {"10.1.2.4"}, {"pypi.org", "evil.org"}, {"*"}} {
+		if got, err := Narrow(op, call); !errors.Is(err, ErrPattern) {
+			t.Errorf("Narrow(%q) = %q, %v; want ErrPattern", call, got, err)
+		}
+	}
+}
+
+func equal(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func TestDeniedAddr(t *testing.T) {
+	for _, tc := range []struct {
+		addr                 string
+		strict, allowPrivate string // the rule without and with allow_private
+	}{
+		{"93.184.215.14", "", ""},
+		{"2606:4700::1111", "", ""},
+		{"127.0.0.1", "loopback", ""},
+		{"127.8.9.10", "loopback", ""},
+		{"::1", "loopback", ""},
+		{"10.0.0.1", "private", ""},
+		{"172.16.0.1", "private", ""},
+		{"172.31.255.255", "private", ""},
+		{"172.32.0.1", "", ""},
+		{"192.168.1.1", "private", ""},
+		{"169.254.1.1", "link-local", ""},
+		{"fe80::1", "link-local", ""},
+		{"100.64.0.1", "cgnat", ""},
+		{"100.127.255.255", "cgnat", ""},
+		{"fd12:3456::1", "ula", ""},
+		{"fc00::1", "ula", ""},
+		// Never a destination, allow_private or not.
+		{"169.254.169.254", "metadata", "metadata"},
+		{"fd00:ec2::254", "metadata", "metadata"},
+		{"100.100.100.200", "metadata", "metadata"},
+		{"0.0.0.0", "unspecified", "unspecified"},
+		{"::", "unspecified", "unspecified"},
+		{"224.0.0.1", "multicast", "multicast"},
+		{"ff02::1", "multicast", "multicast"},
+		{"255.255.255.255", "reserved", "reserved"},
+		// IPv6 spellings of IPv4 addresses are judged by the IPv4 address.
+		{"::ffff:127.0.0.1", "loopback", ""},
+		{"::ffff:169.254.169.254", "metadata", "metadata"},
+		{"64:ff9b::a00:1", "private", ""},
+		{"64:ff9b::a9fe:a9fe", "metadata", "metadata"},
+		{"2002:a9fe:a9fe::1", "metadata", "metadata"},
+		{"2002:7f00:1::1", "loopback", ""},
+		{"::127.0.0.1", "loopback", ""},
+		{"64:ff9b::5db8:d70e", "", ""},
+	} {
+		a := netip.MustParseAddr(tc.addr)
+		if got := DeniedAddr(a, false); got != tc.strict {
+			t.Errorf("DeniedAddr(%s, false) = %q, want %q", a, got, tc.strict)
+		}
+		if got := DeniedAddr(a, true); got != tc.allowPrivate {
+			t.Errorf("DeniedAddr(%s, true) = %q, want %q", a, got, tc.allowPrivate)
+		}
+	}
+}
+
+func TestDecide(t *testing.T) {
+	cfg := sandbox.Egress{Domains: []string{"pypi.org", "*.example.org", "192.0.2.7"}, Ports: []int{443, 80}}
+	for _, tc := range []struct {
+		host string
+		port int
+		rule string // "" allowed
+	}{
+		{"pypi.org", 443, ""},
+		{"PYPI.ORG.", 80, ""},
+		{"a.example.org", 443, ""},
+		{"example.org", 443, "domain"},
+		{"pypi.org", 22, "port"},
+		{"evil.com", 443, "domain"},
+		{"1.2.3.4", 443, "ip-literal"},
+		{"[::1]", 443, "ip-literal"},
+		{"192.0.2.7", 443, ""}, // listed literally
+		{"pypi.org\x00.evil", 443, "domain"},
+		{"", 443, "domain"},
+	} {
+		r := Decide(cfg, tc.host, tc.port)
+		got := ""
+		if r != nil {
+			got = r.Rule
+		}
+		if got != tc.rule {
+			t.Errorf("Decide(%q, %d) = %q (%v), want %q", tc.host, tc.port, got, r, tc.rule)
+		}
+	}
+	// A mixed answer is refused as a whole.
+	addrs := []netip.Addr{netip.MustParseAddr("93.184.215.14"), netip.MustParseAddr("10.0.0.1")}
+	if r := CheckAddrs("pypi.org", addrs, false); r == nil || r.Rule != "private" {
+		t.Errorf("CheckAddrs(public+private) = %v, want private", r)
+	}
+	if r := CheckAddrs("pypi.org", nil, false); r == nil {
+		t.Error("CheckAddrs(no answer) allowed")
+	}
+}
+
+// clientHello is the first flight of a real TLS client for serverName.
+func clientHello(t testing.TB, serverName string) []byte {
+	c1, c2 := net.Pipe()
+	go func() {
+		tc := tls.Client(c1, &tls.Config{ServerName: serverName, InsecureSkipVerify: serverName == ""}) //nolint:gosec // only its ClientHello is used
+		_ = tc.Handshake()
+	}()
+	buf := make([]byte, 64<<10)
+	var out []byte
+	for {
+		n, err := c2.Read(buf)
+		out = append(out, buf[:n]...)
+		if err != nil || len(out) >= 5 && len(out) >= 5+int(out[3])<<8|int(out[4]) {
+			break
+		}
+	}
+	c2.Close()
+	c1.Close()
+	return out
+}
+
+func TestClientHelloSNI(t *testing.T) {
+	for _, name := range []string{"pypi.org", "files.pythonhosted.org", ""} {
+		b := clientHello(t, name)
+		raw, hello, err := readClientHello(bufio.NewReader(bytes.NewReader(b)))
+		if err != nil {
+			t.Fatalf("readClientHello(%q): %v", name, err)
+		}
+		if !bytes.Equal(raw, b) {
+			t.Errorf("raw bytes differ from what was read")
+		}
+		got, err := helloSNI(hello)
+		if err != nil || got != name {
+			t.Errorf("helloSNI = %q, %v; want %q", got, err, name)
+		}
+	}
+	// The same hello split over records of one byte each.
+	b := clientHello(t, "pypi.org")
+	body := b[5:]
+	var split []byte
+	for _, c := range body {
+		split = append(split, 22, 3, 1, 0, 1, c)
+	}
+	_, hello, err := readClientHello(bufio.NewReader(bytes.NewReader(split)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := helloSNI(hello); got != "pypi.org" {
+		t.Errorf("split hello: SNI %q", got)
+	}
+	for name, bad := range map[string][]byte{
+		"not handshake": {23, 3, 3, 0, 1, 0},
+		"empty record":  {22, 3, 3, 0, 0},
+		"huge record":   {22, 3, 3, 0xff, 0xff},
+		"truncated":     b[:len(b)-10],
+		"server hello":  {22, 3, 3, 0, 4, 2, 0, 0, 0},
+	} {
+		if _, _, err := readClientHello(bufio.NewReader(bytes.NewReader(bad))); err == nil {
+			t.Errorf("%s: readClientHello accepted it", name)
+		}
+	}
+	if _, err := helloSNI([]byte{3, 3}); err == nil {
+		t.Error("helloSNI accepted a truncated hello")
+	}
+}
+
+func FuzzHelloSNI(f *testing.F) {
+	b := clientHello(f, "pypi.org")
+	f.Add(b[9:])
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, hello []byte) {
+		name, err := helloSNI(hello)
+		if err != nil && name != "" {
+			t.Fatalf("a name with an error: %q", name)
+		}
+	})
+}
+
+func FuzzReadClientHello(f *testing.F) {
+	f.Add(clientHello(f, "pypi.org"))
+	f.Add([]byte{22, 3, 1, 0, 1, 1})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		raw, hello, err := readClientHello(bufio.NewReader(bytes.NewReader(b)))
+		if len(raw) > len(b) {
+			t.Fatalf("read %d of %d bytes", len(raw), len(b))
+		}
+		if err == nil && len(hello) > maxClientHello {
+			t.Fatalf("hello of %d bytes", len(hello))
+		}
+	})
+}
+
+func FuzzNormalizePattern(f *testing.F) {
+	for _, s := range []string{"pypi.org", "*.a.b", "10.0.0.1", "[::1]", "*."} {
+		f.Add(s, "x.a.b")
+	}
+	f.Fuzz(func(t *testing.T, p, host string) {
+		n, err := NormalizePattern(p)
+		if err != nil {
+			return
+		}
+		again, err := NormalizePattern(n)
+		if err != nil || again != n {
+			t.Fatalf("not idempotent: %q → %q → %q, %v", p, n, again, err)
+		}
+		// A pattern always covers itself, and a narrowed list never admits more.
+		if !covers(n, n) {
+			t.Fatalf("%q does not cover itself", n)
+		}
+		if h, ok := normalizeHost(host); ok && matchPattern(n, h) {
+			if got, err := Narrow([]string{n}, []string{h}); err != nil || len(got) != 1 {
+				t.Fatalf("Narrow([%q], [%q]) = %q, %v", n, h, got, err)
+			}
+		}
+	})
+}
