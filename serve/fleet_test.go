@@ -146,7 +146,8 @@ func TestSessionIdleExpiry(t *testing.T) {
 	s := newSessions(time.Minute)
 	s.now = func() time.Time { return now }
 	idle, busy := s.Generate(), s.Generate()
-	ctx := s.begin(busy)
+	s.claim(busy, "")
+	ctx := s.begin(busy, "")
 	now = now.Add(2 * time.Minute)
 	if _, err := s.Validate(idle); err == nil {
 		t.Error("a session idle past http.session_idle is still valid")
@@ -164,6 +165,46 @@ func TestSessionIdleExpiry(t *testing.T) {
 	_, _ = s.Terminate(busy)
 	if ctx.Err() == nil || s.count() != 0 {
 		t.Errorf("expired sessions left: %d", s.count())
+	}
+}
+
+// TestSessionBelongsToItsClient: with a tokens file, bob holding alice's session id (from
+// a log, a proxy, a shared trace) can neither run code in her session, nor stream from it,
+// nor end it; to him it does not exist. alice's own calls go on working.
+func TestSessionBelongsToItsClient(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "tokens")
+	if err := os.WriteFile(path, []byte("alice aaaaaaaaaaaaaaaaaaaa\nbob bbbbbbbbbbbbbbbbbbbb\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	clients, err := NewClients("", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := fakeDeps(runnertest.Echo, 2)
+	ts := httpServer(t, d, HTTPOptions{MaxBodyBytes: 1 << 20, Clients: clients})
+	url := ts.URL + "/mcp"
+	alice := map[string]string{"Authorization": "Bearer aaaaaaaaaaaaaaaaaaaa"}
+	id := initSession(t, url, alice)
+	alice["Mcp-Session-Id"] = id
+	bob := map[string]string{"Authorization": "Bearer bbbbbbbbbbbbbbbbbbbb", "Mcp-Session-Id": id}
+	runs := d.Runner.Sandbox.(*runnertest.Sandbox).Runs.Load()
+	if r := do(t, http.MethodPost, url, call("bob"), bob); r.code != 404 {
+		t.Errorf("bob's call in alice's session: %d %s, want 404", r.code, r.body)
+	}
+	if got := d.Runner.Sandbox.(*runnertest.Sandbox).Runs.Load(); got != runs {
+		t.Error("bob ran code in alice's session")
+	}
+	if r := do(t, http.MethodGet, url, "", bob); r.code != 404 {
+		t.Errorf("bob's GET stream of alice's session: %d, want 404", r.code)
+	}
+	if r := do(t, http.MethodDelete, url, "", bob); r.code != 404 {
+		t.Errorf("bob's DELETE of alice's session: %d, want 404", r.code)
+	}
+	if r := do(t, http.MethodPost, url, call("alice"), alice); r.code != 200 || !strings.Contains(r.body, `"status":"ok"`) {
+		t.Errorf("alice's call after bob's attempts: %d %s", r.code, r.body)
+	}
+	if r := do(t, http.MethodDelete, url, "", alice); r.code != 200 {
+		t.Errorf("alice's DELETE: %d %s", r.code, r.body)
 	}
 }
 

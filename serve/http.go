@@ -366,13 +366,15 @@ func calls(next http.Handler, sess *sessions, opt HTTPOptions) http.Handler {
 		case sess == nil && (r.Method == http.MethodGet || r.Method == http.MethodDelete):
 			w.Header().Set("Allow", "POST")
 			http.Error(w, "this server is stateless: it has no sessions and no server-to-client stream; POST each request", http.StatusMethodNotAllowed)
-		case sess == nil, r.Method == http.MethodPost && msg.Method == string(mcp.MethodInitialize):
+		case sess == nil:
 			next.ServeHTTP(w, r)
+		case r.Method == http.MethodPost && msg.Method == string(mcp.MethodInitialize):
+			next.ServeHTTP(&claimer{ResponseWriter: w, sess: sess, who: runner.PrincipalFrom(r.Context())}, r)
 		case r.Method != http.MethodPost && r.Method != http.MethodGet && r.Method != http.MethodDelete:
 			next.ServeHTTP(w, r)
 		case id == "":
 			rpcError(w, http.StatusBadRequest, msg.ID, "missing Mcp-Session-Id header: send the id the initialize response gave, or initialize first")
-		case r.Method == http.MethodDelete && !sess.ending(id):
+		case r.Method == http.MethodDelete && !sess.ending(id, runner.PrincipalFrom(r.Context())):
 			rpcError(w, http.StatusNotFound, nil, "no such session: it ended, expired or was never issued")
 		case r.Method == http.MethodDelete:
 			next.ServeHTTP(w, r) // mcp-go calls Terminate, which cancels the session's calls
@@ -385,7 +387,7 @@ func calls(next http.Handler, sess *sessions, opt HTTPOptions) http.Handler {
 // inSession serves a request of session id under a context that ends when the session
 // does (DELETE, expiry), so that ending a session cancels its calls in flight.
 func inSession(w http.ResponseWriter, r *http.Request, next http.Handler, sess *sessions, id string, msg envelope) {
-	sctx := sess.begin(id)
+	sctx := sess.begin(id, runner.PrincipalFrom(r.Context()))
 	if sctx == nil {
 		rpcError(w, http.StatusNotFound, msg.ID, "no such session: it ended, expired or was never issued; initialize again")
 		return
@@ -397,6 +399,44 @@ func inSession(w http.ResponseWriter, r *http.Request, next http.Handler, sess *
 	defer stop()
 	next.ServeHTTP(w, r.WithContext(ctx))
 }
+
+// claimer gives the session an initialize issues to the client that sent it, as the
+// response's header goes out: before the client can read the id.
+type claimer struct {
+	http.ResponseWriter
+	sess  *sessions
+	who   string
+	wrote bool
+}
+
+func (c *claimer) WriteHeader(code int) {
+	if !c.wrote {
+		c.wrote = true
+		if id := c.Header().Get(server.HeaderKeySessionID); id != "" {
+			c.sess.claim(id, c.who)
+		}
+	}
+	c.ResponseWriter.WriteHeader(code)
+}
+
+func (c *claimer) Write(b []byte) (int, error) {
+	if !c.wrote {
+		c.WriteHeader(http.StatusOK)
+	}
+	return c.ResponseWriter.Write(b)
+}
+
+// Flush passes on to the connection: mcp-go streams an initialize's answer as SSE.
+func (c *claimer) Flush() {
+	if !c.wrote {
+		c.WriteHeader(http.StatusOK)
+	}
+	if f, ok := c.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (c *claimer) Unwrap() http.ResponseWriter { return c.ResponseWriter }
 
 // rpcError answers with HTTP status code and a JSON-RPC error, so that both an HTTP
 // client and an MCP client read why.

@@ -30,11 +30,16 @@ type sessions struct {
 }
 
 type httpSession struct {
-	ctx    context.Context
-	cancel context.CancelFunc
-	last   time.Time // end of the latest request, or its start while busy
-	busy   int       // requests and streams in flight
-	ending bool      // a DELETE is in progress: Terminate ends it even while busy
+	// owner is the client (bearer token's name) whose initialize created the session;
+	// only it may use or end the session. claimed is false until that initialize's
+	// response carries the id, so the id is never usable unowned.
+	owner   string
+	claimed bool
+	ctx     context.Context
+	cancel  context.CancelFunc
+	last    time.Time // end of the latest request, or its start while busy
+	busy    int       // requests and streams in flight
+	ending  bool      // a DELETE is in progress: Terminate ends it even while busy
 }
 
 func newSessions(idle time.Duration) *sessions {
@@ -76,12 +81,22 @@ func (s *sessions) Terminate(id string) (bool, error) {
 	return false, nil
 }
 
-// begin marks a request or stream of session id as in flight and returns the session's
-// context, which ends when the session does; nil when there is no such session.
-func (s *sessions) begin(id string) context.Context {
+// claim gives session id, just issued by an initialize of client who, to that client.
+func (s *sessions) claim(id, who string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ss := s.lookup(id)
+	if ss := s.live[id]; ss != nil && !ss.claimed {
+		ss.owner, ss.claimed = who, true
+	}
+}
+
+// begin marks a request or stream of client who in session id as in flight and returns
+// the session's context, which ends when the session does; nil when there is no such
+// session or it is another client's.
+func (s *sessions) begin(id, who string) context.Context {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ss := s.owned(id, who)
 	if ss == nil {
 		return nil
 	}
@@ -100,11 +115,12 @@ func (s *sessions) done(id string) {
 	}
 }
 
-// ending marks session id as being deleted; false when there is no such session.
-func (s *sessions) ending(id string) bool {
+// ending marks session id as being deleted by client who; false when there is no such
+// session or it is another client's.
+func (s *sessions) ending(id, who string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ss := s.lookup(id)
+	ss := s.owned(id, who)
 	if ss != nil {
 		ss.ending = true
 	}
@@ -117,6 +133,17 @@ func (s *sessions) lookup(id string) *httpSession {
 	ss := s.live[id]
 	if ss != nil && ss.busy == 0 && !ss.ending && s.idle > 0 && s.now().Sub(ss.last) > s.idle {
 		s.end(id, ss)
+		return nil
+	}
+	return ss
+}
+
+// owned is lookup for client who: another client's session, or one whose initialize has
+// not answered yet, is as unknown as a made-up id (a token holder who learned an id, from
+// a log or a proxy, must not run code in or end another agent's session).
+func (s *sessions) owned(id, who string) *httpSession {
+	ss := s.lookup(id)
+	if ss == nil || !ss.claimed || ss.owner != who {
 		return nil
 	}
 	return ss
