@@ -1,6 +1,7 @@
 package serve
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"io"
@@ -486,11 +487,12 @@ func TestSSERefusedUntilReady(t *testing.T) {
 	d := fakeDeps(runnertest.Echo, 1)
 	st := NewState()
 	ts := httpServer(t, d, HTTPOptions{MaxBodyBytes: 1 << 20, SSE: true, State: st})
-	if r := do(t, http.MethodPost, ts.URL+"/message?sessionId=x", call("early"), nil); r.code != 503 {
+	endpoint := openStream(t, ts.URL, nil)
+	if r := do(t, http.MethodPost, endpoint, call("early"), nil); r.code != 503 {
 		t.Errorf("SSE message before ready: %d %s, want 503", r.code, r.body)
 	}
 	st.SetReady()
-	if r := do(t, http.MethodPost, ts.URL+"/message?sessionId=x", call("x"), nil); r.code == 503 {
+	if r := do(t, http.MethodPost, endpoint, call("x"), nil); r.code == 503 {
 		t.Errorf("SSE message when ready: %d %s", r.code, r.body)
 	}
 }
@@ -529,5 +531,62 @@ func TestStatelessWithMCPClient(t *testing.T) {
 			t.Errorf("run_code on a stateless server: %v %+v", err, r)
 		}
 		c.Close()
+	}
+}
+
+// openStream opens a legacy SSE stream, closed at the test's end, and returns the
+// message endpoint its first event names.
+func openStream(t *testing.T, base string, hdr map[string]string) string {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/sse", nil)
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok && strings.Contains(data, "sessionId=") {
+			return data
+		}
+	}
+	t.Fatalf("GET /sse: %d, no endpoint event", resp.StatusCode)
+	return ""
+}
+
+// TestSSEStreamBelongsToItsClient: bob, holding alice's SSE session id, can neither run a
+// call in her session nor put an answer of his choosing on her stream (an oversized
+// message's error carries the id he picks); alice's own posts still go through.
+func TestSSEStreamBelongsToItsClient(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "tokens")
+	if err := os.WriteFile(path, []byte("alice aaaaaaaaaaaaaaaaaaaa\nbob bbbbbbbbbbbbbbbbbbbb\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	clients, err := NewClients("", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := fakeDeps(runnertest.Echo, 1)
+	ts := httpServer(t, d, HTTPOptions{MaxBodyBytes: 1 << 12, SSE: true, Clients: clients})
+	alice := map[string]string{"Authorization": "Bearer aaaaaaaaaaaaaaaaaaaa"}
+	bob := map[string]string{"Authorization": "Bearer bbbbbbbbbbbbbbbbbbbb"}
+	endpoint := openStream(t, ts.URL, alice)
+	if r := do(t, http.MethodPost, endpoint, call("bob"), bob); r.code != 404 {
+		t.Errorf("bob's call in alice's SSE session: %d %s, want 404", r.code, r.body)
+	}
+	forged := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"pad":"` + strings.Repeat("x", 1<<13) + `"}}`
+	if r := do(t, http.MethodPost, endpoint, forged, bob); r.code == http.StatusAccepted {
+		t.Errorf("bob's oversized message was answered on alice's stream: %d", r.code)
+	}
+	if r := do(t, http.MethodPost, endpoint, initBody, alice); r.code != http.StatusAccepted {
+		t.Errorf("alice's own message: %d %s, want 202", r.code, r.body)
+	}
+	if got := d.Runner.Sandbox.(*runnertest.Sandbox).Runs.Load(); got != 0 {
+		t.Errorf("%d runs from bob's posts", got)
 	}
 }

@@ -161,8 +161,9 @@ func Handler(s *server.MCPServer, base string, opt HTTPOptions) http.Handler {
 		mux.Handle("GET /metrics", opt.Metrics)
 	}
 	if opt.SSE {
-		sse := server.NewSSEServer(s, server.WithBaseURL(base))
-		g := guard(gate(sse, opt), opt, sse)
+		streams := newSSEStreams()
+		sse := server.NewSSEServer(s, server.WithBaseURL(base), server.WithSessionIDGenerator(streams.newID))
+		g := guard(gate(sse, streams, opt), opt, sse, streams)
 		mux.Handle("/sse", g)
 		mux.Handle("/message", g)
 	} else {
@@ -180,7 +181,7 @@ func Handler(s *server.MCPServer, base string, opt HTTPOptions) http.Handler {
 		}
 		h := server.NewStreamableHTTPServer(s, append(mode, server.WithEndpointPath("/mcp"),
 			server.WithStreamableHTTPLogger(opt.Log))...)
-		mux.Handle("/mcp", guard(calls(eraCompat(h), sess, opt), opt, nil))
+		mux.Handle("/mcp", guard(calls(eraCompat(h), sess, opt), opt, nil, nil))
 	}
 	endpoint := "/mcp"
 	if opt.SSE {
@@ -257,7 +258,7 @@ func (body) Close() error { return nil }
 // and cross-site requests from a browser open. The token's client name goes into the
 // request's context, for the logs, the audit log and the per-client limit. sse, when
 // set, is where an oversized request's error is delivered (see tooLarge).
-func guard(next http.Handler, opt HTTPOptions, sse *server.SSEServer) http.Handler {
+func guard(next http.Handler, opt HTTPOptions, sse *server.SSEServer, streams *sseStreams) http.Handler {
 	log := opt.Log
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if o := r.Header.Get("Origin"); o != "" && !originAllowed(o, r.Host, opt.AllowedOrigins) {
@@ -274,6 +275,12 @@ func guard(next http.Handler, opt HTTPOptions, sse *server.SSEServer) http.Handl
 				return
 			}
 			r = r.WithContext(runner.WithPrincipal(r.Context(), name))
+		}
+		// Before the body is read: even a too-large message's error goes onto the stream.
+		if sid := r.URL.Query().Get("sessionId"); streams != nil && r.Method == http.MethodPost &&
+			!streams.owns(sid, runner.PrincipalFrom(r.Context())) {
+			rpcError(w, http.StatusNotFound, nil, "no such session: open a stream at /sse and post to the endpoint it names")
+			return
 		}
 		if r.Body != nil && r.Method == http.MethodPost {
 			limit := opt.MaxBodyBytes
@@ -336,9 +343,14 @@ func admit(w http.ResponseWriter, r *http.Request, msg envelope, st *State) (fun
 	return st.leave, true
 }
 
-// gate applies admit to the legacy SSE transport's posted messages.
-func gate(next http.Handler, opt HTTPOptions) http.Handler {
+// gate applies admit to the legacy SSE transport's posted messages, and tracks its
+// streams' owners.
+func gate(next http.Handler, streams *sseStreams, opt HTTPOptions) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet {
+			streams.stream(next, w, r)
+			return
+		}
 		leave, ok := admit(w, r, message(r), opt.State)
 		if !ok {
 			return

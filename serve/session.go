@@ -5,8 +5,11 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"net/http"
 	"sync"
 	"time"
+
+	"github.com/airlock-mcp/airlock/runner"
 )
 
 // errNoSession is what Validate says about an id that was never issued, has ended or
@@ -159,4 +162,52 @@ func (s *sessions) count() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.live)
+}
+
+// sseStreams are the legacy SSE transport's sessions, each owned by the client whose
+// GET /sse opened it. mcp-go posts a message to whichever stream its sessionId names, so
+// without this a token holder who learned another client's id (a log, a proxy) could run
+// calls in that session and put answers with ids of their choosing on its stream.
+type sseStreams struct {
+	mu    sync.Mutex
+	owner map[string]string
+}
+
+// streamKey carries, in a GET /sse request's context, where newID writes the id it made,
+// so that the stream's end can drop it.
+type streamKey struct{}
+
+func newSSEStreams() *sseStreams { return &sseStreams{owner: map[string]string{}} }
+
+// newID is mcp-go's SessionIDGenFunc: 128 random bits, owned by the request's client.
+func (s *sseStreams) newID(_ context.Context, r *http.Request) (string, error) {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	id := hex.EncodeToString(b[:])
+	s.mu.Lock()
+	s.owner[id] = runner.PrincipalFrom(r.Context())
+	s.mu.Unlock()
+	if h, ok := r.Context().Value(streamKey{}).(*string); ok {
+		*h = id
+	}
+	return id, nil
+}
+
+// stream serves a GET /sse and forgets its id when the stream ends.
+func (s *sseStreams) stream(next http.Handler, w http.ResponseWriter, r *http.Request) {
+	id := new(string)
+	defer func() {
+		s.mu.Lock()
+		delete(s.owner, *id)
+		s.mu.Unlock()
+	}()
+	next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), streamKey{}, id)))
+}
+
+// owns reports whether the open stream id belongs to client who.
+func (s *sseStreams) owns(id, who string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	o, ok := s.owner[id]
+	return ok && o == who
 }
