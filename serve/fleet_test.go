@@ -590,3 +590,21 @@ func TestSSEStreamBelongsToItsClient(t *testing.T) {
 		t.Errorf("%d runs from bob's posts", got)
 	}
 }
+
+// TestSingleTokenRules: http.auth_token obeys the tokens file's rules. A short one is
+// guessable on a public bind; one with spaces around it turns auth on while matching no
+// header (Authenticate trims), so neither is accepted.
+func TestSingleTokenRules(t *testing.T) {
+	for _, bad := range []string{"a", "s3cret", " ", "                    ", "aaaaaaaaaaaaaaaaaaaa ", "aaaaaaaaaa aaaaaaaaaa", "aaaaaaaaaa\taaaaaaaaaa"} {
+		if _, err := NewClients(bad, ""); err == nil {
+			t.Errorf("http.auth_token %q accepted", bad)
+		}
+	}
+	c, err := NewClients("aaaaaaaaaaaaaaaaaaaa", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if who, ok := c.Authenticate("Bearer  aaaaaaaaaaaaaaaaaaaa "); !ok || who != "default" {
+		t.Errorf("a good token: %q %t", who, ok)
+	}
+}

@@ -143,7 +143,11 @@ func Handler(s *server.MCPServer, base string, opt HTTPOptions) http.Handler {
 	}
 	opt.Log = opt.Log.With("component", "http")
 	if opt.Clients == nil {
-		opt.Clients, _ = NewClients(opt.AuthToken, "") // no file: cannot fail
+		var err error
+		if opt.Clients, err = NewClients(opt.AuthToken, ""); err != nil {
+			// Serving on without the token would serve without auth.
+			panic("serve.Handler: " + err.Error())
+		}
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { plain(w, http.StatusOK, "ok") })
