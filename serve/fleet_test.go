@@ -253,6 +253,13 @@ func TestOperationalEndpoints(t *testing.T) {
 	if r := do(t, http.MethodPost, ts.URL+"/mcp", strings.Replace(call("x"), `"code":"x"`, `"code":"x","language":"nope"`, 1), auth); r.code != 200 {
 		t.Fatalf("refused call: %d %s", r.code, r.body)
 	}
+	// A foreign page reads none of them (the server sends no CORS headers, but a DNS
+	// rebinding page is same-origin to the browser and sends its Origin on a fetch).
+	for _, path := range []string{"/metrics", "/readyz", "/healthz", "/"} {
+		if r := do(t, http.MethodGet, ts.URL+path, "", map[string]string{"Origin": "http://evil.example.com"}); r.code != 403 {
+			t.Errorf("GET %s from a foreign Origin: %d, want 403", path, r.code)
+		}
+	}
 	r := do(t, http.MethodGet, ts.URL+"/metrics", "", nil)
 	for _, want := range []string{`airlock_runs_total{language="python",status="ok"} 1`,
 		`airlock_runs_total{language="unknown",status="refused"} 1`, "airlock_run_duration_seconds_bucket",

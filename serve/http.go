@@ -194,7 +194,22 @@ func Handler(s *server.MCPServer, base string, opt HTTPOptions) http.Handler {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		plain(w, http.StatusNotFound, "not found: MCP is at "+endpoint+"; /healthz, /readyz and /metrics are the other paths")
 	})
-	return mux
+	return origins(mux, opt)
+}
+
+// origins refuses (403) a request from a browser page of an Origin we do not trust, on
+// every path: mcp-go checks Host but not Origin, which leaves DNS rebinding and
+// cross-site requests open, and /metrics or /readyz read from a foreign page tell it
+// about the host (build, load, the clients' activity).
+func origins(next http.Handler, opt HTTPOptions) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if o := r.Header.Get("Origin"); o != "" && !originAllowed(o, r.Host, opt.AllowedOrigins) {
+			opt.Log.Warn("origin refused", "origin", o, "remote", r.RemoteAddr, "path", r.URL.Path)
+			http.Error(w, "origin not allowed", http.StatusForbidden)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 func plain(w http.ResponseWriter, code int, msg string) {
@@ -257,19 +272,13 @@ type body struct {
 
 func (body) Close() error { return nil }
 
-// guard enforces, in order: a browser Origin we trust (403), the bearer token (401) and
-// the body size (413). mcp-go checks Host but not Origin, which leaves DNS rebinding
-// and cross-site requests from a browser open. The token's client name goes into the
+// guard enforces, after origins, the bearer token (401), the session's owner on the SSE
+// transport (404) and the body size (413). The token's client name goes into the
 // request's context, for the logs, the audit log and the per-client limit. sse, when
 // set, is where an oversized request's error is delivered (see tooLarge).
 func guard(next http.Handler, opt HTTPOptions, sse *server.SSEServer, streams *sseStreams) http.Handler {
 	log := opt.Log
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if o := r.Header.Get("Origin"); o != "" && !originAllowed(o, r.Host, opt.AllowedOrigins) {
-			log.Warn("origin refused", "origin", o, "remote", r.RemoteAddr)
-			http.Error(w, "origin not allowed", http.StatusForbidden)
-			return
-		}
 		if opt.Clients.Enabled() {
 			name, ok := opt.Clients.Authenticate(r.Header.Get("Authorization"))
 			if !ok {
