@@ -185,14 +185,39 @@ func imageMagic(b []byte) string {
 }
 
 // imageFits parses the header only (never the pixels, which could be a decompression
-// bomb) and checks the dimensions. WebP has no decoder in the standard library; its
-// signature and chunk type were checked by imageMagic.
+// bomb) and checks the dimensions.
 func imageFits(mime string, data []byte) bool {
+	w, h := 0, 0
 	if mime == "image/webp" {
-		return true
+		w, h = webpSize(data)
+	} else if cfg, _, err := image.DecodeConfig(bytes.NewReader(data)); err == nil {
+		w, h = cfg.Width, cfg.Height
 	}
-	cfg, _, err := image.DecodeConfig(bytes.NewReader(data))
-	return err == nil && cfg.Width > 0 && cfg.Height > 0 && cfg.Width <= maxImageSide && cfg.Height <= maxImageSide
+	return w > 0 && h > 0 && w <= maxImageSide && h <= maxImageSide
+}
+
+// webpSize reads a WebP's canvas size from its first chunk (the standard library has no
+// WebP decoder): VP8X stores width-1 and height-1 in 24 bits each, VP8L in 14 bits after
+// its 0x2f signature, VP8 in 14 bits after its key frame's start code. 0, 0 when the
+// header is not one of those.
+func webpSize(b []byte) (int, int) {
+	le24 := func(p []byte) int { return int(p[0]) | int(p[1])<<8 | int(p[2])<<16 }
+	switch string(b[12:16]) {
+	case "VP8X":
+		if len(b) >= 30 {
+			return le24(b[24:]) + 1, le24(b[27:]) + 1
+		}
+	case "VP8L":
+		if len(b) >= 25 && b[20] == 0x2f {
+			v := int(b[21]) | int(b[22])<<8 | int(b[23])<<16 | int(b[24])<<24
+			return v&0x3fff + 1, (v>>14)&0x3fff + 1
+		}
+	case "VP8 ":
+		if len(b) >= 30 && string(b[23:26]) == "\x9d\x01\x2a" {
+			return (int(b[26]) | int(b[27])<<8) & 0x3fff, (int(b[28]) | int(b[29])<<8) & 0x3fff
+		}
+	}
+	return 0, 0
 }
 
 // looksLikeSVG accepts a document whose first element is <svg, after an optional XML

@@ -78,7 +78,12 @@ func crc(kind string, data []byte) uint32 {
 }
 
 func TestClassify(t *testing.T) {
-	webp := append([]byte("RIFF\x1a\x00\x00\x00WEBPVP8L"), make([]byte, 14)...)
+	// WebP headers (the standard library cannot encode one): lossless 10x10, lossy
+	// 100x50, and an extended header claiming a 16000x16000 canvas.
+	webp := []byte("RIFF\x1a\x00\x00\x00WEBPVP8L\x0d\x00\x00\x00\x2f\x09\x40\x02\x00\x00\x00\x00\x00")
+	lossy := []byte("RIFF\x1a\x00\x00\x00WEBPVP8 \x0e\x00\x00\x00\x00\x00\x00\x9d\x01\x2a\x64\x00\x32\x00")
+	bombWebP := []byte("RIFF\x1a\x00\x00\x00WEBPVP8X\x0a\x00\x00\x00\x00\x00\x00\x00\x7f\x3e\x00\x7f\x3e\x00")
+	bigLossless := []byte("RIFF\x1a\x00\x00\x00WEBPVP8L\x0d\x00\x00\x00\x2f\xff\xff\xff\x0f\x00\x00\x00\x00")
 	tests := []struct {
 		name, file string
 		data       []byte
@@ -90,6 +95,10 @@ func TestClassify(t *testing.T) {
 		{"jpeg", "a.jpg", encoded(t, "jpeg", 8, 8), kindImage, "image/jpeg"},
 		{"gif", "a.gif", encoded(t, "gif", 8, 8), kindImage, "image/gif"},
 		{"webp", "a.webp", webp, kindImage, "image/webp"},
+		{"lossy webp", "a.webp", lossy, kindImage, "image/webp"},
+		{"webp bomb header", "bomb.webp", bombWebP, kindBlob, "image/webp"},
+		{"webp lossless 16384 wide", "big.webp", bigLossless, kindBlob, "image/webp"},
+		{"webp without a size", "cut.webp", []byte("RIFF\x1a\x00\x00\x00WEBPVP8L\x00"), kindBlob, "image/webp"},
 		{"text named png", "fake.png", []byte("not an image\n"), kindText, "text/plain"},
 		{"truncated png", "cut.png", []byte("\x89PNG\r\n\x1a\nIHDR"), kindBlob, "image/png"},
 		{"decompression bomb header", "bomb.png", hugePNG(100000), kindBlob, "image/png"},
