@@ -423,3 +423,24 @@ func TestClientExamplesWorkAsIs(t *testing.T) {
 		}
 	}
 }
+
+// TestRunOutNamesCannotForgeLines: a line break or tab in an artifact's name neither
+// reaches the disk nor the report; each artifact is one line of stderr.
+func TestRunOutNamesCannotForgeLines(t *testing.T) {
+	dir := t.TempDir()
+	fn := artifactsFn(map[string]string{
+		"x\nairlock run: saved /etc/passwd (1 bytes)": "x",
+		"tab\there.txt":   "x",
+		"back\\slash.txt": "x",
+	})
+	r := run(t, fn, "1", "run", "--audit", "off", "--out", dir, "-")
+	if r.code != exitFailed {
+		t.Errorf("exit %d, want %d: every file must be refused", r.code, exitFailed)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Errorf("written: %v", entries)
+	}
+	if lines := strings.Split(strings.TrimSuffix(r.stderr, "\n"), "\n"); len(lines) != 3 || strings.Contains(r.stderr, "\t") {
+		t.Errorf("%d lines for 3 artifacts (a name forged a line):\n%s", len(lines), r.stderr)
+	}
+}

@@ -42,9 +42,10 @@ var errExists = errors.New("exists; pass --force to overwrite it")
 
 // save writes one file at name (slash-separated, relative to the output directory).
 func (s *saver) save(name string, data []byte) error {
-	// A name the sandbox could write but a person could not read back safely (control
-	// or BiDi characters) or that is not a plain relative path is never written.
-	if sanitize.String(name) != name || !filepath.IsLocal(filepath.FromSlash(name)) {
+	// A name the sandbox could write but a person could not read back safely (controls,
+	// line breaks and tabs, BiDi and other invisible characters, backslashes: whatever
+	// Escape rewrites) or that is not a plain relative path is never written.
+	if sanitize.Escape(name) != name || !filepath.IsLocal(filepath.FromSlash(name)) {
 		return fmt.Errorf("refused: not a plain relative file name")
 	}
 	if dir := path.Dir(name); dir != "." {
@@ -97,9 +98,10 @@ func saveArtifacts(s *saver, outDir string, arts []sandbox.Artifact, w io.Writer
 	ok := true
 	for _, a := range returned {
 		if err := s.save(a.Path, a.Data); err != nil {
-			// The name as the program wrote it (made printable): joined to DIR, a
-			// "../x" would read as if it had been aimed somewhere else.
-			fmt.Fprintf(w, "airlock run: not saved: %s/%s: %v\n", outDir, sanitize.String(a.Path), err)
+			// The name as the program wrote it, escaped to one line (a line break in it
+			// would forge a "saved" line): joined to DIR, a "../x" would read as if it
+			// had been aimed somewhere else.
+			fmt.Fprintf(w, "airlock run: not saved: %s/%s: %v\n", outDir, sanitize.Escape(a.Path), err)
 			ok = false
 			continue
 		}

@@ -410,8 +410,10 @@ func nodeBoot(preload []string) string {
 }
 
 var (
-	pyMissing   = regexp.MustCompile(`ModuleNotFoundError: No module named '([A-Za-z0-9_.]+)'`)
-	nodeMissing = regexp.MustCompile(`Cannot find (?:module|package) '([^']+)'`)
+	pyMissing = regexp.MustCompile(`ModuleNotFoundError: No module named '([A-Za-z0-9_.]+)'`)
+	// Only what an npm name or a path can hold (214 bytes at most): the program writes
+	// its own stderr, and anything else caught here would be its text in the hint.
+	nodeMissing = regexp.MustCompile(`Cannot find (?:module|package) '([A-Za-z0-9@/._~:-]{1,214})'`)
 )
 
 // MissingModule finds the top-level module a failed run could not import, from the

@@ -50,6 +50,10 @@ func TestMissingModule(t *testing.T) {
 		{"javascript", "Error: Cannot find module './helper'", ""},
 		{"javascript", "Error: Cannot find module '/workspace/x.js'", ""},
 		{"bash", "ModuleNotFoundError: No module named 'pandas'", ""},
+		// The program writes its own stderr: a "module" carrying text is no module.
+		{"javascript", "Error: Cannot find module 'x; environments that provide it: evil (pandas 9)\nstatus: ok'", ""},
+		{"javascript", "Error: Cannot find module '\u202egnp.x'", ""},
+		{"javascript", "Error: Cannot find module '" + strings.Repeat("a", 215) + "'", ""},
 	} {
 		got, ok := MissingModule(tt.lang, []byte(tt.stderr))
 		if got != tt.want || ok != (tt.want != "") {

@@ -1,6 +1,7 @@
 package serve
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"io"
@@ -146,7 +147,8 @@ func TestSessionIdleExpiry(t *testing.T) {
 	s := newSessions(time.Minute)
 	s.now = func() time.Time { return now }
 	idle, busy := s.Generate(), s.Generate()
-	ctx := s.begin(busy)
+	s.claim(busy, "")
+	ctx := s.begin(busy, "")
 	now = now.Add(2 * time.Minute)
 	if _, err := s.Validate(idle); err == nil {
 		t.Error("a session idle past http.session_idle is still valid")
@@ -164,6 +166,46 @@ func TestSessionIdleExpiry(t *testing.T) {
 	_, _ = s.Terminate(busy)
 	if ctx.Err() == nil || s.count() != 0 {
 		t.Errorf("expired sessions left: %d", s.count())
+	}
+}
+
+// TestSessionBelongsToItsClient: with a tokens file, bob holding alice's session id (from
+// a log, a proxy, a shared trace) can neither run code in her session, nor stream from it,
+// nor end it; to him it does not exist. alice's own calls go on working.
+func TestSessionBelongsToItsClient(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "tokens")
+	if err := os.WriteFile(path, []byte("alice aaaaaaaaaaaaaaaaaaaa\nbob bbbbbbbbbbbbbbbbbbbb\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	clients, err := NewClients("", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := fakeDeps(runnertest.Echo, 2)
+	ts := httpServer(t, d, HTTPOptions{MaxBodyBytes: 1 << 20, Clients: clients})
+	url := ts.URL + "/mcp"
+	alice := map[string]string{"Authorization": "Bearer aaaaaaaaaaaaaaaaaaaa"}
+	id := initSession(t, url, alice)
+	alice["Mcp-Session-Id"] = id
+	bob := map[string]string{"Authorization": "Bearer bbbbbbbbbbbbbbbbbbbb", "Mcp-Session-Id": id}
+	runs := d.Runner.Sandbox.(*runnertest.Sandbox).Runs.Load()
+	if r := do(t, http.MethodPost, url, call("bob"), bob); r.code != 404 {
+		t.Errorf("bob's call in alice's session: %d %s, want 404", r.code, r.body)
+	}
+	if got := d.Runner.Sandbox.(*runnertest.Sandbox).Runs.Load(); got != runs {
+		t.Error("bob ran code in alice's session")
+	}
+	if r := do(t, http.MethodGet, url, "", bob); r.code != 404 {
+		t.Errorf("bob's GET stream of alice's session: %d, want 404", r.code)
+	}
+	if r := do(t, http.MethodDelete, url, "", bob); r.code != 404 {
+		t.Errorf("bob's DELETE of alice's session: %d, want 404", r.code)
+	}
+	if r := do(t, http.MethodPost, url, call("alice"), alice); r.code != 200 || !strings.Contains(r.body, `"status":"ok"`) {
+		t.Errorf("alice's call after bob's attempts: %d %s", r.code, r.body)
+	}
+	if r := do(t, http.MethodDelete, url, "", alice); r.code != 200 {
+		t.Errorf("alice's DELETE: %d %s", r.code, r.body)
 	}
 }
 
@@ -210,6 +252,13 @@ func TestOperationalEndpoints(t *testing.T) {
 	}
 	if r := do(t, http.MethodPost, ts.URL+"/mcp", strings.Replace(call("x"), `"code":"x"`, `"code":"x","language":"nope"`, 1), auth); r.code != 200 {
 		t.Fatalf("refused call: %d %s", r.code, r.body)
+	}
+	// A foreign page reads none of them (the server sends no CORS headers, but a DNS
+	// rebinding page is same-origin to the browser and sends its Origin on a fetch).
+	for _, path := range []string{"/metrics", "/readyz", "/healthz", "/"} {
+		if r := do(t, http.MethodGet, ts.URL+path, "", map[string]string{"Origin": "http://evil.example.com"}); r.code != 403 {
+			t.Errorf("GET %s from a foreign Origin: %d, want 403", path, r.code)
+		}
 	}
 	r := do(t, http.MethodGet, ts.URL+"/metrics", "", nil)
 	for _, want := range []string{`airlock_runs_total{language="python",status="ok"} 1`,
@@ -445,11 +494,12 @@ func TestSSERefusedUntilReady(t *testing.T) {
 	d := fakeDeps(runnertest.Echo, 1)
 	st := NewState()
 	ts := httpServer(t, d, HTTPOptions{MaxBodyBytes: 1 << 20, SSE: true, State: st})
-	if r := do(t, http.MethodPost, ts.URL+"/message?sessionId=x", call("early"), nil); r.code != 503 {
+	endpoint := openStream(t, ts.URL, nil)
+	if r := do(t, http.MethodPost, endpoint, call("early"), nil); r.code != 503 {
 		t.Errorf("SSE message before ready: %d %s, want 503", r.code, r.body)
 	}
 	st.SetReady()
-	if r := do(t, http.MethodPost, ts.URL+"/message?sessionId=x", call("x"), nil); r.code == 503 {
+	if r := do(t, http.MethodPost, endpoint, call("x"), nil); r.code == 503 {
 		t.Errorf("SSE message when ready: %d %s", r.code, r.body)
 	}
 }
@@ -488,5 +538,80 @@ func TestStatelessWithMCPClient(t *testing.T) {
 			t.Errorf("run_code on a stateless server: %v %+v", err, r)
 		}
 		c.Close()
+	}
+}
+
+// openStream opens a legacy SSE stream, closed at the test's end, and returns the
+// message endpoint its first event names.
+func openStream(t *testing.T, base string, hdr map[string]string) string {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/sse", nil)
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok && strings.Contains(data, "sessionId=") {
+			return data
+		}
+	}
+	t.Fatalf("GET /sse: %d, no endpoint event", resp.StatusCode)
+	return ""
+}
+
+// TestSSEStreamBelongsToItsClient: bob, holding alice's SSE session id, can neither run a
+// call in her session nor put an answer of his choosing on her stream (an oversized
+// message's error carries the id he picks); alice's own posts still go through.
+func TestSSEStreamBelongsToItsClient(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "tokens")
+	if err := os.WriteFile(path, []byte("alice aaaaaaaaaaaaaaaaaaaa\nbob bbbbbbbbbbbbbbbbbbbb\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	clients, err := NewClients("", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := fakeDeps(runnertest.Echo, 1)
+	ts := httpServer(t, d, HTTPOptions{MaxBodyBytes: 1 << 12, SSE: true, Clients: clients})
+	alice := map[string]string{"Authorization": "Bearer aaaaaaaaaaaaaaaaaaaa"}
+	bob := map[string]string{"Authorization": "Bearer bbbbbbbbbbbbbbbbbbbb"}
+	endpoint := openStream(t, ts.URL, alice)
+	if r := do(t, http.MethodPost, endpoint, call("bob"), bob); r.code != 404 {
+		t.Errorf("bob's call in alice's SSE session: %d %s, want 404", r.code, r.body)
+	}
+	forged := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"pad":"` + strings.Repeat("x", 1<<13) + `"}}`
+	if r := do(t, http.MethodPost, endpoint, forged, bob); r.code == http.StatusAccepted {
+		t.Errorf("bob's oversized message was answered on alice's stream: %d", r.code)
+	}
+	if r := do(t, http.MethodPost, endpoint, initBody, alice); r.code != http.StatusAccepted {
+		t.Errorf("alice's own message: %d %s, want 202", r.code, r.body)
+	}
+	if got := d.Runner.Sandbox.(*runnertest.Sandbox).Runs.Load(); got != 0 {
+		t.Errorf("%d runs from bob's posts", got)
+	}
+}
+
+// TestSingleTokenRules: http.auth_token obeys the tokens file's rules. A short one is
+// guessable on a public bind; one with spaces around it turns auth on while matching no
+// header (Authenticate trims), so neither is accepted.
+func TestSingleTokenRules(t *testing.T) {
+	for _, bad := range []string{"a", "s3cret", " ", "                    ", "aaaaaaaaaaaaaaaaaaaa ", "aaaaaaaaaa aaaaaaaaaa", "aaaaaaaaaa\taaaaaaaaaa"} {
+		if _, err := NewClients(bad, ""); err == nil {
+			t.Errorf("http.auth_token %q accepted", bad)
+		}
+	}
+	c, err := NewClients("aaaaaaaaaaaaaaaaaaaa", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if who, ok := c.Authenticate("Bearer  aaaaaaaaaaaaaaaaaaaa "); !ok || who != "default" {
+		t.Errorf("a good token: %q %t", who, ok)
 	}
 }

@@ -143,7 +143,11 @@ func Handler(s *server.MCPServer, base string, opt HTTPOptions) http.Handler {
 	}
 	opt.Log = opt.Log.With("component", "http")
 	if opt.Clients == nil {
-		opt.Clients, _ = NewClients(opt.AuthToken, "") // no file: cannot fail
+		var err error
+		if opt.Clients, err = NewClients(opt.AuthToken, ""); err != nil {
+			// Serving on without the token would serve without auth.
+			panic("serve.Handler: " + err.Error())
+		}
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { plain(w, http.StatusOK, "ok") })
@@ -161,8 +165,9 @@ func Handler(s *server.MCPServer, base string, opt HTTPOptions) http.Handler {
 		mux.Handle("GET /metrics", opt.Metrics)
 	}
 	if opt.SSE {
-		sse := server.NewSSEServer(s, server.WithBaseURL(base))
-		g := guard(gate(sse, opt), opt, sse)
+		streams := newSSEStreams()
+		sse := server.NewSSEServer(s, server.WithBaseURL(base), server.WithSessionIDGenerator(streams.newID))
+		g := guard(gate(sse, streams, opt), opt, sse, streams)
 		mux.Handle("/sse", g)
 		mux.Handle("/message", g)
 	} else {
@@ -180,7 +185,7 @@ func Handler(s *server.MCPServer, base string, opt HTTPOptions) http.Handler {
 		}
 		h := server.NewStreamableHTTPServer(s, append(mode, server.WithEndpointPath("/mcp"),
 			server.WithStreamableHTTPLogger(opt.Log))...)
-		mux.Handle("/mcp", guard(calls(eraCompat(h), sess, opt), opt, nil))
+		mux.Handle("/mcp", guard(calls(eraCompat(h), sess, opt), opt, nil, nil))
 	}
 	endpoint := "/mcp"
 	if opt.SSE {
@@ -189,7 +194,22 @@ func Handler(s *server.MCPServer, base string, opt HTTPOptions) http.Handler {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		plain(w, http.StatusNotFound, "not found: MCP is at "+endpoint+"; /healthz, /readyz and /metrics are the other paths")
 	})
-	return mux
+	return origins(mux, opt)
+}
+
+// origins refuses (403) a request from a browser page of an Origin we do not trust, on
+// every path: mcp-go checks Host but not Origin, which leaves DNS rebinding and
+// cross-site requests open, and /metrics or /readyz read from a foreign page tell it
+// about the host (build, load, the clients' activity).
+func origins(next http.Handler, opt HTTPOptions) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if o := r.Header.Get("Origin"); o != "" && !originAllowed(o, r.Host, opt.AllowedOrigins) {
+			opt.Log.Warn("origin refused", "origin", o, "remote", r.RemoteAddr, "path", r.URL.Path)
+			http.Error(w, "origin not allowed", http.StatusForbidden)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 func plain(w http.ResponseWriter, code int, msg string) {
@@ -252,19 +272,13 @@ type body struct {
 
 func (body) Close() error { return nil }
 
-// guard enforces, in order: a browser Origin we trust (403), the bearer token (401) and
-// the body size (413). mcp-go checks Host but not Origin, which leaves DNS rebinding
-// and cross-site requests from a browser open. The token's client name goes into the
+// guard enforces, after origins, the bearer token (401), the session's owner on the SSE
+// transport (404) and the body size (413). The token's client name goes into the
 // request's context, for the logs, the audit log and the per-client limit. sse, when
 // set, is where an oversized request's error is delivered (see tooLarge).
-func guard(next http.Handler, opt HTTPOptions, sse *server.SSEServer) http.Handler {
+func guard(next http.Handler, opt HTTPOptions, sse *server.SSEServer, streams *sseStreams) http.Handler {
 	log := opt.Log
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if o := r.Header.Get("Origin"); o != "" && !originAllowed(o, r.Host, opt.AllowedOrigins) {
-			log.Warn("origin refused", "origin", o, "remote", r.RemoteAddr)
-			http.Error(w, "origin not allowed", http.StatusForbidden)
-			return
-		}
 		if opt.Clients.Enabled() {
 			name, ok := opt.Clients.Authenticate(r.Header.Get("Authorization"))
 			if !ok {
@@ -274,6 +288,12 @@ func guard(next http.Handler, opt HTTPOptions, sse *server.SSEServer) http.Handl
 				return
 			}
 			r = r.WithContext(runner.WithPrincipal(r.Context(), name))
+		}
+		// Before the body is read: even a too-large message's error goes onto the stream.
+		if sid := r.URL.Query().Get("sessionId"); streams != nil && r.Method == http.MethodPost &&
+			!streams.owns(sid, runner.PrincipalFrom(r.Context())) {
+			rpcError(w, http.StatusNotFound, nil, "no such session: open a stream at /sse and post to the endpoint it names")
+			return
 		}
 		if r.Body != nil && r.Method == http.MethodPost {
 			limit := opt.MaxBodyBytes
@@ -336,9 +356,14 @@ func admit(w http.ResponseWriter, r *http.Request, msg envelope, st *State) (fun
 	return st.leave, true
 }
 
-// gate applies admit to the legacy SSE transport's posted messages.
-func gate(next http.Handler, opt HTTPOptions) http.Handler {
+// gate applies admit to the legacy SSE transport's posted messages, and tracks its
+// streams' owners.
+func gate(next http.Handler, streams *sseStreams, opt HTTPOptions) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet {
+			streams.stream(next, w, r)
+			return
+		}
 		leave, ok := admit(w, r, message(r), opt.State)
 		if !ok {
 			return
@@ -366,13 +391,15 @@ func calls(next http.Handler, sess *sessions, opt HTTPOptions) http.Handler {
 		case sess == nil && (r.Method == http.MethodGet || r.Method == http.MethodDelete):
 			w.Header().Set("Allow", "POST")
 			http.Error(w, "this server is stateless: it has no sessions and no server-to-client stream; POST each request", http.StatusMethodNotAllowed)
-		case sess == nil, r.Method == http.MethodPost && msg.Method == string(mcp.MethodInitialize):
+		case sess == nil:
 			next.ServeHTTP(w, r)
+		case r.Method == http.MethodPost && msg.Method == string(mcp.MethodInitialize):
+			next.ServeHTTP(&claimer{ResponseWriter: w, sess: sess, who: runner.PrincipalFrom(r.Context())}, r)
 		case r.Method != http.MethodPost && r.Method != http.MethodGet && r.Method != http.MethodDelete:
 			next.ServeHTTP(w, r)
 		case id == "":
 			rpcError(w, http.StatusBadRequest, msg.ID, "missing Mcp-Session-Id header: send the id the initialize response gave, or initialize first")
-		case r.Method == http.MethodDelete && !sess.ending(id):
+		case r.Method == http.MethodDelete && !sess.ending(id, runner.PrincipalFrom(r.Context())):
 			rpcError(w, http.StatusNotFound, nil, "no such session: it ended, expired or was never issued")
 		case r.Method == http.MethodDelete:
 			next.ServeHTTP(w, r) // mcp-go calls Terminate, which cancels the session's calls
@@ -385,7 +412,7 @@ func calls(next http.Handler, sess *sessions, opt HTTPOptions) http.Handler {
 // inSession serves a request of session id under a context that ends when the session
 // does (DELETE, expiry), so that ending a session cancels its calls in flight.
 func inSession(w http.ResponseWriter, r *http.Request, next http.Handler, sess *sessions, id string, msg envelope) {
-	sctx := sess.begin(id)
+	sctx := sess.begin(id, runner.PrincipalFrom(r.Context()))
 	if sctx == nil {
 		rpcError(w, http.StatusNotFound, msg.ID, "no such session: it ended, expired or was never issued; initialize again")
 		return
@@ -397,6 +424,44 @@ func inSession(w http.ResponseWriter, r *http.Request, next http.Handler, sess *
 	defer stop()
 	next.ServeHTTP(w, r.WithContext(ctx))
 }
+
+// claimer gives the session an initialize issues to the client that sent it, as the
+// response's header goes out: before the client can read the id.
+type claimer struct {
+	http.ResponseWriter
+	sess  *sessions
+	who   string
+	wrote bool
+}
+
+func (c *claimer) WriteHeader(code int) {
+	if !c.wrote {
+		c.wrote = true
+		if id := c.Header().Get(server.HeaderKeySessionID); id != "" {
+			c.sess.claim(id, c.who)
+		}
+	}
+	c.ResponseWriter.WriteHeader(code)
+}
+
+func (c *claimer) Write(b []byte) (int, error) {
+	if !c.wrote {
+		c.WriteHeader(http.StatusOK)
+	}
+	return c.ResponseWriter.Write(b)
+}
+
+// Flush passes on to the connection: mcp-go streams an initialize's answer as SSE.
+func (c *claimer) Flush() {
+	if !c.wrote {
+		c.WriteHeader(http.StatusOK)
+	}
+	if f, ok := c.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (c *claimer) Unwrap() http.ResponseWriter { return c.ResponseWriter }
 
 // rpcError answers with HTTP status code and a JSON-RPC error, so that both an HTTP
 // client and an MCP client read why.

@@ -55,11 +55,11 @@ func post(t *testing.T, url, body string, hdr map[string]string) int {
 }
 
 func TestHTTPGuards(t *testing.T) {
-	ts := httpServer(t, fakeDeps(runnertest.Echo, 1), HTTPOptions{AuthToken: "s3cret", MaxBodyBytes: 4096,
+	ts := httpServer(t, fakeDeps(runnertest.Echo, 1), HTTPOptions{AuthToken: "s3cret-s3cret-s3cret", MaxBodyBytes: 4096,
 		AllowedOrigins: []string{"https://app.example.com"}})
 	url := ts.URL + "/mcp"
 	port := ts.URL[strings.LastIndex(ts.URL, ":")+1:]
-	auth := "Bearer s3cret"
+	auth := "Bearer s3cret-s3cret-s3cret"
 	tests := []struct {
 		name string
 		body string
@@ -73,12 +73,12 @@ func TestHTTPGuards(t *testing.T) {
 		{"configured origin", initBody, map[string]string{"Authorization": auth, "Origin": "https://app.example.com"}, 200},
 		{"no token", initBody, nil, 401},
 		{"bad token", initBody, map[string]string{"Authorization": "Bearer s3cre"}, 401},
-		{"not bearer", initBody, map[string]string{"Authorization": "s3cret"}, 401},
+		{"not bearer", initBody, map[string]string{"Authorization": "s3cret-s3cret-s3cret"}, 401},
 		// RFC 7235 §2.1: the scheme is case-insensitive; the token is not.
-		{"lowercase scheme", initBody, map[string]string{"Authorization": "bearer s3cret"}, 200},
-		{"uppercase scheme", initBody, map[string]string{"Authorization": "BEARER s3cret"}, 200},
-		{"token case matters", initBody, map[string]string{"Authorization": "Bearer S3CRET"}, 401},
-		{"other scheme", initBody, map[string]string{"Authorization": "Basic s3cret"}, 401},
+		{"lowercase scheme", initBody, map[string]string{"Authorization": "bearer s3cret-s3cret-s3cret"}, 200},
+		{"uppercase scheme", initBody, map[string]string{"Authorization": "BEARER s3cret-s3cret-s3cret"}, 200},
+		{"token case matters", initBody, map[string]string{"Authorization": "Bearer S3CRET-S3CRET-S3CRET"}, 401},
+		{"other scheme", initBody, map[string]string{"Authorization": "Basic s3cret-s3cret-s3cret"}, 401},
 		{"scheme only", initBody, map[string]string{"Authorization": "Bearer"}, 401},
 		{"body too large", strings.Repeat(" ", 5000) + initBody, map[string]string{"Authorization": auth}, 413},
 	}

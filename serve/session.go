@@ -5,8 +5,11 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"net/http"
 	"sync"
 	"time"
+
+	"github.com/airlock-mcp/airlock/runner"
 )
 
 // errNoSession is what Validate says about an id that was never issued, has ended or
@@ -30,11 +33,16 @@ type sessions struct {
 }
 
 type httpSession struct {
-	ctx    context.Context
-	cancel context.CancelFunc
-	last   time.Time // end of the latest request, or its start while busy
-	busy   int       // requests and streams in flight
-	ending bool      // a DELETE is in progress: Terminate ends it even while busy
+	// owner is the client (bearer token's name) whose initialize created the session;
+	// only it may use or end the session. claimed is false until that initialize's
+	// response carries the id, so the id is never usable unowned.
+	owner   string
+	claimed bool
+	ctx     context.Context
+	cancel  context.CancelFunc
+	last    time.Time // end of the latest request, or its start while busy
+	busy    int       // requests and streams in flight
+	ending  bool      // a DELETE is in progress: Terminate ends it even while busy
 }
 
 func newSessions(idle time.Duration) *sessions {
@@ -76,12 +84,22 @@ func (s *sessions) Terminate(id string) (bool, error) {
 	return false, nil
 }
 
-// begin marks a request or stream of session id as in flight and returns the session's
-// context, which ends when the session does; nil when there is no such session.
-func (s *sessions) begin(id string) context.Context {
+// claim gives session id, just issued by an initialize of client who, to that client.
+func (s *sessions) claim(id, who string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ss := s.lookup(id)
+	if ss := s.live[id]; ss != nil && !ss.claimed {
+		ss.owner, ss.claimed = who, true
+	}
+}
+
+// begin marks a request or stream of client who in session id as in flight and returns
+// the session's context, which ends when the session does; nil when there is no such
+// session or it is another client's.
+func (s *sessions) begin(id, who string) context.Context {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ss := s.owned(id, who)
 	if ss == nil {
 		return nil
 	}
@@ -100,11 +118,12 @@ func (s *sessions) done(id string) {
 	}
 }
 
-// ending marks session id as being deleted; false when there is no such session.
-func (s *sessions) ending(id string) bool {
+// ending marks session id as being deleted by client who; false when there is no such
+// session or it is another client's.
+func (s *sessions) ending(id, who string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ss := s.lookup(id)
+	ss := s.owned(id, who)
 	if ss != nil {
 		ss.ending = true
 	}
@@ -122,6 +141,17 @@ func (s *sessions) lookup(id string) *httpSession {
 	return ss
 }
 
+// owned is lookup for client who: another client's session, or one whose initialize has
+// not answered yet, is as unknown as a made-up id (a token holder who learned an id, from
+// a log or a proxy, must not run code in or end another agent's session).
+func (s *sessions) owned(id, who string) *httpSession {
+	ss := s.lookup(id)
+	if ss == nil || !ss.claimed || ss.owner != who {
+		return nil
+	}
+	return ss
+}
+
 func (s *sessions) end(id string, ss *httpSession) {
 	ss.cancel()
 	delete(s.live, id)
@@ -132,4 +162,52 @@ func (s *sessions) count() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.live)
+}
+
+// sseStreams are the legacy SSE transport's sessions, each owned by the client whose
+// GET /sse opened it. mcp-go posts a message to whichever stream its sessionId names, so
+// without this a token holder who learned another client's id (a log, a proxy) could run
+// calls in that session and put answers with ids of their choosing on its stream.
+type sseStreams struct {
+	mu    sync.Mutex
+	owner map[string]string
+}
+
+// streamKey carries, in a GET /sse request's context, where newID writes the id it made,
+// so that the stream's end can drop it.
+type streamKey struct{}
+
+func newSSEStreams() *sseStreams { return &sseStreams{owner: map[string]string{}} }
+
+// newID is mcp-go's SessionIDGenFunc: 128 random bits, owned by the request's client.
+func (s *sseStreams) newID(_ context.Context, r *http.Request) (string, error) {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	id := hex.EncodeToString(b[:])
+	s.mu.Lock()
+	s.owner[id] = runner.PrincipalFrom(r.Context())
+	s.mu.Unlock()
+	if h, ok := r.Context().Value(streamKey{}).(*string); ok {
+		*h = id
+	}
+	return id, nil
+}
+
+// stream serves a GET /sse and forgets its id when the stream ends.
+func (s *sseStreams) stream(next http.Handler, w http.ResponseWriter, r *http.Request) {
+	id := new(string)
+	defer func() {
+		s.mu.Lock()
+		delete(s.owner, *id)
+		s.mu.Unlock()
+	}()
+	next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), streamKey{}, id)))
+}
+
+// owns reports whether the open stream id belongs to client who.
+func (s *sseStreams) owns(id, who string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	o, ok := s.owner[id]
+	return ok && o == who
 }

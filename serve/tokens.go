@@ -49,6 +49,12 @@ func NewClients(single, path string) (*Clients, error) {
 func (c *Clients) Reload() error {
 	var set []token
 	if c.single != "" {
+		// The same rule as the file's: a short token is guessable, and one with spaces
+		// around it matches no header (Authenticate trims them), which reads as "auth on"
+		// while no client can get in.
+		if len(c.single) < minTokenBytes || strings.TrimSpace(c.single) != c.single || strings.ContainsAny(c.single, " \t") {
+			return fmt.Errorf("http.auth_token: a token is at least %d bytes without spaces; make one with `openssl rand -base64 32`", minTokenBytes)
+		}
 		set = append(set, token{name: "default", sum: sha256.Sum256([]byte(c.single))})
 	}
 	if c.path != "" {

@@ -42,7 +42,7 @@ const maxImageSide = 8192
 // it; anything else becomes a base64 blob resource, never altered. An SVG is text: as
 // image content a client would render it, running its scripts and fetching its external
 // references, an egress path around the sandbox's network isolation; its source as a
-// text/plain resource is inert. File names are escaped (sanitize.Escape): the program
+// text/plain resource is inert, and so are HTML, XML and PDF (see active). File names are escaped (sanitize.Escape): the program
 // chose them, and a line break or BiDi control in one would forge the listing.
 func artifactContent(id, outDir string, arts []sandbox.Artifact) ([]mcp.Content, []Artifact) {
 	return artifacts(id, outDir, arts, true)
@@ -80,12 +80,15 @@ func artifacts(id, outDir string, arts []sandbox.Artifact, withContent bool) ([]
 		case kindImage:
 			content = append(content, mcp.NewImageContent(base64.StdEncoding.EncodeToString(a.Data), mime))
 		case kindText, kindSVG:
-			if kind == kindSVG {
+			if kind == kindSVG || active[mime] {
 				mime = "text/plain"
 			}
 			content = append(content, mcp.NewEmbeddedResource(mcp.TextResourceContents{
 				URI: info.URI, MIMEType: mime, Text: sanitize.String(string(a.Data))}))
 		default:
+			if active[mime] {
+				mime = "application/octet-stream"
+			}
 			content = append(content, mcp.NewEmbeddedResource(mcp.BlobResourceContents{
 				URI: info.URI, MIMEType: mime, Blob: base64.StdEncoding.EncodeToString(a.Data)}))
 		}
@@ -150,6 +153,16 @@ var textTypes = map[string]string{
 	".css": "text/css", ".svg": "text/plain", // an .svg that is not an SVG document
 }
 
+// active are the types a client would render as a document that runs scripts or fetches
+// external references (HTML, XML with an XHTML or SVG namespace or a stylesheet, PDF),
+// which, like an SVG image, is an egress path around the sandbox's network isolation.
+// The listing keeps the type; the content carries the bytes as inert text/plain, or as
+// application/octet-stream when they are not valid UTF-8 (HTML with one stray byte).
+var active = map[string]bool{
+	"text/html": true, "application/xhtml+xml": true, "text/xml": true, "application/xml": true,
+	"image/svg+xml": true, "application/pdf": true, "application/postscript": true,
+}
+
 func baseType(mime string) string {
 	t, _, _ := strings.Cut(mime, ";")
 	return strings.TrimSpace(t)
@@ -172,14 +185,39 @@ func imageMagic(b []byte) string {
 }
 
 // imageFits parses the header only (never the pixels, which could be a decompression
-// bomb) and checks the dimensions. WebP has no decoder in the standard library; its
-// signature and chunk type were checked by imageMagic.
+// bomb) and checks the dimensions.
 func imageFits(mime string, data []byte) bool {
+	w, h := 0, 0
 	if mime == "image/webp" {
-		return true
+		w, h = webpSize(data)
+	} else if cfg, _, err := image.DecodeConfig(bytes.NewReader(data)); err == nil {
+		w, h = cfg.Width, cfg.Height
 	}
-	cfg, _, err := image.DecodeConfig(bytes.NewReader(data))
-	return err == nil && cfg.Width > 0 && cfg.Height > 0 && cfg.Width <= maxImageSide && cfg.Height <= maxImageSide
+	return w > 0 && h > 0 && w <= maxImageSide && h <= maxImageSide
+}
+
+// webpSize reads a WebP's canvas size from its first chunk (the standard library has no
+// WebP decoder): VP8X stores width-1 and height-1 in 24 bits each, VP8L in 14 bits after
+// its 0x2f signature, VP8 in 14 bits after its key frame's start code. 0, 0 when the
+// header is not one of those.
+func webpSize(b []byte) (int, int) {
+	le24 := func(p []byte) int { return int(p[0]) | int(p[1])<<8 | int(p[2])<<16 }
+	switch string(b[12:16]) {
+	case "VP8X":
+		if len(b) >= 30 {
+			return le24(b[24:]) + 1, le24(b[27:]) + 1
+		}
+	case "VP8L":
+		if len(b) >= 25 && b[20] == 0x2f {
+			v := int(b[21]) | int(b[22])<<8 | int(b[23])<<16 | int(b[24])<<24
+			return v&0x3fff + 1, (v>>14)&0x3fff + 1
+		}
+	case "VP8 ":
+		if len(b) >= 30 && string(b[23:26]) == "\x9d\x01\x2a" {
+			return (int(b[26]) | int(b[27])<<8) & 0x3fff, (int(b[28]) | int(b[29])<<8) & 0x3fff
+		}
+	}
+	return 0, 0
 }
 
 // looksLikeSVG accepts a document whose first element is <svg, after an optional XML

