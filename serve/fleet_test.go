@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -613,5 +614,19 @@ func TestSingleTokenRules(t *testing.T) {
 	}
 	if who, ok := c.Authenticate("Bearer  aaaaaaaaaaaaaaaaaaaa "); !ok || who != "default" {
 		t.Errorf("a good token: %q %t", who, ok)
+	}
+}
+
+// A Handler given a token it refuses fails closed: every path answers 500, none serves
+// without auth.
+func TestRefusedTokenRefusesEverything(t *testing.T) {
+	h := Handler(nil, "http://127.0.0.1:1", HTTPOptions{AuthToken: "short", Log: quiet})
+	for _, path := range []string{"/mcp", "/healthz", "/metrics", "/sse"} {
+		req, _ := http.NewRequest(http.MethodPost, "http://127.0.0.1:1"+path, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ping"}`))
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Code != http.StatusInternalServerError {
+			t.Errorf("%s with a refused token: %d, want 500", path, rec.Code)
+		}
 	}
 }

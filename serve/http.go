@@ -145,8 +145,11 @@ func Handler(s *server.MCPServer, base string, opt HTTPOptions) http.Handler {
 	if opt.Clients == nil {
 		var err error
 		if opt.Clients, err = NewClients(opt.AuthToken, ""); err != nil {
-			// Serving on without the token would serve without auth.
-			panic("serve.Handler: " + err.Error())
+			// Serving on without the token would serve without auth: refuse everything.
+			opt.Log.Error("auth token refused; every request is refused", "err", err)
+			return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				plain(w, http.StatusInternalServerError, "the server's auth token is misconfigured: "+err.Error())
+			})
 		}
 	}
 	mux := http.NewServeMux()
