@@ -630,3 +630,20 @@ func TestRefusedTokenRefusesEverything(t *testing.T) {
 		}
 	}
 }
+
+// An initialize loop cannot grow the server without bound: past MaxSessions live
+// sessions, initialize is refused (503, retryable) until one ends.
+func TestSessionCap(t *testing.T) {
+	d := fakeDeps(runnertest.Echo, 1)
+	ts := httpServer(t, d, HTTPOptions{MaxBodyBytes: 1 << 20, MaxSessions: 2})
+	url := ts.URL + "/mcp"
+	first := initSession(t, url, nil)
+	initSession(t, url, nil)
+	if r := do(t, http.MethodPost, url, initBody, nil); r.code != http.StatusServiceUnavailable || r.header.Get("Mcp-Session-Id") != "" {
+		t.Fatalf("a third initialize with a cap of 2: %d %q, want 503 and no session", r.code, r.body)
+	}
+	if r := do(t, http.MethodDelete, url, "", map[string]string{"Mcp-Session-Id": first}); r.code != 200 {
+		t.Fatalf("DELETE: %d", r.code)
+	}
+	initSession(t, url, nil)
+}

@@ -38,6 +38,9 @@ type HTTPOptions struct {
 	Stateless bool
 	// SessionIdle ends a stateful session after this long without a request (0: 30 min).
 	SessionIdle time.Duration
+	// MaxSessions bounds the live stateful sessions (0: defaultMaxSessions): without a
+	// bound, a loop of initialize requests grows the server's memory until idle expiry.
+	MaxSessions int
 	// State reports readiness and drains; nil means always ready.
 	State *State
 	// Metrics serves GET /metrics; nil answers 404 there.
@@ -46,6 +49,10 @@ type HTTPOptions struct {
 }
 
 const defaultSessionIdle = 30 * time.Minute
+
+// defaultMaxSessions is far above what one server's sandboxes can serve at once (each
+// session costs a few KiB idle), and far below what an initialize loop would reach.
+const defaultMaxSessions = 4096
 
 // CheckBind refuses to expose the server beyond loopback without authentication:
 // anyone who can reach it could run code.
@@ -184,6 +191,9 @@ func Handler(s *server.MCPServer, base string, opt HTTPOptions) http.Handler {
 			// mcp-go's sweeper drops its own state of a session idle this long and
 			// calls sess.Terminate for it.
 			sess = newSessions(idle)
+			if sess.max = opt.MaxSessions; sess.max <= 0 {
+				sess.max = defaultMaxSessions
+			}
 			mode = []server.StreamableHTTPOption{server.WithSessionIdManager(sess), server.WithSessionIdleTTL(idle)}
 		}
 		h := server.NewStreamableHTTPServer(s, append(mode, server.WithEndpointPath("/mcp"),
@@ -396,6 +406,10 @@ func calls(next http.Handler, sess *sessions, opt HTTPOptions) http.Handler {
 			http.Error(w, "this server is stateless: it has no sessions and no server-to-client stream; POST each request", http.StatusMethodNotAllowed)
 		case sess == nil:
 			next.ServeHTTP(w, r)
+		case r.Method == http.MethodPost && msg.Method == string(mcp.MethodInitialize) && sess.count() >= sess.max:
+			w.Header().Set("Retry-After", "5")
+			rpcError(w, http.StatusServiceUnavailable, msg.ID, fmt.Sprintf(
+				"too many open MCP sessions (%d): end unused ones with DELETE, wait for idle ones to expire, or use a stateless server", sess.max))
 		case r.Method == http.MethodPost && msg.Method == string(mcp.MethodInitialize):
 			next.ServeHTTP(&claimer{ResponseWriter: w, sess: sess, who: runner.PrincipalFrom(r.Context())}, r)
 		case r.Method != http.MethodPost && r.Method != http.MethodGet && r.Method != http.MethodDelete:

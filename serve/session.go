@@ -26,6 +26,7 @@ var errNoSession = errors.New("no such session: initialize again")
 // drops mcp-go's own per-session state.
 type sessions struct {
 	idle time.Duration
+	max  int // live sessions at most; initialize beyond it is refused
 	now  func() time.Time
 
 	mu   sync.Mutex
