@@ -140,9 +140,14 @@ lint: ## golangci-lint (pinned) for linux and darwin
 	$(BUILD_ENV) GOOS=linux "$(GOLANGCI)" run ./...
 	GOOS=darwin CGO_ENABLED=0 "$(GOLANGCI)" run ./...
 
-deps: ## install what a fresh Debian/Ubuntu needs (gcc, libseccomp-dev, pkg-config, python3) and check Go
+# The test suite's own needs come with it (make test must pass after make deps): Debian's
+# numpy, pandas, matplotlib and venv for the environment tests, pip for the egress tests,
+# uidmap (newuidmap) for the subordinate-id tests.
+TEST_PACKAGES := python3-numpy python3-pandas python3-matplotlib python3-venv python3-pip uidmap
+
+deps: ## install what a fresh Debian/Ubuntu needs to build and test (gcc, libseccomp-dev, pkg-config, python3 and the tests' packages) and check Go
 	@missing=""; \
-	for p in gcc libc6-dev pkg-config libseccomp-dev python3 git curl ca-certificates; do \
+	for p in gcc libc6-dev pkg-config libseccomp-dev python3 git curl ca-certificates $(TEST_PACKAGES); do \
 	  dpkg-query -W -f='$${Status}' "$$p" 2>/dev/null | grep -q 'ok installed' || missing="$$missing $$p"; \
 	done; \
 	if [ -n "$$missing" ]; then \
