@@ -42,7 +42,7 @@ func main() {
 	if bad > 0 {
 		os.Exit(1)
 	}
-	fmt.Printf("%d files: every document decodes strictly into its Kubernetes type\n", len(os.Args)-1)
+	fmt.Fprintf(os.Stderr, "%d files: every document decodes strictly into its Kubernetes type\n", len(os.Args)-1)
 }
 
 func check(doc []byte) error {
