@@ -84,6 +84,12 @@ const userNSSettings = "docker: run with --security-opt seccomp=unconfined --sec
 	"kubernetes: securityContext seccompProfile {type: Unconfined} and appArmorProfile {type: Unconfined} " +
 	"(docs/containers.md)"
 
+// singleIDFix gives a user namespace that maps a single id (rootless podman without
+// subordinate ids, unshare -r) the ids sandboxes need.
+const singleIDFix = "give the user a range in /etc/subuid and /etc/subgid " +
+	"(usermod --add-subuids 100000-165535 --add-subgids 100000-165535 USER) and install newuidmap (apt-get install uidmap), " +
+	"then restart the container engine (podman system migrate)"
+
 // unmaskSettings let a container mount a fresh /proc for its sandboxes.
 const unmaskSettings = "podman: --security-opt unmask=/proc/*; docker: --security-opt systempaths=unconfined; " +
 	"kubernetes: securityContext.procMount: Unmasked with hostUsers: false (docs/containers.md)"
@@ -161,8 +167,7 @@ func stageHint(err error) string {
 	switch {
 	case se.Stage == "drop supplementary groups" && se.Errno == syscall.EPERM:
 		// Rootless podman (or unshare -r) with one id mapped writes "deny" to setgroups.
-		return "this user namespace maps a single uid, so its groups cannot be dropped; give the user a range in /etc/subuid and /etc/subgid " +
-			"(usermod --add-subuids 100000-165535 --add-subgids 100000-165535 USER) and install newuidmap (apt-get install uidmap), then restart the container engine (podman system migrate)"
+		return "this user namespace maps a single uid, so its groups cannot be dropped; " + singleIDFix
 	case se.Stage == "mount /proc":
 		return "a fresh /proc cannot be mounted under this container's masked one; " + unmaskSettings
 	case se.Stage == "sethostname":

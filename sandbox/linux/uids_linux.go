@@ -212,12 +212,13 @@ func (h *hostIDs) fix() string {
 
 // The files the schemes read; variables so tests can point them elsewhere.
 var (
-	passwdFile = "/etc/passwd"
-	groupFile  = "/etc/group"
-	subuidFile = "/etc/subuid"
-	subgidFile = "/etc/subgid"
-	uidMapFile = "/proc/self/uid_map"
-	gidMapFile = "/proc/self/gid_map"
+	passwdFile    = "/etc/passwd"
+	groupFile     = "/etc/group"
+	subuidFile    = "/etc/subuid"
+	subgidFile    = "/etc/subgid"
+	uidMapFile    = "/proc/self/uid_map"
+	gidMapFile    = "/proc/self/gid_map"
+	setgroupsFile = "/proc/self/setgroups"
 )
 
 // newHostIDs picks the scheme for this server.
@@ -245,6 +246,9 @@ func newHostIDs(opts sandbox.Options) (*hostIDs, error) {
 		return nil, fmt.Errorf("%w: sandbox.uid_range: %w", sandbox.ErrUnavailable, err)
 	}
 	if err := rangeMapped(first, size); err != nil {
+		if refusal := singleIDNamespace(); refusal != "" {
+			return nil, fmt.Errorf("%w: %s", sandbox.ErrUnavailable, refusal)
+		}
 		return nil, fmt.Errorf("%w: sandbox.uid_range %s: %w (inside a container, choose a block of the ids it maps, or set sandbox.uid_range = off)", sandbox.ErrUnavailable, spec, err)
 	}
 	if err := rangeUnused(first, size); err != nil {
@@ -337,6 +341,32 @@ func rangeMapped(first, size uint32) error {
 		}
 	}
 	return nil
+}
+
+// singleIDNamespace says why sandboxes cannot work when this server is root of a user
+// namespace that maps one uid, and the fix; "" when it maps more. A block of ids is
+// not the fix there: no block fits, and setgroups is usually denied as well.
+func singleIDNamespace() string {
+	b, err := os.ReadFile(uidMapFile)
+	if err != nil {
+		return ""
+	}
+	var n uint64
+	for _, line := range lines(b) {
+		if v := strings.Fields(line); len(v) == 3 {
+			c, _ := strconv.ParseUint(v[2], 10, 32)
+			n += c
+		}
+	}
+	if n != 1 {
+		return ""
+	}
+	why := fmt.Sprintf("this server's user namespace maps a single uid (%s: %s), so no sandbox can have a host uid of its own (sandbox.uid_range)",
+		uidMapFile, strings.Join(strings.Fields(string(b)), " "))
+	if sg, err := os.ReadFile(setgroupsFile); err == nil && strings.TrimSpace(string(sg)) == "deny" {
+		why += ", and setgroups is denied in it (" + setgroupsFile + "), so no sandbox's groups can be dropped either"
+	}
+	return why + "; " + singleIDFix
 }
 
 func lines(b []byte) []string {
