@@ -335,12 +335,18 @@ func TestHostUIDsDistinct(t *testing.T) {
 			t.Fatalf("the pool never got ready: %+v", other.PoolStats())
 		}
 	}
-	// Every host process with an id of the block, by uid: the pid namespaces it is in.
-	byUID := map[int]map[string]bool{}
+	// Every process with an id of the block, by uid: the sandboxes it belongs to. A
+	// sandbox is its spawner's tree: the spawner is the process of the block whose
+	// parent (its server's zygote, root) is not. The tree, not the pid namespace, tells
+	// sandboxes apart: a server in a container has its spawners in the container's pid
+	// namespace, and a container without CAP_SYS_PTRACE cannot read other users'
+	// namespace links.
+	type proc struct{ uid, ppid int }
+	procs := map[int]proc{}
 	ents, _ := os.ReadDir("/proc")
 	for _, e := range ents {
 		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
+		if err != nil || pid == os.Getpid() {
 			continue
 		}
 		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "status"))
@@ -348,25 +354,44 @@ func TestHostUIDsDistinct(t *testing.T) {
 			continue
 		}
 		uid, _ := strconv.Atoi(strings.Fields(statusField(string(b), "Uid"))[0])
-		ns, err := os.Readlink(filepath.Join("/proc", e.Name(), "ns", "pid"))
-		if !s.ids.owns(uint32(uid)) || err != nil || pid == os.Getpid() {
+		ppid, _ := strconv.Atoi(statusField(string(b), "PPid"))
+		if s.ids.owns(uint32(uid)) {
+			procs[pid] = proc{uid, ppid}
+		}
+	}
+	byUID := map[int]map[int]bool{}
+	for pid, p := range procs {
+		spawner := pid
+		for hops := 0; hops < len(procs); hops++ {
+			if _, ok := procs[procs[spawner].ppid]; !ok {
+				break
+			}
+			spawner = procs[spawner].ppid
+		}
+		if byUID[p.uid] == nil {
+			byUID[p.uid] = map[int]bool{}
+		}
+		byUID[p.uid][spawner] = true
+	}
+	// The uids of this test's sandboxes (spawned by its two zygotes): no process of
+	// theirs may belong to another sandbox, of this server or any other.
+	ours := map[int]bool{zygotePID(s): true, zygotePID(other): true}
+	mine := 0
+	for uid, spawners := range byUID {
+		held := false
+		for sp := range spawners {
+			held = held || ours[procs[sp].ppid]
+		}
+		if !held {
 			continue
 		}
-		if byUID[uid] == nil {
-			byUID[uid] = map[string]bool{}
-		}
-		byUID[uid][ns] = true
-	}
-	// Each sandbox's spawner is in the host's pid namespace, with its sandbox's uid.
-	hostNS, _ := os.Readlink("/proc/self/ns/pid")
-	for uid, nss := range byUID {
-		delete(nss, hostNS)
-		if len(nss) > 1 {
-			t.Errorf("host uid %d is shared by %d live sandboxes", uid, len(nss))
+		mine++
+		if len(spawners) > 1 {
+			t.Errorf("host uid %d is shared by %d live sandboxes (spawners %v)", uid, len(spawners), spawners)
 		}
 	}
-	if len(byUID) < n+3 {
-		t.Errorf("found %d sandbox host uids, want at least %d (%d runs, 3 waiting in the pool)", len(byUID), n+3, n)
+	if mine < n+3 {
+		t.Errorf("found %d host uids of this test's sandboxes, want at least %d (%d runs, 3 waiting in the pool)", mine, n+3, n)
 	}
 	cancel()
 	wg.Wait()
