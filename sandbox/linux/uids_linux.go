@@ -145,7 +145,27 @@ func openLock(dir string) (*os.File, error) {
 	if st.Uid != uint32(os.Geteuid()) || st.Mode&0o022 != 0 {
 		return nil, fmt.Errorf("%s must belong to uid %d and not be writable by others", dir, os.Geteuid())
 	}
-	return os.OpenFile(filepath.Join(dir, "host-ids.lock"), os.O_RDWR|os.O_CREATE|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	f, err := os.OpenFile(filepath.Join(dir, "host-ids.lock"), os.O_RDWR|os.O_CREATE|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	// Dropping a lock not held changes nothing and shows the kernel has the locks: id
+	// 0 is never a sandbox's.
+	h := hostIDs{lock: f}
+	if _, err := h.lockID(0, unix.F_UNLCK); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("%s refuses open file description locks (fcntl F_OFD_SETLK: %w)%s", f.Name(), err, lockHint(dir))
+	}
+	return f, nil
+}
+
+// lockHint says why a kernel may lack open file description locks.
+func lockHint(dir string) string {
+	if gvisor() {
+		return "; this gVisor kernel implements neither them nor clone3, with which airlock starts every sandbox: " +
+			"gVisor is a sandbox of its own, run airlock outside it (or under a runsc release that has both)"
+	}
+	return "; Linux has them since 3.15: " + dir + " must be on a file system that supports them (tmpfs or a local disk)"
 }
 
 // lockDir is where the servers of this user coordinate their ids.
