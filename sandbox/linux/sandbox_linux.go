@@ -84,10 +84,14 @@ func New(opts sandbox.Options) (*Sandbox, error) {
 	// its substitute, said once here and in every probe, and the check runs again.
 	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
 	defer cancel()
-	for {
+	for busy := 1; ; {
 		_, err := s.selfTest(ctx)
 		if err == nil {
 			return s, nil
+		}
+		if uidBusy(err) && busy < busyTries {
+			busy++
+			continue
 		}
 		next, what, ok := s.adapt.after(err)
 		if !ok {
@@ -321,13 +325,38 @@ const teardownDelay = 3 * time.Millisecond
 // Wait blocks until background cleanup of finished sandboxes is done (tests, shutdown).
 func (s *Sandbox) Wait() { s.cleanup.Wait() }
 
-// run is the cold path: a sandbox built for this call from cfg.
+// run is the cold path: a sandbox built for this call from cfg. A host uid found in use
+// is left to its holder and the sandbox built again with another (uidBusy).
 func (s *Sandbox) run(ctx context.Context, spec sandbox.Spec, cfg *initConfig) (sandbox.Result, error) {
-	l, err := s.prepare(spec, cfg)
-	if err != nil {
-		return sandbox.Result{ID: spec.ID, Status: sandbox.StatusSandboxError, ExitCode: -1, Detail: err.Error()}, err
+	for try := 1; ; try++ {
+		attempt := spec
+		if try > 1 {
+			// The failed attempt's cgroup, named after the ID, goes in the background.
+			attempt.ID = fmt.Sprintf("%s-%d", spec.ID, try)
+		}
+		l, err := s.prepare(attempt, cfg)
+		if err != nil {
+			return sandbox.Result{ID: spec.ID, Status: sandbox.StatusSandboxError, ExitCode: -1, Detail: err.Error()}, err
+		}
+		res, err := s.serve(ctx, l, attempt)
+		res.ID = spec.ID
+		if try < busyTries && uidBusy(err) {
+			s.log.Warn("a sandbox host uid is in use outside this server; trying another", "id", spec.ID, "uid", l.ids.uid)
+			continue
+		}
+		return res, err
 	}
-	return s.serve(ctx, l, spec)
+}
+
+// busyTries bounds the attempts at a sandbox whose host uid is found in use.
+const busyTries = 4
+
+// uidBusy reports whether a sandbox failed because its host uid already had a process
+// (become_host_ids in init_linux.c): the lease goes back, the sandbox's host ids are
+// not shared.
+func uidBusy(err error) bool {
+	var se *SetupError
+	return errors.As(err, &se) && se.Stage == "become the sandbox's host ids" && se.Errno == syscall.EBUSY
 }
 
 // serve hands spec to a started sandbox, waits for its result and releases it. A setup

@@ -539,3 +539,55 @@ func TestSubordinateIDsScheme(t *testing.T) {
 		t.Fatalf("scheme %s from %d, want subordinate ids from 1879113728", s.ids.scheme, s.ids.uid)
 	}
 }
+
+// TestBusyUIDIsSkipped plants a host process of the uid the next sandbox would get (what
+// another server's sandbox is, when that server's /run is not this one's: a container
+// without a user namespace of its own): the sandbox gets another uid, and the process
+// is left alone.
+func TestBusyUIDIsSkipped(t *testing.T) {
+	s := testSandbox(t)
+	if !s.ids.ownUID() {
+		t.Skipf("SKIPPING: only a root server's spawner becomes the sandbox's uid and can check it (scheme %s)", s.ids.scheme)
+	}
+	s.ids.mu.Lock()
+	next := s.ids.next
+	s.ids.mu.Unlock()
+	if next+8 > s.ids.size {
+		t.Skipf("SKIPPING: the block is used up to %d of %d; the next id is not predictable", next, s.ids.size)
+	}
+	// The next few ids, in case another run of this process takes one meanwhile.
+	var planted []*exec.Cmd
+	for off := next; off < next+2; off++ {
+		p := exec.Command("/bin/sleep", "60")
+		p.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: s.ids.uid + off, Gid: s.ids.gid + off, Groups: []uint32{}}}
+		if err := p.Start(); err != nil {
+			t.Fatal(err)
+		}
+		planted = append(planted, p)
+		defer func() { _ = p.Process.Kill(); _ = p.Wait() }()
+	}
+	marker := newMarker()
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	done := make(chan sandbox.Result, 1)
+	go func() {
+		res, _ := s.Run(ctx, pySpec("import time; time.sleep(30)", marker))
+		done <- res
+	}()
+	uid, _ := hostIDsOf(t, waitHostProc(t, marker, 20*time.Second))
+	for _, p := range planted {
+		if uint32(uid) == p.SysProcAttr.Credential.Uid {
+			t.Errorf("the sandbox got host uid %d, which a host process already has", uid)
+		}
+	}
+	cancel()
+	if res := <-done; res.Status != sandbox.StatusCancelled {
+		t.Errorf("the sandbox ended %s, want cancelled: %s", res.Status, brief(res))
+	}
+	s.Wait()
+	for _, p := range planted {
+		if err := p.Process.Signal(syscall.Signal(0)); err != nil {
+			t.Errorf("the planted process of uid %d did not survive: %v", p.SysProcAttr.Credential.Uid, err)
+		}
+	}
+}
