@@ -338,8 +338,8 @@ func TestHostUIDsDistinct(t *testing.T) {
 		}
 	}
 	// Every process with an id of the block, by uid: the sandboxes it belongs to. A
-	// sandbox is its spawner's tree: the spawner is the process of the block whose
-	// parent (its server's zygote, root) is not. The tree, not the pid namespace, tells
+	// sandbox is one tree: its top is the process of the block whose parent (a zygote or
+	// a spawner, of the server's uid) is not. The tree, not the pid namespace, tells
 	// sandboxes apart: a server in a container has its spawners in the container's pid
 	// namespace, and a container without CAP_SYS_PTRACE cannot read other users'
 	// namespace links.
@@ -376,13 +376,20 @@ func TestHostUIDsDistinct(t *testing.T) {
 		byUID[p.uid][spawner] = true
 	}
 	// The uids of this test's sandboxes (spawned by its two zygotes): no process of
-	// theirs may belong to another sandbox, of this server or any other.
+	// theirs may belong to another sandbox, of this server or any other. The tree's top
+	// is the spawner (a root server's becomes the uid) or the init under a spawner that
+	// keeps the server's uid (subordinate ids).
 	ours := map[int]bool{zygotePID(s): true, zygotePID(other): true}
+	ppidOf := func(pid int) int {
+		b, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "status"))
+		n, _ := strconv.Atoi(statusField(string(b), "PPid"))
+		return n
+	}
 	mine := 0
 	for uid, spawners := range byUID {
 		held := false
-		for sp := range spawners {
-			held = held || ours[procs[sp].ppid]
+		for top := range spawners {
+			held = held || ours[procs[top].ppid] || ours[ppidOf(procs[top].ppid)]
 		}
 		if !held {
 			continue
