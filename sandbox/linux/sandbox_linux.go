@@ -296,10 +296,17 @@ func (s *Sandbox) release(l *launch) {
 			}
 			l.kill()
 			l.finish()
+			if !reaped(l.pidfd) {
+				// Its zombie still counts as a process of the uid: the next holder's
+				// spawner would find the uid busy (become_host_ids).
+				l.mu.Lock()
+				l.leftover = true
+				l.mu.Unlock()
+			}
 			l.pidfd.Close()
 		}
-		// The spawner has exited, so the sandbox's host uid has no process left, unless
-		// the spawner reported one it could not end.
+		// The spawner has exited and been reaped, so the sandbox's host uid has no
+		// process left, unless the spawner reported one it could not end.
 		l.mu.Lock()
 		leftover := l.leftover
 		l.mu.Unlock()
@@ -316,6 +323,23 @@ func (s *Sandbox) release(l *launch) {
 		}
 	}()
 }
+
+// reaped waits until the exited process of pidfd is reaped (its parent, the zygote,
+// reaps it from a signal handler: microseconds, or a moment under load), and reports
+// whether that happened within reapTimeout. The kernel counts a zombie against its uid
+// until then.
+func reaped(pidfd *os.File) bool {
+	for deadline := time.Now().Add(reapTimeout); ; time.Sleep(time.Millisecond) {
+		if err := unix.PidfdSendSignal(int(pidfd.Fd()), 0, nil, 0); errors.Is(err, unix.ESRCH) {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+	}
+}
+
+const reapTimeout = 10 * time.Second
 
 // teardownDelay is how long a finished sandbox's init is left waiting before it is
 // ended, so the namespaces' teardown (~1 ms of CPU, a network namespace's mostly) does
@@ -348,8 +372,10 @@ func (s *Sandbox) run(ctx context.Context, spec sandbox.Spec, cfg *initConfig) (
 	}
 }
 
-// busyTries bounds the attempts at a sandbox whose host uid is found in use.
-const busyTries = 4
+// busyTries bounds the attempts at a sandbox whose host uid is found in use. Busy ids
+// come in runs: a server that was killed drops its locks at once, while the processes
+// of its sandboxes (consecutive ids) take a moment to die. An attempt costs a spawner.
+const busyTries = 32
 
 // uidBusy reports whether a sandbox failed because its host uid already had a process
 // (become_host_ids in init_linux.c): the lease goes back, the sandbox's host ids are
