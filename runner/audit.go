@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
-	"syscall"
 	"time"
 )
 
@@ -122,8 +121,7 @@ func privateDir(dir string) error {
 	if err != nil {
 		return err
 	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !fi.IsDir() || !ok || int(st.Uid) != os.Geteuid() || fi.Mode().Perm()&0o077 != 0 {
+	if !fi.IsDir() || !ownedBySelf(fi) || fi.Mode().Perm()&0o077 != 0 {
 		return fmt.Errorf("%s is not a private directory of uid %d", dir, os.Geteuid())
 	}
 	return nil
