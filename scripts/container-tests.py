@@ -241,7 +241,7 @@ def main():
     if shutil.which("runsc"):
         cases.append(("gVisor (runsc do, Debian's runsc)",
                       runsc(os.path.join(work, "runsc")),
-                      {"serves": False, "refusal": ["gVisor"]}))
+                      {"serves": False, "refusal": ["gVisor", "clone3", "F_OFD_SETLK"]}))
     else:
         print("container-tests: runsc not installed; the gVisor case is not run")
 

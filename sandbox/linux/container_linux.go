@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -84,6 +85,12 @@ const userNSSettings = "docker: run with --security-opt seccomp=unconfined --sec
 	"kubernetes: securityContext seccompProfile {type: Unconfined} and appArmorProfile {type: Unconfined} " +
 	"(docs/containers.md)"
 
+// singleIDFix gives a user namespace that maps a single id (rootless podman without
+// subordinate ids, unshare -r) the ids sandboxes need.
+const singleIDFix = "give the user a range in /etc/subuid and /etc/subgid " +
+	"(usermod --add-subuids 100000-165535 --add-subgids 100000-165535 USER) and install newuidmap (apt-get install uidmap), " +
+	"then restart the container engine (podman system migrate)"
+
 // unmaskSettings let a container mount a fresh /proc for its sandboxes.
 const unmaskSettings = "podman: --security-opt unmask=/proc/*; docker: --security-opt systempaths=unconfined; " +
 	"kubernetes: securityContext.procMount: Unmasked with hostUsers: false (docs/containers.md)"
@@ -124,6 +131,22 @@ func kernelAtLeast(release string, major, minor int) bool {
 	return ma > major || (ma == major && mi >= minor)
 }
 
+// boundingHas reports whether capability c is in this process's bounding set, the most
+// any program it runs (a setuid one included) can have.
+func boundingHas(c int) bool {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return true
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "CapBnd:"); ok {
+			set, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+			return err != nil || set&(1<<uint(c)) != 0
+		}
+	}
+	return true
+}
+
 // seccompMode is the Seccomp field of /proc/self/status: "0" none, "2" a filter.
 func seccompMode() string {
 	b, err := os.ReadFile("/proc/self/status")
@@ -161,8 +184,12 @@ func stageHint(err error) string {
 	switch {
 	case se.Stage == "drop supplementary groups" && se.Errno == syscall.EPERM:
 		// Rootless podman (or unshare -r) with one id mapped writes "deny" to setgroups.
-		return "this user namespace maps a single uid, so its groups cannot be dropped; give the user a range in /etc/subuid and /etc/subgid " +
-			"(usermod --add-subuids 100000-165535 --add-subgids 100000-165535 USER) and install newuidmap (apt-get install uidmap), then restart the container engine (podman system migrate)"
+		return "this user namespace maps a single uid, so its groups cannot be dropped; " + singleIDFix
+	case se.Stage == "write the id maps" && strings.Contains(se.Msg, "newuidmap") && !boundingHas(unix.CAP_SYS_ADMIN):
+		// The kernel asks CAP_SYS_ADMIN over the namespace of whoever writes a map for a
+		// namespace another user owns, and newuidmap runs as root, not as that owner.
+		return "newuidmap cannot map subordinate ids here: this container's capability bounding set lacks CAP_SYS_ADMIN, which the kernel requires of it; " +
+			"podman or docker: --cap-add SYS_ADMIN; or remove the server user's ranges from /etc/subuid and /etc/subgid, and its sandboxes share its own uid (probe: host-uids)"
 	case se.Stage == "mount /proc":
 		return "a fresh /proc cannot be mounted under this container's masked one; " + unmaskSettings
 	case se.Stage == "sethostname":

@@ -1433,6 +1433,33 @@ static void become_host_ids(const struct config *c) {
 		fail("become the sandbox's host ids", "dumpable");
 	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0 || getppid() != zygote_pid)
 		_exit(EXIT_SETUP_FAILED);
+	// The lock file keeps this host's servers apart only where they share /run: a
+	// server in a container without a user namespace of its own has another, and the
+	// same ids. So the spawner proves, as clear_host_uid does at the end, that it is
+	// the uid's one process before the uid becomes a sandbox's; of two spawners that
+	// became the uid, the later one to check sees the earlier. Nothing is killed here:
+	// the process found may be another server's live sandbox.
+	struct rlimit old, two;
+	if (getrlimit(RLIMIT_NPROC, &old) < 0)
+		fail("become the sandbox's host ids", "getrlimit");
+	two = (struct rlimit){2, old.rlim_max};
+	if (setrlimit(RLIMIT_NPROC, &two) < 0)
+		fail("become the sandbox's host ids", "setrlimit");
+	pid_t p = fork();
+	int e = errno;
+	if (p == 0)
+		_exit(0);
+	if (p > 0)
+		while (waitpid(p, NULL, 0) < 0 && errno == EINTR)
+			;
+	if (setrlimit(RLIMIT_NPROC, &old) < 0)
+		fail("become the sandbox's host ids", "setrlimit");
+	if (p < 0 && e == EAGAIN)
+		failf("become the sandbox's host ids", EBUSY,
+		      "host uid %u already has a process: another airlock server's sandbox (one that does not share this server's /run/airlock), or a process left on the host",
+		      c->host_uid);
+	if (p < 0)
+		failf("become the sandbox's host ids", e, "fork: %s", strerror(e));
 }
 
 // clear_host_uid proves that no process of the sandbox's host uid outlived the sandbox,

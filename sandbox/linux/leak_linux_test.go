@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -232,6 +233,13 @@ func fdTargets() []string {
 	return out
 }
 
+// engineMounts are where container engines on this host mount for their containers,
+// which come and go while the suite runs (an overlay, a /dev/shm and a network
+// namespace per podman container). The sandbox engine never mounts there.
+var engineMounts = []string{"/var/lib/containers/", "/run/containers/", "/run/netns/", "/var/lib/docker/", "/run/docker/"}
+
+// mountPoints lists the mount points of the test's own mount namespace, but for those
+// of container engines.
 func mountPoints(t *testing.T) []string {
 	t.Helper()
 	b, err := os.ReadFile("/proc/self/mountinfo")
@@ -240,9 +248,11 @@ func mountPoints(t *testing.T) []string {
 	}
 	var out []string
 	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
-		if f := strings.Fields(line); len(f) > 4 {
-			out = append(out, f[4])
+		f := strings.Fields(line)
+		if len(f) <= 4 || slices.ContainsFunc(engineMounts, func(p string) bool { return strings.HasPrefix(f[4], p) }) {
+			continue
 		}
+		out = append(out, f[4])
 	}
 	sort.Strings(out)
 	return out

@@ -89,10 +89,14 @@ func New(opts sandbox.Options) (*Sandbox, error) {
 	// its substitute, said once here and in every probe, and the check runs again.
 	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
 	defer cancel()
-	for {
+	for busy := 1; ; {
 		_, err := s.selfTest(ctx)
 		if err == nil {
 			return s, nil
+		}
+		if uidBusy(err) && busy < busyTries {
+			busy++
+			continue
 		}
 		next, what, ok := s.adapt.after(err)
 		if !ok {
@@ -308,10 +312,17 @@ func (s *Sandbox) release(l *launch) {
 			}
 			l.kill()
 			l.finish()
+			if !reaped(l.pidfd) {
+				// Its zombie still counts as a process of the uid: the next holder's
+				// spawner would find the uid busy (become_host_ids).
+				l.mu.Lock()
+				l.leftover = true
+				l.mu.Unlock()
+			}
 			l.pidfd.Close()
 		}
-		// The spawner has exited, so the sandbox's host uid has no process left, unless
-		// the spawner reported one it could not end.
+		// The spawner has exited and been reaped, so the sandbox's host uid has no
+		// process left, unless the spawner reported one it could not end.
 		l.mu.Lock()
 		leftover := l.leftover
 		l.mu.Unlock()
@@ -329,6 +340,23 @@ func (s *Sandbox) release(l *launch) {
 	}()
 }
 
+// reaped waits until the exited process of pidfd is reaped (its parent, the zygote,
+// reaps it from a signal handler: microseconds, or a moment under load), and reports
+// whether that happened within reapTimeout. The kernel counts a zombie against its uid
+// until then.
+func reaped(pidfd *os.File) bool {
+	for deadline := time.Now().Add(reapTimeout); ; time.Sleep(time.Millisecond) {
+		if err := unix.PidfdSendSignal(int(pidfd.Fd()), 0, nil, 0); errors.Is(err, unix.ESRCH) {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+	}
+}
+
+const reapTimeout = 10 * time.Second
+
 // teardownDelay is how long a finished sandbox's init is left waiting before it is
 // ended, so the namespaces' teardown (~1 ms of CPU, a network namespace's mostly) does
 // not compete with the delivery of the result it has just reported.
@@ -337,13 +365,40 @@ const teardownDelay = 3 * time.Millisecond
 // Wait blocks until background cleanup of finished sandboxes is done (tests, shutdown).
 func (s *Sandbox) Wait() { s.cleanup.Wait() }
 
-// run is the cold path: a sandbox built for this call from cfg.
+// run is the cold path: a sandbox built for this call from cfg. A host uid found in use
+// is left to its holder and the sandbox built again with another (uidBusy).
 func (s *Sandbox) run(ctx context.Context, spec sandbox.Spec, cfg *initConfig) (sandbox.Result, error) {
-	l, err := s.prepare(spec, cfg)
-	if err != nil {
-		return sandbox.Result{ID: spec.ID, Status: sandbox.StatusSandboxError, ExitCode: -1, Detail: err.Error()}, err
+	for try := 1; ; try++ {
+		attempt := spec
+		if try > 1 {
+			// The failed attempt's cgroup, named after the ID, goes in the background.
+			attempt.ID = fmt.Sprintf("%s-%d", spec.ID, try)
+		}
+		l, err := s.prepare(attempt, cfg)
+		if err != nil {
+			return sandbox.Result{ID: spec.ID, Status: sandbox.StatusSandboxError, ExitCode: -1, Detail: err.Error()}, err
+		}
+		res, err := s.serve(ctx, l, attempt)
+		res.ID = spec.ID
+		if try < busyTries && uidBusy(err) {
+			s.log.Warn("a sandbox host uid is in use outside this server; trying another", "id", spec.ID, "uid", l.ids.uid)
+			continue
+		}
+		return res, err
 	}
-	return s.serve(ctx, l, spec)
+}
+
+// busyTries bounds the attempts at a sandbox whose host uid is found in use. Busy ids
+// come in runs: a server that was killed drops its locks at once, while the processes
+// of its sandboxes (consecutive ids) take a moment to die. An attempt costs a spawner.
+const busyTries = 32
+
+// uidBusy reports whether a sandbox failed because its host uid already had a process
+// (become_host_ids in init_linux.c): the lease goes back, the sandbox's host ids are
+// not shared.
+func uidBusy(err error) bool {
+	var se *SetupError
+	return errors.As(err, &se) && se.Stage == "become the sandbox's host ids" && se.Errno == syscall.EBUSY
 }
 
 // serve hands spec to a started sandbox, waits for its result and releases it. A setup

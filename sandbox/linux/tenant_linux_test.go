@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/airlock-mcp/airlock/policy"
 	"github.com/airlock-mcp/airlock/sandbox"
 )
@@ -335,12 +337,18 @@ func TestHostUIDsDistinct(t *testing.T) {
 			t.Fatalf("the pool never got ready: %+v", other.PoolStats())
 		}
 	}
-	// Every host process with an id of the block, by uid: the pid namespaces it is in.
-	byUID := map[int]map[string]bool{}
+	// Every process with an id of the block, by uid: the sandboxes it belongs to. A
+	// sandbox is one tree: its top is the process of the block whose parent (a zygote or
+	// a spawner, of the server's uid) is not. The tree, not the pid namespace, tells
+	// sandboxes apart: a server in a container has its spawners in the container's pid
+	// namespace, and a container without CAP_SYS_PTRACE cannot read other users'
+	// namespace links.
+	type proc struct{ uid, ppid int }
+	procs := map[int]proc{}
 	ents, _ := os.ReadDir("/proc")
 	for _, e := range ents {
 		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
+		if err != nil || pid == os.Getpid() {
 			continue
 		}
 		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "status"))
@@ -348,25 +356,51 @@ func TestHostUIDsDistinct(t *testing.T) {
 			continue
 		}
 		uid, _ := strconv.Atoi(strings.Fields(statusField(string(b), "Uid"))[0])
-		ns, err := os.Readlink(filepath.Join("/proc", e.Name(), "ns", "pid"))
-		if !s.ids.owns(uint32(uid)) || err != nil || pid == os.Getpid() {
+		ppid, _ := strconv.Atoi(statusField(string(b), "PPid"))
+		if s.ids.owns(uint32(uid)) {
+			procs[pid] = proc{uid, ppid}
+		}
+	}
+	byUID := map[int]map[int]bool{}
+	for pid, p := range procs {
+		spawner := pid
+		for hops := 0; hops < len(procs); hops++ {
+			if _, ok := procs[procs[spawner].ppid]; !ok {
+				break
+			}
+			spawner = procs[spawner].ppid
+		}
+		if byUID[p.uid] == nil {
+			byUID[p.uid] = map[int]bool{}
+		}
+		byUID[p.uid][spawner] = true
+	}
+	// The uids of this test's sandboxes (spawned by its two zygotes): no process of
+	// theirs may belong to another sandbox, of this server or any other. The tree's top
+	// is the spawner (a root server's becomes the uid) or the init under a spawner that
+	// keeps the server's uid (subordinate ids).
+	ours := map[int]bool{zygotePID(s): true, zygotePID(other): true}
+	ppidOf := func(pid int) int {
+		b, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "status"))
+		n, _ := strconv.Atoi(statusField(string(b), "PPid"))
+		return n
+	}
+	mine := 0
+	for uid, spawners := range byUID {
+		held := false
+		for top := range spawners {
+			held = held || ours[procs[top].ppid] || ours[ppidOf(procs[top].ppid)]
+		}
+		if !held {
 			continue
 		}
-		if byUID[uid] == nil {
-			byUID[uid] = map[string]bool{}
-		}
-		byUID[uid][ns] = true
-	}
-	// Each sandbox's spawner is in the host's pid namespace, with its sandbox's uid.
-	hostNS, _ := os.Readlink("/proc/self/ns/pid")
-	for uid, nss := range byUID {
-		delete(nss, hostNS)
-		if len(nss) > 1 {
-			t.Errorf("host uid %d is shared by %d live sandboxes", uid, len(nss))
+		mine++
+		if len(spawners) > 1 {
+			t.Errorf("host uid %d is shared by %d live sandboxes (spawners %v)", uid, len(spawners), spawners)
 		}
 	}
-	if len(byUID) < n+3 {
-		t.Errorf("found %d sandbox host uids, want at least %d (%d runs, 3 waiting in the pool)", len(byUID), n+3, n)
+	if mine < n+3 {
+		t.Errorf("found %d host uids of this test's sandboxes, want at least %d (%d runs, 3 waiting in the pool)", mine, n+3, n)
 	}
 	cancel()
 	wg.Wait()
@@ -502,7 +536,14 @@ func TestSubordinateIDs(t *testing.T) {
 	}
 	// The bounding set stays: newuidmap is setuid root and needs CAP_SETUID to map ids
 	// that are not the caller's own, as it has for any ordinary user.
-	runAsNobody(t, "the tenant tests with subordinate ids", "TestTenantBudgets|TestHostUIDsDistinct|TestIdentity|TestSubordinateIDsScheme", "--inh-caps=-all")
+	tests := "TestTenantBudgets|TestHostUIDsDistinct|TestIdentity|TestSubordinateIDsScheme"
+	if !boundingHas(unix.CAP_SYS_ADMIN) {
+		// A container's bounding set without CAP_SYS_ADMIN keeps newuidmap from mapping
+		// them: what is checked there is the server's refusal, with the cause.
+		t.Log("no CAP_SYS_ADMIN in the bounding set: checking that the server refuses, naming it")
+		tests = "TestSubordinateIDsScheme"
+	}
+	runAsNobody(t, "the tenant tests with subordinate ids", tests, "--inh-caps=-all")
 }
 
 // TestSubordinateIDsScheme is the check TestSubordinateIDs runs as nobody.
@@ -510,7 +551,67 @@ func TestSubordinateIDsScheme(t *testing.T) {
 	if os.Getenv("AIRLOCK_UNPRIV_CHILD") != "1" || !strings.Contains(flagValue("test.run"), "TestSubordinateIDsScheme") {
 		t.Skip("runs inside TestSubordinateIDs")
 	}
+	if !boundingHas(unix.CAP_SYS_ADMIN) {
+		_, err := New(sandbox.Options{})
+		if err == nil || !strings.Contains(err.Error(), "CAP_SYS_ADMIN") || !strings.Contains(err.Error(), "newuidmap") {
+			t.Fatalf("without CAP_SYS_ADMIN in the bounding set, want a refusal naming newuidmap and CAP_SYS_ADMIN, got %v", err)
+		}
+		t.Logf("refusal: %v", err)
+		return
+	}
 	if s := testSandbox(t); s.ids.scheme != schemeSubID || s.ids.uid != 1879113728 {
 		t.Fatalf("scheme %s from %d, want subordinate ids from 1879113728", s.ids.scheme, s.ids.uid)
+	}
+}
+
+// TestBusyUIDIsSkipped plants a host process of the uid the next sandbox would get (what
+// another server's sandbox is, when that server's /run is not this one's: a container
+// without a user namespace of its own): the sandbox gets another uid, and the process
+// is left alone.
+func TestBusyUIDIsSkipped(t *testing.T) {
+	s := testSandbox(t)
+	if !s.ids.ownUID() {
+		t.Skipf("SKIPPING: only a root server's spawner becomes the sandbox's uid and can check it (scheme %s)", s.ids.scheme)
+	}
+	s.ids.mu.Lock()
+	next := s.ids.next
+	s.ids.mu.Unlock()
+	if next+8 > s.ids.size {
+		t.Skipf("SKIPPING: the block is used up to %d of %d; the next id is not predictable", next, s.ids.size)
+	}
+	// The next few ids, in case another run of this process takes one meanwhile.
+	var planted []*exec.Cmd
+	for off := next; off < next+2; off++ {
+		p := exec.Command("/bin/sleep", "60")
+		p.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: s.ids.uid + off, Gid: s.ids.gid + off, Groups: []uint32{}}}
+		if err := p.Start(); err != nil {
+			t.Fatal(err)
+		}
+		planted = append(planted, p)
+		defer func() { _ = p.Process.Kill(); _ = p.Wait() }()
+	}
+	marker := newMarker()
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	done := make(chan sandbox.Result, 1)
+	go func() {
+		res, _ := s.Run(ctx, pySpec("import time; time.sleep(30)", marker))
+		done <- res
+	}()
+	uid, _ := hostIDsOf(t, waitHostProc(t, marker, 20*time.Second))
+	for _, p := range planted {
+		if uint32(uid) == p.SysProcAttr.Credential.Uid {
+			t.Errorf("the sandbox got host uid %d, which a host process already has", uid)
+		}
+	}
+	cancel()
+	if res := <-done; res.Status != sandbox.StatusCancelled {
+		t.Errorf("the sandbox ended %s, want cancelled: %s", res.Status, brief(res))
+	}
+	s.Wait()
+	for _, p := range planted {
+		if err := p.Process.Signal(syscall.Signal(0)); err != nil {
+			t.Errorf("the planted process of uid %d did not survive: %v", p.SysProcAttr.Credential.Uid, err)
+		}
 	}
 }

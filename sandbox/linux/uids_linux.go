@@ -145,7 +145,27 @@ func openLock(dir string) (*os.File, error) {
 	if st.Uid != uint32(os.Geteuid()) || st.Mode&0o022 != 0 {
 		return nil, fmt.Errorf("%s must belong to uid %d and not be writable by others", dir, os.Geteuid())
 	}
-	return os.OpenFile(filepath.Join(dir, "host-ids.lock"), os.O_RDWR|os.O_CREATE|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	f, err := os.OpenFile(filepath.Join(dir, "host-ids.lock"), os.O_RDWR|os.O_CREATE|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	// Dropping a lock not held changes nothing and shows the kernel has the locks: id
+	// 0 is never a sandbox's.
+	h := hostIDs{lock: f}
+	if _, err := h.lockID(0, unix.F_UNLCK); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("%s refuses open file description locks (fcntl F_OFD_SETLK: %w)%s", f.Name(), err, lockHint(dir))
+	}
+	return f, nil
+}
+
+// lockHint says why a kernel may lack open file description locks.
+func lockHint(dir string) string {
+	if gvisor() {
+		return "; this gVisor kernel implements neither them nor clone3, with which airlock starts every sandbox: " +
+			"gVisor is a sandbox of its own, run airlock outside it (or under a runsc release that has both)"
+	}
+	return "; Linux has them since 3.15: " + dir + " must be on a file system that supports them (tmpfs or a local disk)"
 }
 
 // lockDir is where the servers of this user coordinate their ids.
@@ -212,12 +232,13 @@ func (h *hostIDs) fix() string {
 
 // The files the schemes read; variables so tests can point them elsewhere.
 var (
-	passwdFile = "/etc/passwd"
-	groupFile  = "/etc/group"
-	subuidFile = "/etc/subuid"
-	subgidFile = "/etc/subgid"
-	uidMapFile = "/proc/self/uid_map"
-	gidMapFile = "/proc/self/gid_map"
+	passwdFile    = "/etc/passwd"
+	groupFile     = "/etc/group"
+	subuidFile    = "/etc/subuid"
+	subgidFile    = "/etc/subgid"
+	uidMapFile    = "/proc/self/uid_map"
+	gidMapFile    = "/proc/self/gid_map"
+	setgroupsFile = "/proc/self/setgroups"
 )
 
 // newHostIDs picks the scheme for this server.
@@ -245,6 +266,9 @@ func newHostIDs(opts sandbox.Options) (*hostIDs, error) {
 		return nil, fmt.Errorf("%w: sandbox.uid_range: %w", sandbox.ErrUnavailable, err)
 	}
 	if err := rangeMapped(first, size); err != nil {
+		if refusal := singleIDNamespace(); refusal != "" {
+			return nil, fmt.Errorf("%w: %s", sandbox.ErrUnavailable, refusal)
+		}
 		return nil, fmt.Errorf("%w: sandbox.uid_range %s: %w (inside a container, choose a block of the ids it maps, or set sandbox.uid_range = off)", sandbox.ErrUnavailable, spec, err)
 	}
 	if err := rangeUnused(first, size); err != nil {
@@ -337,6 +361,32 @@ func rangeMapped(first, size uint32) error {
 		}
 	}
 	return nil
+}
+
+// singleIDNamespace says why sandboxes cannot work when this server is root of a user
+// namespace that maps one uid, and the fix; "" when it maps more. A block of ids is
+// not the fix there: no block fits, and setgroups is usually denied as well.
+func singleIDNamespace() string {
+	b, err := os.ReadFile(uidMapFile)
+	if err != nil {
+		return ""
+	}
+	var n uint64
+	for _, line := range lines(b) {
+		if v := strings.Fields(line); len(v) == 3 {
+			c, _ := strconv.ParseUint(v[2], 10, 32)
+			n += c
+		}
+	}
+	if n != 1 {
+		return ""
+	}
+	why := fmt.Sprintf("this server's user namespace maps a single uid (%s: %s), so no sandbox can have a host uid of its own (sandbox.uid_range)",
+		uidMapFile, strings.Join(strings.Fields(string(b)), " "))
+	if sg, err := os.ReadFile(setgroupsFile); err == nil && strings.TrimSpace(string(sg)) == "deny" {
+		why += ", and setgroups is denied in it (" + setgroupsFile + "), so no sandbox's groups can be dropped either"
+	}
+	return why + "; " + singleIDFix
 }
 
 func lines(b []byte) []string {

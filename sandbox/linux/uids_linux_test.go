@@ -139,3 +139,32 @@ func TestRangeMapped(t *testing.T) {
 		t.Errorf("the initial namespace maps everything: %v", err)
 	}
 }
+
+// TestSingleIDNamespaceRefusal: a namespace that maps one uid is refused with its cause
+// and the subordinate-id fix; one that maps a range is left to rangeMapped's message.
+func TestSingleIDNamespaceRefusal(t *testing.T) {
+	dir := t.TempDir()
+	defer func(u, s string) { uidMapFile, setgroupsFile = u, s }(uidMapFile, setgroupsFile)
+	uidMapFile, setgroupsFile = filepath.Join(dir, "uid_map"), filepath.Join(dir, "setgroups")
+	write := func(p, s string) {
+		if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(uidMapFile, "         0      65534          1\n")
+	write(setgroupsFile, "deny\n")
+	got := singleIDNamespace()
+	for _, w := range []string{"single uid", "0 65534 1", "setgroups is denied", "/etc/subuid", "newuidmap"} {
+		if !strings.Contains(got, w) {
+			t.Errorf("the refusal lacks %q: %s", w, got)
+		}
+	}
+	write(setgroupsFile, "allow\n")
+	if got := singleIDNamespace(); strings.Contains(got, "setgroups") || !strings.Contains(got, "/etc/subuid") {
+		t.Errorf("setgroups allowed: %s", got)
+	}
+	write(uidMapFile, "         0     100000      65536\n")
+	if got := singleIDNamespace(); got != "" {
+		t.Errorf("a namespace of 65536 ids: %q", got)
+	}
+}
