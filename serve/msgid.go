@@ -101,12 +101,16 @@ func (s *idScanner) endID() {
 	}
 	s.inID = false
 	v := bytes.TrimSpace(s.val)
+	// Numbers as json.Number: an id such as 1e700 overflows a float64 but is still the
+	// id the client wrote, and the answer must carry it back as written.
+	dec := json.NewDecoder(bytes.NewReader(v))
+	dec.UseNumber()
 	var id any
-	if json.Unmarshal(v, &id) != nil {
+	if dec.Decode(&id) != nil || dec.More() {
 		return
 	}
 	switch id.(type) {
-	case string, float64:
+	case string, json.Number:
 		s.id = json.RawMessage(bytes.Clone(v))
 	}
 }
