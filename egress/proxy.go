@@ -568,8 +568,13 @@ func (p *Proxy) tunnel(c net.Conn, br *bufio.Reader, up net.Conn, host string, t
 		return
 	}
 	_ = c.SetReadDeadline(time.Now().Add(p.headerTimeout))
-	first, err := br.Peek(1)
-	if err != nil {
+	first, _ := br.Peek(2) // one byte and an end (or a timeout) is still a stream
+	if len(first) == 0 {
+		return
+	}
+	if otherRecordFirst(first) {
+		conn.Verdict, conn.Rule = "refused", "malformed-tls"
+		_, _ = c.Write(tlsAlert)
 		return
 	}
 	if isTLS(first[0]) {
