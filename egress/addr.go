@@ -35,6 +35,12 @@ var addrRules = []addrRule{
 	{pfx("fe80::/10"), "link-local", true},
 	{pfx("fec0::/10"), "private", true}, // deprecated site-local
 	{pfx("100.64.0.0/10"), "cgnat", true},
+	// Documentation ranges (RFC 5737, RFC 3849): never on the internet, so an address in
+	// one is a lab's own network, numbered with them.
+	{pfx("192.0.2.0/24"), "documentation", true},
+	{pfx("198.51.100.0/24"), "documentation", true},
+	{pfx("203.0.113.0/24"), "documentation", true},
+	{pfx("2001:db8::/32"), "documentation", true},
 	{pfx("fc00::/7"), "ula", true},
 }
 
