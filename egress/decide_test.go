@@ -136,6 +136,16 @@ func TestDeniedAddr(t *testing.T) {
 		{"2002:7f00:1::1", "loopback", ""},
 		{"::127.0.0.1", "loopback", ""},
 		{"64:ff9b::5db8:d70e", "", ""},
+		// The local-use NAT64 prefix (RFC 8215) is a /48: a translator may use any RFC
+		// 6052 length from 48 to 96, each placing the IPv4 address elsewhere.
+		{"64:ff9b:1:a9fe:a9:fe00::", "metadata", "metadata"}, // /48
+		{"64:ff9b:1:a9:fe:a9fe::", "metadata", "metadata"},   // /56
+		{"64:ff9b:1:0:7f:0:100:0", "loopback", ""},           // /64
+		{"64:ff9b:1::a9fe:a9fe", "metadata", "metadata"},     // /96
+		{"64:ff9b:1:5db8:d7:e00::", "", ""},                  // a public address, /48
+		{"64:ff9b:1:0:5d:b8d7:e00:0", "", ""},                // /64
+		{"64:ff9b:1::5db8:d70e", "", ""},                     // /96
+		{"64:ff9b:1::", "unspecified", "unspecified"},
 	} {
 		a := netip.MustParseAddr(tc.addr)
 		if got := DeniedAddr(a, false); got != tc.strict {
