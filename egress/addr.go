@@ -35,38 +35,68 @@ var addrRules = []addrRule{
 	{pfx("fe80::/10"), "link-local", true},
 	{pfx("fec0::/10"), "private", true}, // deprecated site-local
 	{pfx("100.64.0.0/10"), "cgnat", true},
+	// Documentation ranges (RFC 5737, RFC 3849): never on the internet, so an address in
+	// one is a lab's own network, numbered with them.
+	{pfx("192.0.2.0/24"), "documentation", true},
+	{pfx("198.51.100.0/24"), "documentation", true},
+	{pfx("203.0.113.0/24"), "documentation", true},
+	{pfx("2001:db8::/32"), "documentation", true},
 	{pfx("fc00::/7"), "ula", true},
 }
 
 // embedded is the IPv4 address an IPv6 one stands for, where the network would route
-// it to that IPv4 address (mapped, IPv4-compatible, NAT64, 6to4).
-func embedded(a netip.Addr) (netip.Addr, bool) {
+// it to that IPv4 address (mapped, IPv4-compatible, NAT64, 6to4). An address of the
+// local-use NAT64 prefix has one reading per translator prefix length.
+func embedded(a netip.Addr) []netip.Addr {
 	if !a.Is6() {
-		return netip.Addr{}, false
+		return nil
 	}
 	if a.Is4In6() {
-		return a.Unmap(), true
+		return []netip.Addr{a.Unmap()}
 	}
 	b := a.As16()
-	var v4 [4]byte
 	switch {
-	case pfx("64:ff9b::/96").Contains(a), pfx("64:ff9b:1::/48").Contains(a):
-		copy(v4[:], b[12:])
+	case pfx("64:ff9b:1::/48").Contains(a):
+		return localNAT64(b)
+	case pfx("64:ff9b::/96").Contains(a):
+		return []netip.Addr{netip.AddrFrom4([4]byte(b[12:]))}
 	case pfx("2002::/16").Contains(a):
-		copy(v4[:], b[2:6])
+		return []netip.Addr{netip.AddrFrom4([4]byte(b[2:6]))}
 	case pfx("::/96").Contains(a) && a != netip.IPv6Unspecified() && a != netip.IPv6Loopback():
-		copy(v4[:], b[12:])
-	default:
-		return netip.Addr{}, false
+		return []netip.Addr{netip.AddrFrom4([4]byte(b[12:]))}
 	}
-	return netip.AddrFrom4(v4), true
+	return nil
+}
+
+// localNAT64 reads an address of 64:ff9b:1::/48 (RFC 8215) at every RFC 6052 prefix
+// length a translator of that prefix may use (48, 56, 64, 96; bits 64-71 are skipped),
+// so the address is judged by whatever IPv4 address it may be translated to. Readings
+// in 0.0.0.0/8 are what the zero padding of another length gives, and are dropped
+// unless every reading is one.
+func localNAT64(b [16]byte) []netip.Addr {
+	all := []netip.Addr{
+		netip.AddrFrom4([4]byte{b[6], b[7], b[9], b[10]}),  // /48
+		netip.AddrFrom4([4]byte{b[7], b[9], b[10], b[11]}), // /56
+		netip.AddrFrom4([4]byte(b[9:13])),                  // /64
+		netip.AddrFrom4([4]byte(b[12:])),                   // /96
+	}
+	var out []netip.Addr
+	for _, v4 := range all {
+		if !pfx("0.0.0.0/8").Contains(v4) {
+			out = append(out, v4)
+		}
+	}
+	if len(out) == 0 {
+		return all[3:]
+	}
+	return out
 }
 
 // DeniedAddr returns the rule that refuses a as a destination, or "" when it may be
 // reached. An IPv6 address that embeds an IPv4 one is judged by the IPv4 one too.
 func DeniedAddr(a netip.Addr, allowPrivate bool) string {
 	a = a.WithZone("")
-	if v4, ok := embedded(a); ok {
+	for _, v4 := range embedded(a) {
 		if r := DeniedAddr(v4, allowPrivate); r != "" {
 			return r
 		}

@@ -112,6 +112,12 @@ func TestDeniedAddr(t *testing.T) {
 		{"100.127.255.255", "cgnat", ""},
 		{"fd12:3456::1", "ula", ""},
 		{"fc00::1", "ula", ""},
+		// Documentation ranges are never on the internet; labs number networks with
+		// them (this host's eth0 is 192.0.2.2/24, its gateway 192.0.2.1).
+		{"192.0.2.1", "documentation", ""},
+		{"198.51.100.7", "documentation", ""},
+		{"203.0.113.9", "documentation", ""},
+		{"2001:db8::1", "documentation", ""},
 		// Never a destination, allow_private or not.
 		{"169.254.169.254", "metadata", "metadata"},
 		{"fd00:ec2::254", "metadata", "metadata"},
@@ -130,6 +136,16 @@ func TestDeniedAddr(t *testing.T) {
 		{"2002:7f00:1::1", "loopback", ""},
 		{"::127.0.0.1", "loopback", ""},
 		{"64:ff9b::5db8:d70e", "", ""},
+		// The local-use NAT64 prefix (RFC 8215) is a /48: a translator may use any RFC
+		// 6052 length from 48 to 96, each placing the IPv4 address elsewhere.
+		{"64:ff9b:1:a9fe:a9:fe00::", "metadata", "metadata"}, // /48
+		{"64:ff9b:1:a9:fe:a9fe::", "metadata", "metadata"},   // /56
+		{"64:ff9b:1:0:7f:0:100:0", "loopback", ""},           // /64
+		{"64:ff9b:1::a9fe:a9fe", "metadata", "metadata"},     // /96
+		{"64:ff9b:1:5db8:d7:e00::", "", ""},                  // a public address, /48
+		{"64:ff9b:1:0:5d:b8d7:e00:0", "", ""},                // /64
+		{"64:ff9b:1::5db8:d70e", "", ""},                     // /96
+		{"64:ff9b:1::", "unspecified", "unspecified"},
 	} {
 		a := netip.MustParseAddr(tc.addr)
 		if got := DeniedAddr(a, false); got != tc.strict {
@@ -142,7 +158,7 @@ func TestDeniedAddr(t *testing.T) {
 }
 
 func TestDecide(t *testing.T) {
-	cfg := sandbox.Egress{Domains: []string{"pypi.org", "*.example.org", "192.0.2.7"}, Ports: []int{443, 80}}
+	cfg := sandbox.Egress{Domains: []string{"pypi.org", "*.example.org", "93.184.215.14"}, Ports: []int{443, 80}}
 	for _, tc := range []struct {
 		host string
 		port int
@@ -156,7 +172,7 @@ func TestDecide(t *testing.T) {
 		{"evil.com", 443, "domain"},
 		{"1.2.3.4", 443, "ip-literal"},
 		{"[::1]", 443, "ip-literal"},
-		{"192.0.2.7", 443, ""}, // listed literally
+		{"93.184.215.14", 443, ""}, // listed literally
 		{"pypi.org\x00.evil", 443, "domain"},
 		{"", 443, "domain"},
 	} {

@@ -464,6 +464,11 @@ func (p *Proxy) connect(ctx context.Context, host string, port int) (net.Conn, n
 			return nil, bad, r, nil
 		}
 	}
+	if !p.cfg.AllowPrivate {
+		if a, ok := hostAddr(addrs); ok {
+			return nil, a, &Refusal{"host", fmt.Sprintf("%s is an address of this host, which reaches its services as loopback does", a)}, nil
+		}
+	}
 	var d net.Dialer
 	var last error
 	for _, a := range addrs {
@@ -563,8 +568,13 @@ func (p *Proxy) tunnel(c net.Conn, br *bufio.Reader, up net.Conn, host string, t
 		return
 	}
 	_ = c.SetReadDeadline(time.Now().Add(p.headerTimeout))
-	first, err := br.Peek(1)
-	if err != nil {
+	first, _ := br.Peek(2) // one byte and an end (or a timeout) is still a stream
+	if len(first) == 0 {
+		return
+	}
+	if otherRecordFirst(first) {
+		conn.Verdict, conn.Rule = "refused", "malformed-tls"
+		_, _ = c.Write(tlsAlert)
 		return
 	}
 	if isTLS(first[0]) {
@@ -684,4 +694,26 @@ func (c *countedReader) Read(b []byte) (int, error) {
 		return m, errCapped
 	}
 	return n, err
+}
+
+// hostAddr returns the first of addrs that is assigned to one of the host's own
+// interfaces. Such an address reaches every service bound to all interfaces, like
+// loopback, whatever class it is in (a public address, or a lab's documentation range).
+// The interfaces are read at each connection: addresses come and go. Unreadable
+// interfaces refuse the connection (fail closed).
+func hostAddr(addrs []netip.Addr) (netip.Addr, bool) {
+	ifs, err := net.InterfaceAddrs()
+	if err != nil {
+		return addrs[0], true
+	}
+	for _, a := range addrs {
+		for _, ia := range ifs {
+			if n, ok := ia.(*net.IPNet); ok {
+				if own, ok := netip.AddrFromSlice(n.IP); ok && own.Unmap() == a.WithZone("").Unmap() {
+					return a, true
+				}
+			}
+		}
+	}
+	return netip.Addr{}, false
 }

@@ -23,6 +23,14 @@ var errMalformedHello = errors.New("malformed ClientHello")
 // isTLS reports whether a tunnel's first byte starts a TLS handshake record.
 func isTLS(first byte) bool { return first == recordHandshake }
 
+// otherRecordFirst reports whether a tunnel starts with a TLS record that is not a
+// handshake one (change_cipher_spec 20, alert 21, application_data 23, heartbeat 24;
+// major version 3). A TLS client never sends one before its ClientHello, but OpenSSL
+// servers skip warning alerts there: the ClientHello behind one would pass unchecked.
+func otherRecordFirst(b []byte) bool {
+	return len(b) > 0 && b[0] >= 20 && b[0] <= 24 && b[0] != recordHandshake && (len(b) < 2 || b[1] == 3)
+}
+
 // readClientHello reads the records that carry a whole ClientHello from r. raw is every
 // byte read, to forward unchanged once the hello is accepted; hello is the handshake
 // message's body.
