@@ -1,0 +1,182 @@
+// The artifact walker: the output directory, read after the program is dead.
+
+#include "init_linux.h"
+
+// The collector runs after every process of the sandbox is dead, so nothing changes the
+// tree while it is read, and it trusts nothing in it: each component is opened with
+// O_NOFOLLOW relative to its parent, so a symlink is never followed; FIFOs, devices and
+// sockets are skipped unopened; files with more than one link are skipped, because a
+// hard link may name a file outside the output directory. The parent hashes the data.
+
+static void art_entry(struct collector *c, const char *path, int64_t size, const char *skipped,
+                      const uint8_t *data, uint32_t len, int has_data) {
+	wb_str(&c->out, path);
+	wb_i64(&c->out, size);
+	wb_str(&c->out, skipped);
+	wb_u8(&c->out, (uint8_t)has_data);
+	wb_bytes(&c->out, data, has_data ? len : 0);
+	c->listed++;
+}
+
+static int art_full(struct collector *c) {
+	if (c->listed < c->cfg->max_entries)
+		return 0;
+	c->unlisted++;
+	return 1;
+}
+
+static void art_skip(struct collector *c, const char *path, int64_t size, const char *why) {
+	if (!art_full(c))
+		art_entry(c, path, size, why, NULL, 0, 0);
+}
+
+static void art_file(struct collector *c, int dirfd, const char *name, const char *path, const struct stat *st) {
+	int64_t size = st->st_size;
+	const struct config *cfg = c->cfg;
+	if (art_full(c))
+		return;
+	if (st->st_nlink > 1) {
+		art_skip(c, path, size, "hard link");
+		return;
+	}
+	if (cfg->max_files > 0 && c->count >= cfg->max_files) {
+		art_skip(c, path, size, "too many files");
+		return;
+	}
+	if (cfg->max_file_bytes > 0 && size > cfg->max_file_bytes) {
+		art_skip(c, path, size, "file too large");
+		return;
+	}
+	if (cfg->max_total > 0 && c->total + size > cfg->max_total) {
+		art_skip(c, path, size, "total size cap reached");
+		return;
+	}
+	if (size > (int64_t)MAX_FRAME) {
+		art_skip(c, path, size, "file too large");
+		return;
+	}
+	int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0) {
+		art_skip(c, path, size, "unreadable");
+		return;
+	}
+	struct stat st2;
+	uint8_t *data = malloc((size_t)size + 1);
+	if (!data || fstat(fd, &st2) < 0 || st2.st_ino != st->st_ino || st2.st_dev != st->st_dev ||
+	    !S_ISREG(st2.st_mode)) {
+		close(fd);
+		free(data);
+		art_skip(c, path, size, "changed while read");
+		return;
+	}
+	size_t got = 0;
+	for (;;) {
+		ssize_t r = read(fd, data + got, (size_t)size + 1 - got);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		got += (size_t)r;
+		if (got == (size_t)size + 1)
+			break;
+	}
+	close(fd);
+	if (got != (size_t)size) {
+		free(data);
+		art_skip(c, path, size, "changed while read");
+		return;
+	}
+	c->count++;
+	c->total += size;
+	art_entry(c, path, size, "", data, (uint32_t)size, 1);
+	free(data);
+}
+
+static int cmp_names(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+static void art_walk(struct collector *c, int dirfd, const char *rel, uint32_t depth) {
+	int dup = fcntl(dirfd, F_DUPFD_CLOEXEC, 0);
+	if (dup < 0)
+		return;
+	DIR *d = fdopendir(dup);
+	if (!d) {
+		close(dup);
+		return;
+	}
+	size_t n = 0, cap = 64;
+	char **names = malloc(cap * sizeof *names);
+	struct dirent *e;
+	while (names && (e = readdir(d)) != NULL) {
+		if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+			continue;
+		if (n == cap) {
+			char **nn = realloc(names, (cap *= 2) * sizeof *names);
+			if (!nn)
+				break;
+			names = nn;
+		}
+		names[n++] = strdup(e->d_name);
+	}
+	closedir(d);
+	if (!names)
+		return;
+	qsort(names, n, sizeof *names, cmp_names);
+	for (size_t i = 0; i < n; i++) {
+		const char *name = names[i];
+		if (!name)
+			continue;
+		char path[PATH_MAX];
+		if (snprintf(path, sizeof path, "%s%s%s", rel, *rel ? "/" : "", name) >= (int)sizeof path) {
+			art_skip(c, name, 0, "path too long");
+			continue;
+		}
+		struct stat st;
+		if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+			continue;
+		switch (st.st_mode & S_IFMT) {
+		case S_IFDIR: {
+			if (depth + 1 >= c->cfg->max_depth) {
+				art_skip(c, path, 0, "directory too deep");
+				break;
+			}
+			int sub = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+			if (sub < 0)
+				break;
+			art_walk(c, sub, path, depth + 1);
+			close(sub);
+			break;
+		}
+		case S_IFREG:
+			art_file(c, dirfd, name, path, &st);
+			break;
+		case S_IFLNK:
+			art_skip(c, path, 0, "symlink");
+			break;
+		default:
+			art_skip(c, path, 0, "not a regular file");
+		}
+	}
+	for (size_t i = 0; i < n; i++)
+		free(names[i]);
+	free(names);
+}
+
+void collect_artifacts(struct collector *c) {
+	int fd = open("/workspace", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	char *rel = strdup(c->cfg->out_dir);
+	for (char *save = NULL, *part = strtok_r(rel, "/", &save); fd >= 0 && part; part = strtok_r(NULL, "/", &save)) {
+		int next = openat(fd, part, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		close(fd);
+		fd = next;
+	}
+	free(rel);
+	if (fd < 0)
+		return;
+	art_walk(c, fd, "", 0);
+	close(fd);
+	if (c->unlisted > 0) {
+		char why[128];
+		snprintf(why, sizeof why, "%u more entries not listed (at most %u are)", c->unlisted, c->cfg->max_entries);
+		art_entry(c, "...", 0, why, NULL, 0, 0);
+	}
+}
