@@ -9,7 +9,7 @@
 // hard link may name a file outside the output directory. The parent hashes the data.
 
 static void art_entry(struct collector *c, const char *path, int64_t size, const char *skipped,
-                      const uint8_t *data, uint32_t len, int has_data) {
+		      const uint8_t *data, uint32_t len, int has_data) {
 	wb_str(&c->out, path);
 	wb_i64(&c->out, size);
 	wb_str(&c->out, skipped);

@@ -50,11 +50,30 @@
 #define EXIT_SETUP_FAILED 125
 #define MAX_FRAME (1U << 30)
 
-enum { REP_READY = 1, REP_STARTED = 2, REP_EXIT = 3, REP_ERROR = 4, REP_LEFTOVER = 5, REP_LISTENER = 6 };
-enum { CFG_SETUP_ONLY = 1, CFG_OWN_UID = 2 };
+enum {
+	REP_READY = 1,
+	REP_STARTED = 2,
+	REP_EXIT = 3,
+	REP_ERROR = 4,
+	REP_LEFTOVER = 5,
+	REP_LISTENER = 6,
+};
+enum {
+	CFG_SETUP_ONLY = 1,
+	CFG_OWN_UID = 2,
+};
 
 // Kinds of mount plan steps: mountKind in mount_linux.go.
-enum { OP_DIR, OP_SYMLINK, OP_BIND_RO, OP_TMPFS, OP_PROC, OP_COPY, OP_BIND_DEV, OP_MASK };
+enum {
+	OP_DIR,
+	OP_SYMLINK,
+	OP_BIND_RO,
+	OP_TMPFS,
+	OP_PROC,
+	OP_COPY,
+	OP_BIND_DEV,
+	OP_MASK,
+};
 
 // The root is built in a tmpfs over /tmp of the private mount namespace (newRoot).
 #define NEW_ROOT "/tmp"
@@ -96,7 +115,7 @@ struct op {
 
 struct config {
 	uint32_t flags;
-	uint32_t clone_flags; // the namespaces
+	uint32_t clone_flags;        // the namespaces
 	uint32_t host_uid, host_gid; // what the sandbox's uid and gid map to
 	char *uidmap, *gidmap;       // newuidmap, newgidmap; empty: the spawner writes the maps
 	char *hostname;

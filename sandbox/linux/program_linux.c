@@ -100,7 +100,7 @@ pid_t start_program(char **argv, char **env, int *fds, int nfds, const struct rl
 		while (waitpid(pid, &ws, __WALL) < 0 && errno == EINTR)
 			;
 		errno = sp.err;
-		fail(sp.what == 1 ? "rlimits" : stage, sp.what == 1 ? "setrlimit" : sp.what == 2 ? "execve" : "descriptors");
+		fail(sp.what == 1 ? "rlimits" : stage, sp.what == 1 ? "setrlimit" : (sp.what == 2 ? "execve" : "descriptors"));
 	}
 	return pid;
 }
@@ -244,7 +244,7 @@ struct exit_info reap(pid_t pid) {
 	struct rusage ru;
 	if (getrusage(RUSAGE_CHILDREN, &ru) == 0) {
 		x.cpu_usec = (int64_t)ru.ru_utime.tv_sec * 1000000 + ru.ru_utime.tv_usec +
-		             (int64_t)ru.ru_stime.tv_sec * 1000000 + ru.ru_stime.tv_usec;
+			     (int64_t)ru.ru_stime.tv_sec * 1000000 + ru.ru_stime.tv_usec;
 		x.max_rss = (int64_t)ru.ru_maxrss * 1024;
 	}
 	return x;

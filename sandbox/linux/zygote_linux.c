@@ -21,7 +21,7 @@
 
 struct clone3_args {
 	uint64_t flags, pidfd, child_tid, parent_tid, exit_signal, stack, stack_size, tls, set_tid, set_tid_size,
-	    cgroup;
+		cgroup;
 };
 
 static void reap_spawners(int sig) {
