@@ -10,11 +10,7 @@
 
 static void art_entry(struct collector *c, const char *path, int64_t size, const char *skipped,
 		      const uint8_t *data, uint32_t len, int has_data) {
-	wb_str(&c->out, path);
-	wb_i64(&c->out, size);
-	wb_str(&c->out, skipped);
-	wb_u8(&c->out, (uint8_t)has_data);
-	wb_bytes(&c->out, data, has_data ? len : 0);
+	wb_artifact(&c->out, path, size, skipped, data, len, has_data);
 	c->listed++;
 }
 

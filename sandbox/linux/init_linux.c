@@ -290,7 +290,8 @@ void __attribute__((noreturn)) spawner(void) {
 			failf("write the id maps", e, "write %s: %s", path, strerror(e));
 		}
 	}
-	if (write_all(sync[1], "m", 1) < 0) {
+	const char maps = SYNC_MAPS;
+	if (write_all(sync[1], &maps, 1) < 0) {
 		kill(pid, SIGKILL);
 		fail("clone namespaces", "sync");
 	}
@@ -336,7 +337,7 @@ static void __attribute__((noreturn)) sandbox_init(struct config *parsed, int sy
 	if (cfg.clone_flags & CLONE_NEWNET)
 		start_net(&net);
 	make_private();
-	await(sync, 'm');
+	await(sync, SYNC_MAPS);
 	become_sandbox_user();
 	// A spawner that died before the Pdeathsig request took has closed its end.
 	struct pollfd gone = {sync, POLLIN, 0};
@@ -346,14 +347,7 @@ static void __attribute__((noreturn)) sandbox_init(struct config *parsed, int sy
 	setup(&cfg, &net);
 	if (cfg.flags & CFG_SETUP_ONLY) {
 		report(REP_STARTED, NULL);
-		struct wbuf b = {0};
-		wb_u8(&b, 1);
-		wb_u32(&b, 0);
-		wb_u32(&b, 0);
-		wb_i64(&b, 0);
-		wb_i64(&b, 0);
-		wb_u32(&b, 0);
-		report(REP_EXIT, &b);
+		report_exit(&(struct exit_info){.exited = 1}, NULL);
 		_exit(0);
 	}
 	char **env = program_env(cfg.env);
@@ -397,15 +391,7 @@ static void __attribute__((noreturn)) sandbox_init(struct config *parsed, int sy
 	struct collector c = {.cfg = &cfg};
 	if (cfg.out_dir[0])
 		collect_artifacts(&c);
-	struct wbuf b = {0};
-	wb_u8(&b, (uint8_t)x.exited);
-	wb_u32(&b, (uint32_t)x.code);
-	wb_u32(&b, (uint32_t)x.signal);
-	wb_i64(&b, x.cpu_usec);
-	wb_i64(&b, x.max_rss);
-	wb_u32(&b, c.listed);
-	wb_put(&b, c.out.p, c.out.n);
-	report(REP_EXIT, &b);
+	report_exit(&x, &c);
 	// Every process of the sandbox is dead and the report is out. The init's own exit
 	// (the namespaces' teardown, a network namespace's above all) waits for the server,
 	// which ends it after delivering the result, so the teardown does not compete with

@@ -43,37 +43,7 @@
 #define CLOSE_RANGE_CLOEXEC (1U << 2)
 #endif
 
-// Keep in step with protocol_linux.go.
-#define INIT_NAME "airlock-sandbox-init"
-#define CONFIG_FD 3
-#define REPORT_FD 4
-#define EXIT_SETUP_FAILED 125
-#define MAX_FRAME (1U << 30)
-
-enum {
-	REP_READY = 1,
-	REP_STARTED = 2,
-	REP_EXIT = 3,
-	REP_ERROR = 4,
-	REP_LEFTOVER = 5,
-	REP_LISTENER = 6,
-};
-enum {
-	CFG_SETUP_ONLY = 1,
-	CFG_OWN_UID = 2,
-};
-
-// Kinds of mount plan steps: mountKind in mount_linux.go.
-enum {
-	OP_DIR,
-	OP_SYMLINK,
-	OP_BIND_RO,
-	OP_TMPFS,
-	OP_PROC,
-	OP_COPY,
-	OP_BIND_DEV,
-	OP_MASK,
-};
+#include "protocol_linux.h"
 
 // The root is built in a tmpfs over /tmp of the private mount namespace (newRoot).
 #define NEW_ROOT "/tmp"
@@ -94,6 +64,7 @@ struct wbuf {
 		failf((stage), e_, "%s: %s", (what), strerror(e_)); \
 	} while (0)
 
+// A cursor over a frame's payload; bad once a read went past its end.
 struct cur {
 	const uint8_t *p;
 	size_t n;
@@ -179,6 +150,12 @@ struct collector {
 	int64_t total;
 };
 
+// Why parse_config or parse_handover refused a frame.
+struct wire_error {
+	const char *stage;
+	char msg[96];
+};
+
 // wire_linux.c: the frames on fd 3 and 4.
 void wb_put(struct wbuf *b, const void *src, size_t n);
 void wb_u8(struct wbuf *b, uint8_t v);
@@ -187,11 +164,19 @@ void wb_i64(struct wbuf *b, int64_t v);
 void wb_bytes(struct wbuf *b, const void *p, size_t n);
 void wb_str(struct wbuf *b, const char *s);
 int write_all(int fd, const void *p, size_t n);
+void report_frame(struct wbuf *f, uint8_t kind, const struct wbuf *payload);
 void report(uint8_t kind, struct wbuf *payload);
+void error_payload(struct wbuf *b, const char *stage, int err, const char *msg);
 void __attribute__((noreturn)) failf(const char *stage, int err, const char *fmt, ...);
+void exit_payload(struct wbuf *b, const struct exit_info *x, const struct collector *c);
+void report_exit(const struct exit_info *x, const struct collector *c);
+void wb_artifact(struct wbuf *b, const char *path, int64_t size, const char *skipped,
+		 const uint8_t *data, uint32_t len, int has_data);
 struct cur read_frame(const char *stage);
 char **rd_strv(struct cur *c);
+int parse_config(struct cur *c, struct config *cfg, struct wire_error *e);
 void read_config(struct config *cfg);
+int parse_handover(struct cur *c, struct handover *h, struct wire_error *e);
 void read_handover(struct handover *h);
 
 // root_linux.c: the root and the rest of the setup.

@@ -1,5 +1,8 @@
 package linux
 
+// #include "protocol_linux.h"
+import "C"
+
 import (
 	"fmt"
 	"os"
@@ -61,18 +64,18 @@ const (
 // tests set it.
 var faultWorkspaceMount atomic.Bool
 
-// mountKind says what one step of the root plan does.
+// mountKind says what one step of the root plan does: OP_* in protocol_linux.h.
 type mountKind int
 
 const (
-	opDir     mountKind = iota // mkdir Target
-	opSymlink                  // symlink Link -> Target
-	opBindRO                   // bind Source read-only at Target (a dir or file mount point)
-	opTmpfs                    // tmpfs at Target with Data options
-	opProc                     // fresh proc at Target
-	opCopy                     // copy host file Source to Target (or write Content), before pivot_root
-	opBindDev                  // bind a host device node at Target, usable (not nodev, not read-only)
-	opMask                     // hide an existing Target: Source (/dev/null) over a file, an empty read-only tmpfs over a directory
+	opDir     mountKind = C.OP_DIR      // mkdir Target
+	opSymlink mountKind = C.OP_SYMLINK  // symlink Link -> Target
+	opBindRO  mountKind = C.OP_BIND_RO  // bind Source read-only at Target (a dir or file mount point)
+	opTmpfs   mountKind = C.OP_TMPFS    // tmpfs at Target with Data options
+	opProc    mountKind = C.OP_PROC     // fresh proc at Target
+	opCopy    mountKind = C.OP_COPY     // copy host file Source to Target (or write Content), before pivot_root
+	opBindDev mountKind = C.OP_BIND_DEV // bind a host device node at Target, usable (not nodev, not read-only)
+	opMask    mountKind = C.OP_MASK     // hide an existing Target: Source (/dev/null) over a file, an empty read-only tmpfs over a directory
 )
 
 // mountOp is one step of the root plan. Targets are absolute paths inside the sandbox.

@@ -148,8 +148,10 @@ struct preloaded preload(const struct config *cfg, char **env) {
 	int argvp[2], loaded[2];
 	if (pipe2(argvp, O_CLOEXEC) < 0 || pipe2(loaded, O_CLOEXEC) < 0)
 		fail("preload pipe", "pipe");
-	int fds[5] = {0, 1, 2, argvp[0], loaded[1]};
-	pid_t pid = start_program(cfg->preload, env, fds, 5, cfg->rl, cfg->nrl);
+	int fds[PRELOAD_LOADED_FD + 1] = {0, 1, 2};
+	fds[PRELOAD_ARGV_FD] = argvp[0];
+	fds[PRELOAD_LOADED_FD] = loaded[1];
+	pid_t pid = start_program(cfg->preload, env, fds, PRELOAD_LOADED_FD + 1, cfg->rl, cfg->nrl);
 	close(argvp[0]);
 	close(loaded[1]);
 	char b;

@@ -44,16 +44,28 @@ int write_all(int fd, const void *p, size_t n) {
 	return 0;
 }
 
-// report sends one frame: its length, the kind, the payload. A failed write means the
-// parent is gone, and Pdeathsig ends us anyway.
+// report_frame appends one report frame to f: its length, the kind, the payload.
+void report_frame(struct wbuf *f, uint8_t kind, const struct wbuf *payload) {
+	wb_u32(f, (uint32_t)(1 + (payload ? payload->n : 0)));
+	wb_u8(f, kind);
+	if (payload && payload->n)
+		wb_put(f, payload->p, payload->n);
+}
+
+// report sends one frame. A failed write means the parent is gone, and Pdeathsig ends
+// us anyway.
 void report(uint8_t kind, struct wbuf *payload) {
 	struct wbuf f = {0};
-	wb_u32(&f, (uint32_t)(1 + (payload ? payload->n : 0)));
-	wb_u8(&f, kind);
-	if (payload && payload->n)
-		wb_put(&f, payload->p, payload->n);
+	report_frame(&f, kind, payload);
 	write_all(REPORT_FD, f.p, f.n);
 	free(f.p);
+}
+
+// error_payload is a REP_ERROR report's: the stage, the errno, the message.
+void error_payload(struct wbuf *b, const char *stage, int err, const char *msg) {
+	wb_str(b, stage);
+	wb_u32(b, (uint32_t)err);
+	wb_str(b, msg);
 }
 
 // fail reports a setup failure at stage and exits.
@@ -64,14 +76,42 @@ void __attribute__((noreturn)) failf(const char *stage, int err, const char *fmt
 	vsnprintf(msg, sizeof msg, fmt, ap);
 	va_end(ap);
 	struct wbuf b = {0};
-	wb_str(&b, stage);
-	wb_u32(&b, (uint32_t)err);
-	wb_str(&b, msg);
+	error_payload(&b, stage, err, msg);
 	report(REP_ERROR, &b);
 	_exit(EXIT_SETUP_FAILED);
 }
 
-// ---- reading the parent's frames ----------------------------------------------------
+// exit_payload is a REP_EXIT report's: how the program ended, what it used, and the
+// artifacts c collected (none without c).
+void exit_payload(struct wbuf *b, const struct exit_info *x, const struct collector *c) {
+	wb_u8(b, (uint8_t)x->exited);
+	wb_u32(b, (uint32_t)x->code);
+	wb_u32(b, (uint32_t)x->signal);
+	wb_i64(b, x->cpu_usec);
+	wb_i64(b, x->max_rss);
+	wb_u32(b, c ? c->listed : 0);
+	if (c && c->out.n)
+		wb_put(b, c->out.p, c->out.n);
+}
+
+// report_exit sends the REP_EXIT report.
+void report_exit(const struct exit_info *x, const struct collector *c) {
+	struct wbuf b = {0};
+	exit_payload(&b, x, c);
+	report(REP_EXIT, &b);
+	free(b.p);
+}
+
+// wb_artifact appends one entry of an exit report's artifact list: its path and size,
+// why it was skipped (empty: returned), and its bytes if it was returned.
+void wb_artifact(struct wbuf *b, const char *path, int64_t size, const char *skipped,
+		 const uint8_t *data, uint32_t len, int has_data) {
+	wb_str(b, path);
+	wb_i64(b, size);
+	wb_str(b, skipped);
+	wb_u8(b, (uint8_t)has_data);
+	wb_bytes(b, data, has_data ? len : 0);
+}
 
 static int read_full(int fd, void *p, size_t n) {
 	uint8_t *c = p;
@@ -175,7 +215,7 @@ char **rd_strv(struct cur *c) {
 
 static struct rlim *rd_rlimits(struct cur *c, uint32_t *n) {
 	*n = rd_u32(c);
-	if (c->bad || *n > 64) {
+	if (c->bad || *n > MAX_RLIMITS || *n > c->n / 12) {
 		c->bad = 1;
 		*n = 0;
 	}
@@ -189,74 +229,113 @@ static struct rlim *rd_rlimits(struct cur *c, uint32_t *n) {
 	return r;
 }
 
-void read_config(struct config *cfg) {
-	struct cur c = read_frame("read config");
-	cfg->flags = rd_u32(&c);
-	cfg->clone_flags = rd_u32(&c);
-	cfg->host_uid = rd_u32(&c);
-	cfg->host_gid = rd_u32(&c);
-	cfg->uidmap = rd_str(&c);
-	cfg->gidmap = rd_str(&c);
-	cfg->hostname = rd_str(&c);
-	cfg->nops = rd_u32(&c);
-	if (c.bad || cfg->nops > 4096)
-		failf("read config", EINVAL, "malformed mount plan");
+// parse_config reads a config frame's payload into cfg. A malformed frame returns -1
+// with e saying why; cfg is then not to be used. Strings and arrays are allocated,
+// byte fields (a copy step's content) point into the frame.
+int parse_config(struct cur *c, struct config *cfg, struct wire_error *e) {
+	e->stage = "read config";
+	e->msg[0] = 0;
+	cfg->flags = rd_u32(c);
+	cfg->clone_flags = rd_u32(c);
+	cfg->host_uid = rd_u32(c);
+	cfg->host_gid = rd_u32(c);
+	cfg->uidmap = rd_str(c);
+	cfg->gidmap = rd_str(c);
+	cfg->hostname = rd_str(c);
+	cfg->nops = rd_u32(c);
+	if (c->bad || cfg->nops > MAX_OPS || cfg->nops > c->n / 4) {
+		cfg->nops = 0;
+		snprintf(e->msg, sizeof e->msg, "malformed mount plan");
+		return -1;
+	}
 	cfg->ops = calloc(cfg->nops + 1, sizeof *cfg->ops);
 	if (!cfg->ops)
 		fail("read config", "malloc");
 	for (uint32_t i = 0; i < cfg->nops; i++) {
 		struct op *o = &cfg->ops[i];
-		o->kind = rd_u32(&c);
-		o->is_file = rd_u32(&c);
-		o->flags = rd_u64(&c);
-		o->source = rd_str(&c);
-		o->target = rd_str(&c);
-		o->link = rd_str(&c);
-		o->data = rd_str(&c);
-		o->content = rd_bytes(&c, &o->content_len);
+		o->kind = rd_u32(c);
+		o->is_file = rd_u32(c);
+		if (o->is_file > 1)
+			c->bad = 1;
+		o->flags = rd_u64(c);
+		o->source = rd_str(c);
+		o->target = rd_str(c);
+		o->link = rd_str(c);
+		o->data = rd_str(c);
+		o->content = rd_bytes(c, &o->content_len);
 	}
 	uint32_t flen;
-	const uint8_t *f = rd_bytes(&c, &flen);
-	if (flen % sizeof(struct sock_filter) != 0 || flen / sizeof(struct sock_filter) > BPF_MAXINSNS)
-		failf("seccomp", EINVAL, "seccomp: malformed program of %u bytes", flen);
+	const uint8_t *f = rd_bytes(c, &flen);
+	if (flen % sizeof(struct sock_filter) != 0 || flen / sizeof(struct sock_filter) > BPF_MAXINSNS) {
+		e->stage = "seccomp";
+		snprintf(e->msg, sizeof e->msg, "seccomp: malformed program of %u bytes", flen);
+		return -1;
+	}
 	// A copy: the frame gives no alignment, the kernel wants struct sock_filter's.
 	cfg->filter = malloc(flen ? flen : 1);
 	if (!cfg->filter)
 		fail("read config", "malloc");
 	memcpy(cfg->filter, f, flen);
 	cfg->filter_len = flen / sizeof(struct sock_filter);
-	cfg->env = rd_strv(&c);
-	cfg->preload = rd_strv(&c);
-	cfg->out_dir = rd_str(&c);
-	cfg->max_files = (int64_t)rd_u64(&c);
-	cfg->max_file_bytes = (int64_t)rd_u64(&c);
-	cfg->max_total = (int64_t)rd_u64(&c);
-	cfg->max_entries = rd_u32(&c);
-	cfg->max_depth = rd_u32(&c);
-	cfg->rl = rd_rlimits(&c, &cfg->nrl);
-	cfg->proxy_port = rd_u32(&c);
-	if (c.bad || c.n != 0 || cfg->proxy_port > 65535)
-		failf("read config", EINVAL, "malformed config frame");
+	cfg->env = rd_strv(c);
+	cfg->preload = rd_strv(c);
+	cfg->out_dir = rd_str(c);
+	cfg->max_files = (int64_t)rd_u64(c);
+	cfg->max_file_bytes = (int64_t)rd_u64(c);
+	cfg->max_total = (int64_t)rd_u64(c);
+	cfg->max_entries = rd_u32(c);
+	cfg->max_depth = rd_u32(c);
+	cfg->rl = rd_rlimits(c, &cfg->nrl);
+	cfg->proxy_port = rd_u32(c);
+	if (c->bad || c->n != 0 || cfg->proxy_port > 65535) {
+		snprintf(e->msg, sizeof e->msg, "malformed config frame");
+		return -1;
+	}
+	return 0;
 }
 
-void read_handover(struct handover *h) {
-	struct cur c = read_frame("read handover");
-	h->argv = rd_strv(&c);
-	h->tail = rd_strv(&c);
-	h->code = rd_bytes(&c, &h->code_len);
-	h->code_file = rd_str(&c);
-	h->nfiles = rd_u32(&c);
-	if (c.bad || h->nfiles > c.n / 4)
-		failf("read handover", EINVAL, "malformed handover");
+// read_config reads the config frame from the parent.
+void read_config(struct config *cfg) {
+	struct cur c = read_frame("read config");
+	struct wire_error e;
+	if (parse_config(&c, cfg, &e) < 0)
+		failf(e.stage, EINVAL, "%s", e.msg);
+}
+
+// parse_handover reads a handover frame's payload into h, as parse_config does.
+int parse_handover(struct cur *c, struct handover *h, struct wire_error *e) {
+	e->stage = "read handover";
+	e->msg[0] = 0;
+	h->argv = rd_strv(c);
+	h->tail = rd_strv(c);
+	h->code = rd_bytes(c, &h->code_len);
+	h->code_file = rd_str(c);
+	h->nfiles = rd_u32(c);
+	if (c->bad || h->nfiles > c->n / 4) {
+		h->nfiles = 0;
+		snprintf(e->msg, sizeof e->msg, "malformed handover");
+		return -1;
+	}
 	h->files = calloc(h->nfiles + 1, sizeof *h->files);
 	if (!h->files)
 		fail("read handover", "malloc");
 	for (uint32_t i = 0; i < h->nfiles; i++) {
-		h->files[i].path = rd_str(&c);
-		h->files[i].mode = rd_u32(&c);
-		h->files[i].data = rd_bytes(&c, &h->files[i].len);
+		h->files[i].path = rd_str(c);
+		h->files[i].mode = rd_u32(c);
+		h->files[i].data = rd_bytes(c, &h->files[i].len);
 	}
-	h->rl = rd_rlimits(&c, &h->nrl);
-	if (c.bad || c.n != 0)
-		failf("read handover", EINVAL, "malformed handover frame");
+	h->rl = rd_rlimits(c, &h->nrl);
+	if (c->bad || c->n != 0) {
+		snprintf(e->msg, sizeof e->msg, "malformed handover frame");
+		return -1;
+	}
+	return 0;
+}
+
+// read_handover reads the handover frame from the parent.
+void read_handover(struct handover *h) {
+	struct cur c = read_frame("read handover");
+	struct wire_error e;
+	if (parse_handover(&c, h, &e) < 0)
+		failf(e.stage, EINVAL, "%s", e.msg);
 }

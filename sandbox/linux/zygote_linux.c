@@ -11,7 +11,6 @@
 // Forking a small process that is already running saves each sandbox an exec and the C
 // library's start-up (~0.8 ms here, CPUID exits in a VM among it).
 
-#define SPAWN_FDS 5
 #ifndef CLONE_PIDFD
 #define CLONE_PIDFD 0x00001000
 #endif
@@ -57,7 +56,7 @@ static void __attribute__((noreturn)) zygote(void) {
 	set_name("airlock-zygote");
 	struct sigaction sa = {.sa_handler = reap_spawners, .sa_flags = SA_RESTART | SA_NOCLDSTOP};
 	sigaction(SIGCHLD, &sa, NULL);
-	const int sock = CONFIG_FD;
+	const int sock = ZYGOTE_FD;
 	for (;;) {
 		int32_t want_cgroup = 0;
 		struct iovec iov = {&want_cgroup, sizeof want_cgroup};
