@@ -1,4 +1,7 @@
 // The artifact walker: the output directory, read after the program is dead.
+//
+//	collect_artifacts → art_walk (sorted, depth-bounded) → art_file per regular file
+//	→ art_entry (wb_artifact) per entry, and one closing entry for the unlisted
 
 #include "init_linux.h"
 

@@ -1,6 +1,6 @@
 package linux
 
-// The init (init_linux.c) collects the output directory after every process of the
+// The init (artifacts_linux.c) collects the output directory after every process of the
 // sandbox is dead; it trusts nothing in it (no symlink followed, no FIFO or device
 // opened, no hard-linked file read) and sends each entry's bytes. The parent hashes them.
 

@@ -95,7 +95,7 @@ func TestHostFilesUnreachable(t *testing.T) {
 	noProcExpect(t, want, "ENOENT")
 	if mountPoint(t, self) {
 		// A file a container engine bound under /usr comes along with /usr, covered
-		// (init_linux.c, cover_submounts): there, but nothing can be read from it.
+		// (root_linux.c, cover_submounts): there, but nothing can be read from it.
 		want[self] = "EACCES"
 	}
 	for p, v := range got {

@@ -1,24 +1,58 @@
-// The sandbox's init (pid 1 of its namespaces), in C.
+// The sandbox's init (pid 1 of its namespaces) and its spawner, in C.
 //
-// The server starts its own binary once as argv "airlock-sandbox-init zygote". This
-// constructor runs before the Go runtime starts and sees that: the process is the
-// zygote, which forks one spawner per sandbox (zygote below); the spawner clones the
-// init into new namespaces (spawner); the init builds the sandbox, runs the program,
-// reaps everything, reports, and exits. None of them ever starts the Go runtime. A Go
-// init cost ~2.3 ms of runtime and package start-up per sandbox, its threads, and a
-// signal handler for every signal (which pid 1 must then ignore by hand). A C pid 1
-// with default dispositions is immune to every signal sent from inside its pid
-// namespace, SIGKILL included, by the kernel's own rule.
+// The server starts its own binary once as argv "airlock-sandbox-init zygote". An ELF
+// constructor (zygote_linux.c) runs before the Go runtime starts and sees that: the
+// process is the zygote, which forks one spawner per sandbox; the spawner clones the
+// init into new namespaces; the init builds the sandbox, runs the program, reaps
+// everything, reports, and exits. None of them ever starts the Go runtime. A Go init
+// cost ~2.3 ms of runtime and package start-up per sandbox, its threads, and a signal
+// handler for every signal (which pid 1 must then ignore by hand). A C pid 1 with
+// default dispositions is immune to every signal sent from inside its pid namespace,
+// SIGKILL included, by the kernel's own rule.
 //
 // The parent (launch_linux.go) plans everything: the mount plan, the rlimits, the
 // seccomp program, the files. This code executes that plan, in a fixed order, and
 // trusts its input, which comes from the server binary itself over fd 3. It trusts
 // nothing the program leaves behind (the output directory it reads after the program is
-// dead). The wire format is in protocol_linux.go; both ends are this one binary.
+// dead). The channels and their order are drawn at the top of protocol_linux.go; both
+// ends are this one binary.
+//
+// One file per job; init_linux.h declares what they share:
+//
+//	protocol_linux.h   every number shared with Go (descriptors, frame kinds, flags)
+//	wire_linux.c       the frame codec: frames read from fd 3, reports written on fd 4
+//	root_linux.c       the root builder and the rest of setup(), up to seccomp
+//	program_linux.c    program start and preload, the workspace's files, reaping
+//	artifacts_linux.c  the artifact walker
+//	init_linux.c       the spawner and pid 1 (this file)
+//	zygote_linux.c     the zygote and the constructor
+//
+// The stages. From the config frame on, a failed stage reports {stage, errno, message}
+// (REP_ERROR) and exits EXIT_SETUP_FAILED.
+//
+//	spawner        default_signals → read_config → cgroup frame: join the v1 cgroup →
+//	               setgroups(0) → become_host_ids (a root server) → clone(namespaces) →
+//	               id maps (map_subids, or /proc/<init>/*_map) → SYNC_MAPS on the sync
+//	               pipe → wait for the init → clear_host_uid (a root server) → exit
+//	sandbox_init
+//	   1 net thread   start_net: a thread creates the network namespace meanwhile
+//	   2 private      make_private: no mount propagates in or out
+//	   3 maps         await SYNC_MAPS: the spawner has written the id maps
+//	   4 setuid       become_sandbox_user: uid and gid 1000 inside, then Pdeathsig
+//	   5 pdeathsig    the sync pipe still open: the spawner did not die before it took
+//	   6 setup        setup (root_linux.c; its own order is written there)
+//	                  setup-only (the self-check): REP_STARTED, an empty REP_EXIT, exit 0
+//	   7 preload      preload: the interpreter starts and loads, if the config names one
+//	   8 READY        REP_READY: a warm pool's sandbox waits here for a call
+//	   9 handover     read_handover → write_workspace
+//	  10 start        lower_rlimits and the argv to the preloaded interpreter, or
+//	                  start_program
+//	  11 STARTED      REP_STARTED; stdin, stdout, stderr closed: the program's alone
+//	  12 reap         reap: the program, then kill(-1) and every other process
+//	  13 artifacts    collect_artifacts (artifacts_linux.c), the program being dead
+//	  14 EXIT         report_exit; then wait for the server's SIGKILL
 
 #include "init_linux.h"
-
-// ---- pid 1 --------------------------------------------------------------------------
 
 // default_signals resets every signal to its default action and unblocks it. An
 // ignored signal stays ignored across fork and exec: whatever the server's own parent

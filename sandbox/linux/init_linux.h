@@ -45,7 +45,7 @@
 
 #include "protocol_linux.h"
 
-// The root is built in a tmpfs over /tmp of the private mount namespace (newRoot).
+// The root is built in a tmpfs over /tmp of the private mount namespace.
 #define NEW_ROOT "/tmp"
 
 // Per-mount flags the kernel locks on mounts from a more privileged user namespace: a

@@ -79,7 +79,7 @@ const (
 )
 
 // mountOp is one step of the root plan. Targets are absolute paths inside the sandbox.
-// The init (init_linux.c) executes the plan: the first step is the root tmpfs, which it
+// The init (root_linux.c) executes the plan: the first step is the root tmpfs, which it
 // mounts over /tmp of its private mount namespace before pivot_root (the host's /tmp is
 // neither changed nor visible afterwards).
 type mountOp struct {

@@ -1,4 +1,8 @@
-// Starting programs (preloaded or not), writing the workspace, reaping.
+// Starting programs, the workspace's files, reaping. In the order the init uses them:
+//
+//	program_env → preload (start_program with the argv and loaded pipes)
+//	→ write_workspace → lower_rlimits + cpu_usec_of (preloaded) or start_program
+//	→ reap
 
 #include "init_linux.h"
 

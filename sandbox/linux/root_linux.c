@@ -1,4 +1,9 @@
-// The root builder: the mount plan, pivot_root, and the rest of the setup up to seccomp.
+// The root builder and the rest of the init's setup, up to seccomp. setup() at the end
+// is the whole sequence:
+//
+//	build_root (the mount plan; apply_op per step) → join_net → bridge (allowlist)
+//	→ pivot → seal → sethostname → not dumpable → fds ≥ 3 close-on-exec → drop_caps
+//	→ cgroup namespace → load_seccomp (no_new_privs, then the filter)
 
 #include "init_linux.h"
 
@@ -56,7 +61,7 @@ static int mount_point(const char *dst, int is_file) {
 	return 0;
 }
 
-// remount_flags remounts dst (a bind mount) with add, keeping its locked flags.
+// remount remounts dst (a bind mount) with add, keeping its locked flags.
 static int remount(const char *dst, unsigned long add) {
 	struct statfs st;
 	if (statfs(dst, &st) < 0)

@@ -2,7 +2,7 @@
 // namespaces, a minimal read-only root, cgroups and rlimits, no_new_privs and seccomp.
 //
 // One Run is one sandbox. The server keeps one helper, the zygote: its own binary, whose
-// C constructor (init_linux.c) runs before the Go runtime and never lets it start. For
+// C constructor (zygote_linux.c) runs before the Go runtime and never lets it start. For
 // each sandbox the zygote forks a spawner, which clones the init (pid 1 of a fresh pid
 // namespace); the init builds the root, starts the program and reaps everything, and
 // the whole tree dies with the init.

@@ -1,5 +1,14 @@
-// The frame codec of the init: the reports it writes on fd 4 and the frames it reads
-// from the parent on fd 3 (protocol_linux.go is the other end).
+// The frame codec of the spawner and the init: the frames they read from the parent on
+// fd 3 and the reports they write on fd 4. protocol_linux.go is the other end and has
+// the wire format; protocol_linux_test.go runs this file's parse and report functions
+// against it in-process (wirecheck_linux.go).
+//
+//	fd 3, read     read_frame → parse_config (the config), rd_strv (the cgroup frame),
+//	               parse_handover (the handover); read_config and read_handover fail
+//	               the stage on a malformed frame
+//	fd 4, written  report (READY, STARTED, LEFTOVER), failf (ERROR), report_exit (EXIT,
+//	               with the artifact entries wb_artifact wrote); bridge writes its
+//	               REP_LISTENER frame itself, since it carries a descriptor
 
 #include "init_linux.h"
 

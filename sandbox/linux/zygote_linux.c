@@ -1,8 +1,10 @@
 // The zygote: the process the server starts once, which forks the spawners.
+//
+//	airlock_sandbox_init (the constructor, before the Go runtime) → zygote: for each
+//	request on ZYGOTE_FD, clone3 (into the v2 cgroup if sent one) → the child places
+//	its descriptors at 0-4 and becomes the spawner (init_linux.c); answer
 
 #include "init_linux.h"
-
-// ---- the zygote ---------------------------------------------------------------------
 
 // The server starts one zygote (its own binary, argv INIT_NAME "zygote") and asks it
 // for each sandbox's spawner over a SOCK_SEQPACKET socket on fd 3. A request carries

@@ -14,7 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// zygote is the server's one long-lived helper (the zygote in init_linux.c): it forks
+// zygote is the server's one long-lived helper (the zygote in zygote_linux.c): it forks
 // each sandbox's spawner, so no sandbox pays for an exec and the C library's start-up.
 // It is the server's own binary, started with argv initName "zygote"; it dies with the
 // server (Pdeathsig) and exits when its socket closes. If it dies otherwise, the next
