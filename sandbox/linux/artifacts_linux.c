@@ -1,4 +1,7 @@
-// The artifact walker: the output directory, read after the program is dead.
+// The artifact walker: the output directory, read after the program is dead. Its rules
+// and their order are sandbox.Skip's and ArtifactLimits.Check's (sandbox/artifacts.go),
+// which the darwin walker follows too; it sends each reason as its ART_* code, which the
+// parent maps to the reason's text. The limits arrive with their floors applied.
 //
 //	collect_artifacts → art_walk (sorted, depth-bounded) → art_file per regular file
 //	→ art_entry (wb_artifact) per entry, and one closing entry for the unlisted
@@ -11,9 +14,8 @@
 // sockets are skipped unopened; files with more than one link are skipped, because a
 // hard link may name a file outside the output directory. The parent hashes the data.
 
-static void art_entry(struct collector *c, const char *path, int64_t size, const char *skipped,
-		      const uint8_t *data, uint32_t len, int has_data) {
-	wb_artifact(&c->out, path, size, skipped, data, len, has_data);
+static void art_entry(struct collector *c, const char *path, int64_t size, uint8_t why, const uint8_t *data, uint32_t len) {
+	wb_artifact(&c->out, path, size, why, data, len);
 	c->listed++;
 }
 
@@ -24,9 +26,9 @@ static int art_full(struct collector *c) {
 	return 1;
 }
 
-static void art_skip(struct collector *c, const char *path, int64_t size, const char *why) {
+static void art_skip(struct collector *c, const char *path, int64_t size, uint8_t why) {
 	if (!art_full(c))
-		art_entry(c, path, size, why, NULL, 0, 0);
+		art_entry(c, path, size, why, NULL, 0);
 }
 
 static void art_file(struct collector *c, int dirfd, const char *name, const char *path, const struct stat *st) {
@@ -35,28 +37,28 @@ static void art_file(struct collector *c, int dirfd, const char *name, const cha
 	if (art_full(c))
 		return;
 	if (st->st_nlink > 1) {
-		art_skip(c, path, size, "hard link");
+		art_skip(c, path, size, ART_HARD_LINK);
 		return;
 	}
-	if (cfg->max_files > 0 && c->count >= cfg->max_files) {
-		art_skip(c, path, size, "too many files");
+	if (c->count >= cfg->max_files) {
+		art_skip(c, path, size, ART_TOO_MANY_FILES);
 		return;
 	}
-	if (cfg->max_file_bytes > 0 && size > cfg->max_file_bytes) {
-		art_skip(c, path, size, "file too large");
+	if (size > cfg->max_file_bytes) {
+		art_skip(c, path, size, ART_FILE_TOO_LARGE);
 		return;
 	}
-	if (cfg->max_total > 0 && c->total + size > cfg->max_total) {
-		art_skip(c, path, size, "total size cap reached");
+	if (c->total + size > cfg->max_total) {
+		art_skip(c, path, size, ART_TOTAL_CAP);
 		return;
 	}
 	if (size > (int64_t)MAX_FRAME) {
-		art_skip(c, path, size, "file too large");
+		art_skip(c, path, size, ART_FILE_TOO_LARGE);
 		return;
 	}
 	int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 	if (fd < 0) {
-		art_skip(c, path, size, "unreadable");
+		art_skip(c, path, size, ART_UNREADABLE);
 		return;
 	}
 	struct stat st2;
@@ -65,7 +67,7 @@ static void art_file(struct collector *c, int dirfd, const char *name, const cha
 	    !S_ISREG(st2.st_mode)) {
 		close(fd);
 		free(data);
-		art_skip(c, path, size, "changed while read");
+		art_skip(c, path, size, ART_CHANGED);
 		return;
 	}
 	size_t got = 0;
@@ -82,12 +84,12 @@ static void art_file(struct collector *c, int dirfd, const char *name, const cha
 	close(fd);
 	if (got != (size_t)size) {
 		free(data);
-		art_skip(c, path, size, "changed while read");
+		art_skip(c, path, size, ART_CHANGED);
 		return;
 	}
 	c->count++;
 	c->total += size;
-	art_entry(c, path, size, "", data, (uint32_t)size, 1);
+	art_entry(c, path, size, ART_RETURNED, data, (uint32_t)size);
 	free(data);
 }
 
@@ -126,7 +128,7 @@ static void art_walk(struct collector *c, int dirfd, const char *rel, uint32_t d
 			continue;
 		char path[PATH_MAX];
 		if (snprintf(path, sizeof path, "%s%s%s", rel, *rel ? "/" : "", name) >= (int)sizeof path) {
-			art_skip(c, name, 0, "path too long");
+			art_skip(c, name, 0, ART_PATH_TOO_LONG);
 			continue;
 		}
 		struct stat st;
@@ -135,7 +137,7 @@ static void art_walk(struct collector *c, int dirfd, const char *rel, uint32_t d
 		switch (st.st_mode & S_IFMT) {
 		case S_IFDIR: {
 			if (depth + 1 >= c->cfg->max_depth) {
-				art_skip(c, path, 0, "directory too deep");
+				art_skip(c, path, 0, ART_TOO_DEEP);
 				break;
 			}
 			int sub = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -149,10 +151,10 @@ static void art_walk(struct collector *c, int dirfd, const char *rel, uint32_t d
 			art_file(c, dirfd, name, path, &st);
 			break;
 		case S_IFLNK:
-			art_skip(c, path, 0, "symlink");
+			art_skip(c, path, 0, ART_SYMLINK);
 			break;
 		default:
-			art_skip(c, path, 0, "not a regular file");
+			art_skip(c, path, 0, ART_NOT_REGULAR);
 		}
 	}
 	for (size_t i = 0; i < n; i++)
@@ -173,9 +175,7 @@ void collect_artifacts(struct collector *c) {
 		return;
 	art_walk(c, fd, "", 0);
 	close(fd);
-	if (c->unlisted > 0) {
-		char why[128];
-		snprintf(why, sizeof why, "%u more entries not listed (at most %u are)", c->unlisted, c->cfg->max_entries);
-		art_entry(c, "...", 0, why, NULL, 0, 0);
-	}
+	// The closing entry's size field counts the entries not listed.
+	if (c->unlisted > 0)
+		art_entry(c, "...", c->unlisted, ART_UNLISTED, NULL, 0);
 }

@@ -9,7 +9,7 @@ import (
 )
 
 // A program that leaves thousands of files in out/ gets a bounded list back: the
-// returned files, then skipped entries up to maxArtifactEntries, then one entry counting
+// returned files, then skipped entries up to sandbox.MaxArtifactEntries, then one entry counting
 // the rest. The result must not grow with what the program wrote.
 func TestArtifactListIsBounded(t *testing.T) {
 	t.Parallel()
@@ -21,8 +21,8 @@ func TestArtifactListIsBounded(t *testing.T) {
 	if err != nil || res.Status != sandbox.StatusOK {
 		t.Fatalf("%v %s %s", err, res.Status, brief(res))
 	}
-	if len(res.Artifacts) != maxArtifactEntries+1 {
-		t.Fatalf("%d artifacts listed, want %d plus one summary", len(res.Artifacts), maxArtifactEntries)
+	if len(res.Artifacts) != sandbox.MaxArtifactEntries+1 {
+		t.Fatalf("%d artifacts listed, want %d plus one summary", len(res.Artifacts), sandbox.MaxArtifactEntries)
 	}
 	returned := 0
 	for _, a := range res.Artifacts {

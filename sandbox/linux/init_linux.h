@@ -170,8 +170,7 @@ void error_payload(struct wbuf *b, const char *stage, int err, const char *msg);
 void __attribute__((noreturn)) failf(const char *stage, int err, const char *fmt, ...);
 void exit_payload(struct wbuf *b, const struct exit_info *x, const struct collector *c);
 void report_exit(const struct exit_info *x, const struct collector *c);
-void wb_artifact(struct wbuf *b, const char *path, int64_t size, const char *skipped,
-		 const uint8_t *data, uint32_t len, int has_data);
+void wb_artifact(struct wbuf *b, const char *path, int64_t size, uint8_t why, const uint8_t *data, uint32_t len);
 struct cur read_frame(const char *stage);
 char **rd_strv(struct cur *c);
 int parse_config(struct cur *c, struct config *cfg, struct wire_error *e);

@@ -285,6 +285,8 @@ func configWire(cfg *initConfig, host hostFS) (*wireConfig, error) {
 	if err := noNUL("id map helper", cfg.UIDMap, cfg.GIDMap); err != nil {
 		return nil, err
 	}
+	// The walker takes each cap as it is: a zero one means its floor on every OS.
+	arts := cfg.Artifacts.WithFloors()
 	w := &wireConfig{
 		CloneFlags:   cfg.CloneFlags,
 		HostUID:      cfg.HostUID,
@@ -297,11 +299,11 @@ func configWire(cfg *initConfig, host hostFS) (*wireConfig, error) {
 		Env:          cfg.Env,
 		Preload:      cfg.Preload,
 		OutDir:       cfg.OutDir,
-		MaxFiles:     int64(cfg.Artifacts.MaxFiles),
-		MaxFileBytes: cfg.Artifacts.MaxFileBytes,
-		MaxTotal:     cfg.Artifacts.MaxTotal,
-		MaxEntries:   maxArtifactEntries,
-		MaxDepth:     maxArtifactDepth,
+		MaxFiles:     int64(arts.MaxFiles),
+		MaxFileBytes: arts.MaxFileBytes,
+		MaxTotal:     arts.MaxTotal,
+		MaxEntries:   sandbox.MaxArtifactEntries,
+		MaxDepth:     sandbox.MaxArtifactDepth,
 		Rlimits:      wireRlimits(rlimits(cfg.Limits, cfg.RlimitAS)),
 		ProxyPort:    uint32(cfg.ProxyPort),
 	}
@@ -457,16 +459,9 @@ func readReport(r io.Reader) (*message, error) {
 		m.Exit = x
 		n := d.u32()
 		for i := uint32(0); i < n && d.err == nil; i++ {
-			a := sandbox.Artifact{Path: d.str(), Size: int64(d.u64()), Skipped: d.str()}
-			hasData := d.flag()
-			data := d.bytes()
-			if !hasData && len(data) > 0 && d.err == nil {
-				d.err = errors.New("data on an entry without data")
-			}
-			if hasData {
-				a.Data = append([]byte{}, data...)
-				sum := sha256.Sum256(a.Data)
-				a.SHA256 = hex.EncodeToString(sum[:])
+			a, err := d.artifact()
+			if err != nil && d.err == nil {
+				d.err = err
 			}
 			m.Artifacts = append(m.Artifacts, a)
 		}
@@ -480,6 +475,56 @@ func readReport(r io.Reader) (*message, error) {
 		return nil, fmt.Errorf("malformed report of kind %d: %w", m.Kind, d.err)
 	}
 	return m, nil
+}
+
+// artifactSkips maps the walker's reason codes (ART_* in protocol_linux.h) to the
+// reasons every OS gives (sandbox/artifacts.go).
+var artifactSkips = map[byte]sandbox.Skip{
+	C.ART_RETURNED:       sandbox.SkipNone,
+	C.ART_HARD_LINK:      sandbox.SkipHardLink,
+	C.ART_TOO_MANY_FILES: sandbox.SkipTooManyFiles,
+	C.ART_FILE_TOO_LARGE: sandbox.SkipFileTooLarge,
+	C.ART_TOTAL_CAP:      sandbox.SkipTotalCap,
+	C.ART_UNREADABLE:     sandbox.SkipUnreadable,
+	C.ART_CHANGED:        sandbox.SkipChanged,
+	C.ART_PATH_TOO_LONG:  sandbox.SkipPathTooLong,
+	C.ART_SYMLINK:        sandbox.SkipSymlink,
+	C.ART_NOT_REGULAR:    sandbox.SkipNotRegular,
+	C.ART_TOO_DEEP:       sandbox.SkipTooDeep,
+}
+
+// artUnlisted is the code of the closing entry, whose size counts the entries left out.
+const artUnlisted = C.ART_UNLISTED
+
+// artifact reads one entry of the exit report's list: path, size, reason code, data
+// (only a returned file's, exactly its size).
+func (d *decoder) artifact() (sandbox.Artifact, error) {
+	path, size, code, data := d.str(), int64(d.u64()), d.u8(), d.bytes()
+	if d.err != nil {
+		return sandbox.Artifact{}, nil
+	}
+	if code == artUnlisted {
+		if size < 0 || len(data) != 0 {
+			return sandbox.Artifact{}, fmt.Errorf("closing entry of %d, with %d bytes", size, len(data))
+		}
+		return sandbox.UnlistedArtifact(int(size)), nil
+	}
+	skip, ok := artifactSkips[code]
+	switch {
+	case !ok:
+		return sandbox.Artifact{}, fmt.Errorf("unknown artifact reason %d", code)
+	case skip != sandbox.SkipNone && len(data) != 0:
+		return sandbox.Artifact{}, errors.New("data on a skipped entry")
+	case skip == sandbox.SkipNone && int64(len(data)) != size:
+		return sandbox.Artifact{}, fmt.Errorf("%d bytes of a %d-byte file", len(data), size)
+	}
+	a := sandbox.Artifact{Path: path, Size: size, Skipped: skip.Reason()}
+	if skip == sandbox.SkipNone {
+		a.Data = append([]byte{}, data...)
+		sum := sha256.Sum256(a.Data)
+		a.SHA256 = hex.EncodeToString(sum[:])
+	}
+	return a, nil
 }
 
 type decoder struct {

@@ -58,4 +58,20 @@
 #define OP_BIND_DEV 6
 #define OP_MASK 7
 
+// Why the artifact walker did not return an entry (sandbox.Skip, whose values these
+// are, says what each means). ART_UNLISTED marks the closing entry, whose size field
+// counts the entries not listed.
+#define ART_RETURNED 0
+#define ART_HARD_LINK 1
+#define ART_TOO_MANY_FILES 2
+#define ART_FILE_TOO_LARGE 3
+#define ART_TOTAL_CAP 4
+#define ART_UNREADABLE 5
+#define ART_CHANGED 6
+#define ART_PATH_TOO_LONG 7
+#define ART_SYMLINK 8
+#define ART_NOT_REGULAR 9
+#define ART_TOO_DEEP 10
+#define ART_UNLISTED 255
+
 #endif

@@ -194,6 +194,45 @@ func TestMalformedFramesRefused(t *testing.T) {
 	if _, err := readReport(bytes.NewReader(reframe([]byte{99}))); err == nil {
 		t.Error("unknown report kind accepted")
 	}
+	for _, a := range []sandbox.Artifact{
+		{Path: "x", Size: 1, Skipped: "no such reason"}, // code 254
+		{Path: "x", Size: 2, Data: []byte("x")},         // 1 byte of a 2-byte file
+	} {
+		if _, err := readReport(bytes.NewReader(cExitFrame(exitInfo{}, []sandbox.Artifact{a}))); err == nil {
+			t.Errorf("artifact entry %+v accepted", a)
+		}
+	}
+	// Data on a skipped entry, which the C encoder cannot even write.
+	e := encoder{b: []byte{repExit, 0}}
+	e.u32(0)
+	e.u32(0)
+	e.u64(0)
+	e.u64(0)
+	e.u32(1)
+	e.str("x")
+	e.u64(1)
+	e.b = append(e.b, byte(sandbox.SkipSymlink))
+	e.bytes([]byte("x"))
+	if _, err := readReport(bytes.NewReader(e.frame())); err == nil {
+		t.Error("a skipped entry with data accepted")
+	}
+}
+
+// The walker's codes are sandbox.Skip's values, every reason has one, and none is the
+// closing entry's.
+func TestArtifactCodes(t *testing.T) {
+	n := 0
+	for s := sandbox.SkipNone; s.Valid(); s++ {
+		n++
+	}
+	if len(artifactSkips) != n {
+		t.Errorf("%d walker codes for %d reasons", len(artifactSkips), n)
+	}
+	for code, skip := range artifactSkips {
+		if code != byte(skip) || code == artUnlisted {
+			t.Errorf("code %d maps to skip %d (%q)", code, skip, skip.Reason())
+		}
+	}
 }
 
 // FuzzWireDecoders feeds arbitrary payloads to the init's config and handover decoders

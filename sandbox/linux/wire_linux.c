@@ -112,14 +112,12 @@ void report_exit(const struct exit_info *x, const struct collector *c) {
 }
 
 // wb_artifact appends one entry of an exit report's artifact list: its path and size,
-// why it was skipped (empty: returned), and its bytes if it was returned.
-void wb_artifact(struct wbuf *b, const char *path, int64_t size, const char *skipped,
-		 const uint8_t *data, uint32_t len, int has_data) {
+// why it was not returned (ART_*; ART_RETURNED: it was), and its bytes if it was.
+void wb_artifact(struct wbuf *b, const char *path, int64_t size, uint8_t why, const uint8_t *data, uint32_t len) {
 	wb_str(b, path);
 	wb_i64(b, size);
-	wb_str(b, skipped);
-	wb_u8(b, (uint8_t)has_data);
-	wb_bytes(b, data, has_data ? len : 0);
+	wb_u8(b, why);
+	wb_bytes(b, data, why == ART_RETURNED ? len : 0);
 }
 
 static int read_full(int fd, void *p, size_t n) {

@@ -49,6 +49,7 @@ import "C"
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"unsafe"
 
 	"github.com/airlock-mcp/airlock/sandbox"
@@ -149,6 +150,21 @@ func cParseHandover(frame []byte) (*wireHandover, error) {
 	return w, nil
 }
 
+// artifactCode is the walker's code for an entry, and the size it sends: the code whose
+// reason the entry gives, or the closing entry's with its count.
+func artifactCode(a sandbox.Artifact) (byte, int64) {
+	var n int
+	if _, err := fmt.Sscanf(a.Skipped, "%d more entries", &n); err == nil && sandbox.UnlistedArtifact(n).Skipped == a.Skipped {
+		return artUnlisted, int64(n)
+	}
+	for code, skip := range artifactSkips {
+		if skip.Reason() == a.Skipped {
+			return code, a.Size
+		}
+	}
+	return 254, a.Size // no reason the walker gives
+}
+
 // takeFrame copies a wbuf out and frees it.
 func takeFrame(f *C.struct_wbuf) []byte {
 	defer C.free(unsafe.Pointer(f.p))
@@ -169,19 +185,15 @@ func cExitFrame(x exitInfo, arts []sandbox.Artifact) []byte {
 		col = &C.struct_collector{}
 		defer C.free(unsafe.Pointer(col.out.p))
 		for _, a := range arts {
-			path, skipped := C.CString(a.Path), C.CString(a.Skipped)
+			code, size := artifactCode(a)
+			path := C.CString(a.Path)
 			var data unsafe.Pointer
 			if len(a.Data) > 0 {
 				data = C.CBytes(a.Data)
 			}
-			var has C.int
-			if a.Data != nil {
-				has = 1
-			}
-			C.wb_artifact(&col.out, path, C.int64_t(a.Size), skipped, (*C.uint8_t)(data), C.uint32_t(len(a.Data)), has)
+			C.wb_artifact(&col.out, path, C.int64_t(size), C.uint8_t(code), (*C.uint8_t)(data), C.uint32_t(len(a.Data)))
 			col.listed++
 			C.free(unsafe.Pointer(path))
-			C.free(unsafe.Pointer(skipped))
 			C.free(data)
 		}
 	}
