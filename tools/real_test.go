@@ -12,7 +12,7 @@ import (
 
 	"github.com/airlock-mcp/airlock/config"
 	"github.com/airlock-mcp/airlock/policy"
-	"github.com/airlock-mcp/airlock/probe"
+	"github.com/airlock-mcp/airlock/probe/probetest"
 	"github.com/airlock-mcp/airlock/runner"
 	"github.com/airlock-mcp/airlock/sandbox"
 	"github.com/airlock-mcp/airlock/sandbox/host"
@@ -47,7 +47,7 @@ func realDeps(t *testing.T) Deps {
 		MaxCodeBytes: 1 << 20, MaxStdinBytes: 1 << 20, Limiter: runner.NewLimiter(2, 8, 30*time.Second),
 		Log:      slog.New(slog.NewTextHandler(io.Discard, nil)),
 		FileCaps: cfg.FileCaps(), OutDir: cfg.Artifacts.Dir, Artifacts: cfg.ArtifactLimits()}
-	return Deps{Runner: r, Prober: probe.Layers{Sandbox: sb}, Config: cfg, Version: "test"}
+	return Deps{Runner: r, Prober: probetest.Layers{Sandbox: sb}, Config: cfg, Version: "test"}
 }
 
 func TestRealRunCode(t *testing.T) {

@@ -23,6 +23,7 @@ import (
 
 	"github.com/airlock-mcp/airlock/config"
 	"github.com/airlock-mcp/airlock/probe"
+	"github.com/airlock-mcp/airlock/probe/probetest"
 	"github.com/airlock-mcp/airlock/runner"
 	"github.com/airlock-mcp/airlock/runner/runnertest"
 	"github.com/airlock-mcp/airlock/sandbox"
@@ -38,7 +39,7 @@ func fakeDeps(fn func(context.Context, sandbox.Spec) (sandbox.Result, error)) De
 		Network: sandbox.NetworkNone, MaxCodeBytes: 1 << 10, MaxStdinBytes: 1 << 10,
 		Limiter: runner.NewLimiter(1, 1, 50*time.Millisecond), Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		FileCaps: cfg.FileCaps(), OutDir: cfg.Artifacts.Dir, Artifacts: cfg.ArtifactLimits()}
-	return Deps{Runner: r, Prober: probe.Layers{Sandbox: sb}, Config: cfg, Version: "test"}
+	return Deps{Runner: r, Prober: probetest.Layers{Sandbox: sb}, Config: cfg, Version: "test"}
 }
 
 func startClient(t *testing.T, d Deps) *client.Client {
