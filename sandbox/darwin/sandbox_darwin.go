@@ -32,8 +32,6 @@ const (
 	floorFileSize  = 16 << 20
 	floorOpenFiles = 64
 	floorOutput    = 64 << 10
-	// outputCeiling × Limits.Output is where a flooding program is killed.
-	outputCeiling = 16
 	// sweepEvery is how often the process table is scanned for descendants when no
 	// tracked process forks (a fork triggers a scan at once).
 	sweepEvery = 25 * time.Millisecond
@@ -520,7 +518,7 @@ func (s *Sandbox) launch(ctx context.Context, spec sandbox.Spec, lim sandbox.Lim
 	tick := time.NewTicker(time.Second) // progress reports; the tracker scans on its own
 	defer tick.Stop()
 	var o outcome
-	o.cpuLimit = lim.CPU
+	o.cpuLimit, o.limits, o.memory = lim.CPU, lim, cfg.Memory > 0
 	cancel := ctx.Done()
 	var waitErr error
 loop:
@@ -573,13 +571,14 @@ loop:
 		o.setupErr = "init exited before exec without a reason"
 	}
 	o.denied = sandboxExecFailure(o.code, res.Stderr.Head)
+	o.stderr = res.Stderr
 	res.Status, res.ExitCode, res.Detail = classify(o)
 	res.Signal = o.signal
 	return res, nil
 }
 
 // stream is one output pipe: a size-capped Capture that also reports when the program
-// has written outputCeiling times the cap, so the flood can be stopped.
+// has written sandbox.OutputCeiling times the cap, so the flood can be stopped.
 type stream struct {
 	c       *sandbox.Capture
 	ceiling int64
@@ -587,7 +586,7 @@ type stream struct {
 }
 
 func newStream(limit int64, hit func()) *stream {
-	return &stream{c: sandbox.NewCapture(limit), ceiling: limit * outputCeiling, hit: hit}
+	return &stream{c: sandbox.NewCapture(limit), ceiling: limit * sandbox.OutputCeiling, hit: hit}
 }
 
 func (s *stream) Write(p []byte) (int, error) {
