@@ -411,6 +411,8 @@ func (r *Runner) spec(lang policy.Language, env *policy.Environment, code []byte
 // limits and no code. A call with default (or lower) limits and no import policy in the
 // way is served by a sandbox prepared from one of them.
 func (r *Runner) Templates() []sandbox.Spec {
+	// The limits of a call that asks for nothing: every one filled, as the backend needs.
+	limits := r.Bounds.Clamp(policy.Request{})
 	var out []sandbox.Spec
 	for _, name := range r.Languages.Enabled() {
 		lang, err := r.Languages.Lookup(name)
@@ -421,14 +423,14 @@ func (r *Runner) Templates() []sandbox.Spec {
 		if e, ok := r.Environments.Default(lang.Name); ok {
 			env = &e
 		}
-		out = append(out, r.Imports.Apply(r.spec(lang, env, nil, nil, r.Bounds.Default)))
+		out = append(out, r.Imports.Apply(r.spec(lang, env, nil, nil, limits)))
 	}
 	for _, e := range r.Environments.Usable() {
 		lang, err := r.Languages.Lookup(e.Language)
 		if err != nil || e.Default {
 			continue
 		}
-		out = append(out, r.Imports.Apply(r.spec(lang, &e, nil, nil, r.Bounds.Default)))
+		out = append(out, r.Imports.Apply(r.spec(lang, &e, nil, nil, limits)))
 	}
 	return out
 }

@@ -23,15 +23,7 @@ import (
 	"github.com/airlock-mcp/airlock/sandbox"
 )
 
-// Floors for zero Limits fields: zero never means unlimited.
 const (
-	floorWall      = 10 * time.Second
-	floorCPU       = 10 * time.Second
-	floorMemory    = 512 << 20
-	floorPids      = 32
-	floorFileSize  = 16 << 20
-	floorOpenFiles = 64
-	floorOutput    = 64 << 10
 	// sweepEvery is how often the process table is scanned for descendants when no
 	// tracked process forks (a fork triggers a scan at once).
 	sweepEvery = 25 * time.Millisecond
@@ -116,10 +108,17 @@ func (s *Sandbox) workspaceParent() (string, error) {
 // Self-test limits: the smallest memory limit policy hands out, and room for node, which
 // needs an address space of its heap plus about 1 GiB (policy.nodeAddressReserve).
 const (
-	selfTestMemory       = floorMemory
+	selfTestMemory       = 512 << 20
 	selfTestAddressSpace = 2 << 30
 	selfTestWall         = 30 * time.Second
 )
+
+// selfTestLimits are sandbox.SelfTestLimits with the self-test's memory and wall clock.
+func selfTestLimits(memory, addressSpace int64) sandbox.Limits {
+	l := sandbox.SelfTestLimits()
+	l.Memory, l.AddressSpace, l.Wall = memory, addressSpace, selfTestWall
+	return l
+}
 
 // selfTest runs before the server accepts a call: every variant of the profile compiles
 // and confines (smoke, network none and host), the memory rlimits are tried where they
@@ -157,7 +156,7 @@ func networkName(on bool) string {
 // checkMemory runs /usr/bin/true with the memory shim at the smallest limit: whether XNU
 // accepts RLIMIT_AS and RLIMIT_DATA decides whether runs set them.
 func (s *Sandbox) checkMemory(ctx context.Context) memoryCheck {
-	lim := sandbox.Limits{Memory: selfTestMemory, Wall: selfTestWall}
+	lim := selfTestLimits(selfTestMemory, 0)
 	res, err := s.run(ctx, sandbox.Spec{Language: "self-test", Argv: []string{"/usr/bin/true"}, Limits: lim}, true)
 	switch {
 	case err != nil:
@@ -181,7 +180,7 @@ func (s *Sandbox) startInterpreter(ctx context.Context, spec sandbox.Spec) error
 	interp := spec.Argv[0]
 	spec.ID = ""
 	spec.Network = sandbox.NetworkNone
-	spec.Limits = sandbox.Limits{Memory: selfTestMemory, AddressSpace: selfTestAddressSpace, Wall: selfTestWall}
+	spec.Limits = selfTestLimits(selfTestMemory, selfTestAddressSpace)
 	res, err := s.run(ctx, spec, s.memory.ok)
 	if err == nil && res.Status != sandbox.StatusOK && s.memory.ok {
 		if again, err2 := s.run(ctx, spec, false); err2 == nil && again.Status == sandbox.StatusOK {
@@ -311,7 +310,10 @@ func (s *Sandbox) run(ctx context.Context, spec sandbox.Spec, memory bool) (sand
 		// Seatbelt filters paths but cannot show a directory at another one.
 		return sandbox.Result{}, fmt.Errorf("%w: environments are not supported by the macOS backend", sandbox.ErrInvalidSpec)
 	}
-	lim := floors(spec.Limits)
+	if err := spec.Limits.Validate(); err != nil {
+		return sandbox.Result{}, err
+	}
+	lim := spec.Limits
 	ws, err := newWorkspace(s.wsParent, spec)
 	if err != nil {
 		return sandbox.Result{}, err
@@ -426,7 +428,7 @@ func (s *Sandbox) rlimits(lim sandbox.Limits) ([]childRlimit, error) {
 	if err != nil {
 		return nil, fmt.Errorf("count processes for RLIMIT_NPROC: %w", err)
 	}
-	// Every limit is positive here: policy clamps them and withDefaults fills zeros.
+	// Every limit is positive here: policy fills them and run refuses a zero.
 	cpu := nonNeg(int64((lim.CPU + time.Second - 1) / time.Second))
 	one := func(name string, res int, v uint64) childRlimit {
 		return childRlimit{Name: name, Resource: res, Cur: v, Max: v}
@@ -595,30 +597,6 @@ func (s *stream) Write(p []byte) (int, error) {
 		s.hit()
 	}
 	return n, nil
-}
-
-func floors(l sandbox.Limits) sandbox.Limits {
-	set := func(v *int64, f int64) {
-		if *v <= 0 {
-			*v = f
-		}
-	}
-	if l.Wall <= 0 {
-		l.Wall = floorWall
-	}
-	if l.CPU <= 0 {
-		l.CPU = floorCPU
-	}
-	set(&l.Memory, floorMemory)
-	set(&l.FileSize, floorFileSize)
-	set(&l.Output, floorOutput)
-	if l.Pids <= 0 {
-		l.Pids = floorPids
-	}
-	if l.OpenFiles <= 0 {
-		l.OpenFiles = floorOpenFiles
-	}
-	return l
 }
 
 // clearFlags removes user immutable/append flags (chflags uchg) that hostile code can set

@@ -17,7 +17,7 @@ func TestFaultWorkspaceMount(t *testing.T) {
 	s := testSandbox(t)
 	faultWorkspaceMount.Store(true)
 	spec := pySpec("print('ran')", newMarker())
-	res, err := s.Run(context.Background(), spec)
+	res, err := s.Run(context.Background(), withDefaults(spec))
 	faultWorkspaceMount.Store(false)
 
 	var se *SetupError
@@ -30,7 +30,7 @@ func TestFaultWorkspaceMount(t *testing.T) {
 	if !strings.Contains(res.Detail, "mount /workspace") {
 		t.Errorf("detail %q does not name the stage", res.Detail)
 	}
-	res, err = s.Run(context.Background(), pySpec("print('ran')", newMarker()))
+	res, err = s.Run(context.Background(), withDefaults(pySpec("print('ran')", newMarker())))
 	if err != nil || res.Status != sandbox.StatusOK {
 		t.Fatalf("the next run: %v %s %s", err, res.Status, res.Detail)
 	}
@@ -42,7 +42,7 @@ func TestExecFailureIsReported(t *testing.T) {
 	t.Parallel()
 	s := testSandbox(t)
 	for argv0, want := range map[string]syscall.Errno{"/nonexistent": syscall.ENOENT, "/etc/passwd": syscall.EACCES} {
-		res, err := s.Run(context.Background(), sandbox.Spec{Argv: []string{argv0}})
+		res, err := s.Run(context.Background(), withDefaults(sandbox.Spec{Argv: []string{argv0}}))
 		var se *SetupError
 		if !errors.As(err, &se) || se.Stage != "exec "+argv0 || !errors.Is(err, want) {
 			t.Errorf("%s: err = %v, want a setup error at exec %s with %v", argv0, err, argv0, want)

@@ -160,7 +160,7 @@ func TestNoLeftovers(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for spec := range work {
-				res, err := s.Run(t.Context(), spec)
+				res, err := s.Run(t.Context(), withDefaults(spec))
 				bad := res.Status == sandbox.StatusSandboxError && spec.Argv[0] != "/nonexistent"
 				if (err != nil && spec.Argv[0] != "/nonexistent") || bad {
 					errs <- spec.Argv[0] + ": " + brief(res)

@@ -196,19 +196,12 @@ func rootPlan(cfg *initConfig, host hostFS) []mountOp {
 			Data: fmt.Sprintf("mode=1777,size=%d,nr_inodes=4096", tmpSize)},
 		mountOp{Kind: opTmpfs, Target: "/workspace", Flags: nosuidNodev,
 			Data: fmt.Sprintf("mode=0755,size=%d,nr_inodes=%d,uid=%d,gid=%d",
-				workspaceSize(cfg.Limits.Workspace), wsInodes, sandboxUID, sandboxGID)},
+				cfg.Limits.Workspace, wsInodes, sandboxUID, sandboxGID)},
 	)
 	if faultWorkspaceMount.Load() {
 		plan[len(plan)-1].Data = "size=not-a-size" // the kernel refuses it, as it would a real failure
 	}
 	return plan
-}
-
-func workspaceSize(n int64) int64 {
-	if n <= 0 {
-		return 64 << 20
-	}
-	return n
 }
 
 func coveredBy(p string, bound map[string]bool) bool {

@@ -176,7 +176,7 @@ func runTenantCase(t *testing.T, s *Sandbox, tc tenantCase) {
 	}
 	attackDone := make(chan sandbox.Result, 1)
 	go func() {
-		res, err := s.Run(attackCtx, aSpec)
+		res, err := s.Run(attackCtx, withDefaults(aSpec))
 		if err != nil {
 			t.Errorf("attacker: %v", err)
 		}
@@ -205,7 +205,7 @@ func runTenantCase(t *testing.T, s *Sandbox, tc tenantCase) {
 	}
 	victimDone := make(chan sandbox.Result, 1)
 	go func() {
-		res, _ := s.Run(vCtx, vSpec)
+		res, _ := s.Run(vCtx, withDefaults(vSpec))
 		victimDone <- res
 	}()
 	uid, gid := hostIDsOf(t, waitHostProc(t, vMarker, 20*time.Second))
@@ -313,7 +313,7 @@ func TestHostUIDsDistinct(t *testing.T) {
 	requireSandbox(t, err)
 	defer other.Close()
 	py := poolLanguages(t)["python"]
-	other.Warm([]sandbox.Spec{py.Spec(nil, nil, sandbox.Limits{Wall: 10 * time.Second}, policy.BoundByRlimit)}, 3)
+	other.Warm([]sandbox.Spec{withDefaults(py.Spec(nil, nil, sandbox.Limits{Wall: 10 * time.Second}, policy.BoundByRlimit))}, 3)
 
 	const n = 4
 	ctx, cancel := context.WithCancel(t.Context())
@@ -326,7 +326,7 @@ func TestHostUIDsDistinct(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, _ = s.Run(ctx, spec)
+			_, _ = s.Run(ctx, withDefaults(spec))
 		}()
 	}
 	for _, m := range markers {
@@ -419,7 +419,7 @@ func TestNoProcessOutlivesItsUID(t *testing.T) {
 	defer cancel()
 	done := make(chan sandbox.Result, 1)
 	go func() {
-		res, _ := s.Run(ctx, pySpec("import time; time.sleep(30)", marker))
+		res, _ := s.Run(ctx, withDefaults(pySpec("import time; time.sleep(30)", marker)))
 		done <- res
 	}()
 	uid, gid := hostIDsOf(t, waitHostProc(t, marker, 20*time.Second))
@@ -475,7 +475,7 @@ time.sleep(30)
 	}
 	done := make(chan sandbox.Result, 1)
 	go func() {
-		res, _ := s.Run(ctx, spec)
+		res, _ := s.Run(ctx, withDefaults(spec))
 		done <- res
 	}()
 	select {
@@ -595,7 +595,7 @@ func TestBusyUIDIsSkipped(t *testing.T) {
 	defer cancel()
 	done := make(chan sandbox.Result, 1)
 	go func() {
-		res, _ := s.Run(ctx, pySpec("import time; time.sleep(30)", marker))
+		res, _ := s.Run(ctx, withDefaults(pySpec("import time; time.sleep(30)", marker)))
 		done <- res
 	}()
 	uid, _ := hostIDsOf(t, waitHostProc(t, marker, 20*time.Second))

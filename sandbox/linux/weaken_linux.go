@@ -15,7 +15,7 @@ func (s *Sandbox) WithoutSeccomp() sandbox.Sandbox { return noSeccomp{s} }
 type noSeccomp struct{ s *Sandbox }
 
 func (n noSeccomp) Run(ctx context.Context, spec sandbox.Spec) (sandbox.Result, error) {
-	spec = withDefaults(spec)
+	spec = withDefaultNetwork(spec)
 	if spec.ID == "" {
 		spec.ID = newID()
 	}

@@ -43,7 +43,7 @@ func TestZygoteReplacedAfterDeath(t *testing.T) {
 	marker := newMarker()
 	done := make(chan sandbox.Result, 1)
 	go func() {
-		res, _ := s.Run(context.Background(), shSpec("sleep 60", marker))
+		res, _ := s.Run(context.Background(), withDefaults(shSpec("sleep 60", marker)))
 		done <- res
 	}()
 	waitHostProc(t, marker, 5*time.Second)
@@ -66,7 +66,7 @@ func TestZygoteReplacedAfterDeath(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	assertNoSurvivors(t, marker)
-	res, err := s.Run(context.Background(), sandbox.Spec{Argv: []string{"/bin/echo", "again"}})
+	res, err := s.Run(context.Background(), withDefaults(sandbox.Spec{Argv: []string{"/bin/echo", "again"}}))
 	if err != nil || res.Status != sandbox.StatusOK || string(res.Stdout.Bytes()) != "again\n" {
 		t.Fatalf("the next run: %v %s", err, brief(res))
 	}
@@ -79,7 +79,7 @@ func TestZygoteReplacedAfterDeath(t *testing.T) {
 func TestCloseStopsZygote(t *testing.T) {
 	s, err := New(sandbox.Options{})
 	requireSandbox(t, err)
-	if res, err := s.Run(context.Background(), sandbox.Spec{Argv: []string{"/bin/true"}}); err != nil || res.Status != sandbox.StatusOK {
+	if res, err := s.Run(context.Background(), withDefaults(sandbox.Spec{Argv: []string{"/bin/true"}})); err != nil || res.Status != sandbox.StatusOK {
 		t.Fatalf("%v %s", err, brief(res))
 	}
 	pid := zygotePID(s)
