@@ -62,7 +62,7 @@ func serveCmd(ctx context.Context, args []string, stdio IO) int {
 	log := slog.Default().With("component", "serve")
 	deps, err := build(ctx, cfg, true)
 	if err != nil {
-		log.Error("refusing to serve: no usable sandbox", "error", err)
+		log.Error("refusing to serve: no usable sandbox", "err", err)
 		fmt.Fprintf(stdio.Stderr, "airlock: refusing to serve: %v\n", err)
 		return exitRefused
 	}
@@ -84,7 +84,7 @@ func serveCmd(ctx context.Context, args []string, stdio IO) int {
 		Log:         slog.Default(),
 	})
 	if err != nil {
-		log.Error("stdio", "error", err)
+		log.Error("stdio", "err", err)
 		return exitFailed
 	}
 	log.Info("stdio closed, exiting")

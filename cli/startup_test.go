@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"errors"
-	"io"
 	"log/slog"
 	"strings"
 	"testing"
@@ -40,7 +39,7 @@ func startupDeps(p tools.Prober) tools.Deps {
 // probe refuses to serve: no prober type can skip them (it used to run them only for a
 // *probe.Suite and serve without them for any other type).
 func TestStartupCheckRunsAnyProber(t *testing.T) {
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	log := slog.New(slog.DiscardHandler)
 	ok := &scriptedProber{results: []probe.Result{{Name: "read-shadow", Status: probe.Passed}}}
 	if err := startupCheck(context.Background(), startupDeps(ok), config.Default(), log); err != nil || ok.quick != 1 {
 		t.Fatalf("passing prober: err %v, startup probes run %d times, want nil and 1", err, ok.quick)

@@ -120,7 +120,7 @@ func (r *Runner) Run(ctx context.Context, call Call) (Outcome, error) {
 	out, err := r.run(ctx, call, out)
 	if r.Audit != nil {
 		if aerr := r.Audit.Write(r.record(start, call, hex.EncodeToString(sum[:]), out, err)); aerr != nil {
-			log.Error("audit line not written; withholding the result", "error", aerr)
+			log.Error("audit line not written; withholding the result", "err", aerr)
 			if err == nil {
 				out.Result = sandbox.Result{ID: out.ID, Status: sandbox.StatusSandboxError, ExitCode: -1,
 					Detail: "the run's audit line could not be written (" + aerr.Error() + "), so its result is withheld; tell the operator"}
@@ -142,7 +142,7 @@ func (r *Runner) Run(ctx context.Context, call Call) (Outcome, error) {
 	}
 	switch {
 	case err != nil:
-		log.Warn("run refused", append(attrs, "error", err)...)
+		log.Warn("run refused", append(attrs, "err", err)...)
 	default:
 		attrs = append(attrs, "status", out.Result.Status, "exit_code", out.Result.ExitCode,
 			"wall", out.Result.Wall, "cpu", out.Result.CPU, "peak_memory", out.Result.PeakMemory,

@@ -20,7 +20,7 @@ import (
 	"github.com/airlock-mcp/airlock/tools"
 )
 
-var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+var quiet = slog.New(slog.DiscardHandler)
 
 func fakeDeps(fn func(context.Context, sandbox.Spec) (sandbox.Result, error), parallel int) tools.Deps {
 	sb := &runnertest.Sandbox{Fn: fn, Report: runnertest.Report()}

@@ -3,7 +3,6 @@ package tools
 import (
 	"context"
 	"errors"
-	"io"
 	"log/slog"
 	"os"
 	"strings"
@@ -45,7 +44,7 @@ func realDeps(t *testing.T) Deps {
 	}
 	r := &runner.Runner{Sandbox: sb, Languages: reg, Bounds: cfg.PolicyBounds(), Network: sandbox.NetworkNone,
 		MaxCodeBytes: 1 << 20, MaxStdinBytes: 1 << 20, Limiter: runner.NewLimiter(2, 8, 30*time.Second),
-		Log:      slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Log:      slog.New(slog.DiscardHandler),
 		FileCaps: cfg.FileCaps(), OutDir: cfg.Artifacts.Dir, Artifacts: cfg.ArtifactLimits()}
 	return Deps{Runner: r, Prober: probetest.Layers{Sandbox: sb}, Config: cfg, Version: "test"}
 }

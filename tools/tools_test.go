@@ -7,7 +7,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -37,7 +36,7 @@ func fakeDeps(fn func(context.Context, sandbox.Spec) (sandbox.Result, error)) De
 	cfg.HTTP.AuthToken = "super-secret-token"
 	r := &runner.Runner{Sandbox: sb, Languages: runnertest.Python(), Bounds: runnertest.Bounds(),
 		Network: sandbox.NetworkNone, MaxCodeBytes: 1 << 10, MaxStdinBytes: 1 << 10,
-		Limiter: runner.NewLimiter(1, 1, 50*time.Millisecond), Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Limiter: runner.NewLimiter(1, 1, 50*time.Millisecond), Log: slog.New(slog.DiscardHandler),
 		FileCaps: cfg.FileCaps(), OutDir: cfg.Artifacts.Dir, Artifacts: cfg.ArtifactLimits()}
 	return Deps{Runner: r, Prober: probetest.Layers{Sandbox: sb}, Config: cfg, Version: "test"}
 }
