@@ -2,7 +2,6 @@ package tools
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"os"
 	"strings"
@@ -10,6 +9,7 @@ import (
 	"time"
 
 	"github.com/airlock-mcp/airlock/config"
+	"github.com/airlock-mcp/airlock/internal/sandboxtest"
 	"github.com/airlock-mcp/airlock/policy"
 	"github.com/airlock-mcp/airlock/probe/probetest"
 	"github.com/airlock-mcp/airlock/runner"
@@ -32,12 +32,7 @@ func realDeps(t *testing.T) Deps {
 	if err == nil {
 		_, err = sb.Probe(context.Background())
 	}
-	if err != nil {
-		if errors.Is(err, sandbox.ErrUnavailable) && os.Getenv("AIRLOCK_REQUIRE_SANDBOX") != "1" {
-			t.Skipf("SKIPPING real-sandbox test: %v", err)
-		}
-		t.Fatalf("sandbox: %v", err)
-	}
+	sandboxtest.Require(t, err)
 	reg, err := policy.Detect([]string{"python"})
 	if err != nil || len(reg.Enabled()) == 0 {
 		t.Skipf("SKIPPING real-sandbox test: no python interpreter (%v)", err)

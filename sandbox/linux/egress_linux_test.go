@@ -28,6 +28,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/airlock-mcp/airlock/internal/sandboxtest"
 	"github.com/airlock-mcp/airlock/sandbox"
 )
 
@@ -79,7 +80,7 @@ func egressSandbox(t *testing.T) *Sandbox {
 			egressInst.resolver = egressDNS
 		}
 	})
-	requireSandbox(t, egressErr)
+	sandboxtest.Require(t, egressErr)
 	return egressInst
 }
 
@@ -461,7 +462,7 @@ func TestEgressTwoCallsInFlight(t *testing.T) {
 func TestEgressWarmPool(t *testing.T) {
 	egressSandbox(t)
 	sb, err := New(sandbox.Options{})
-	requireSandbox(t, err)
+	sandboxtest.Require(t, err)
 	defer sb.Close()
 	sb.resolver = egressDNS
 	e := newEgressServers(t)

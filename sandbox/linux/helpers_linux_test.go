@@ -6,7 +6,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -15,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/airlock-mcp/airlock/internal/sandboxtest"
 	"github.com/airlock-mcp/airlock/policy"
 	"github.com/airlock-mcp/airlock/sandbox"
 )
@@ -34,21 +34,8 @@ var (
 func testSandbox(t *testing.T) *Sandbox {
 	t.Helper()
 	sbOnce.Do(func() { sbInst, sbErr = New(sandbox.Options{}) })
-	requireSandbox(t, sbErr)
+	sandboxtest.Require(t, sbErr)
 	return sbInst
-}
-
-// requireSandbox skips when the kernel truly lacks isolation (sandbox.ErrUnavailable),
-// loudly, and fails instead when AIRLOCK_REQUIRE_SANDBOX=1 or for any other error.
-func requireSandbox(t *testing.T, err error) {
-	t.Helper()
-	if err == nil {
-		return
-	}
-	if errors.Is(err, sandbox.ErrUnavailable) && os.Getenv("AIRLOCK_REQUIRE_SANDBOX") != "1" {
-		t.Skipf("SKIPPING: THIS KERNEL CANNOT BUILD THE SANDBOX, SO NOTHING HERE IS TESTED: %v (set AIRLOCK_REQUIRE_SANDBOX=1 to make this a failure)", err)
-	}
-	t.Fatalf("sandbox unavailable: %v", err)
 }
 
 func randHex(n int) string {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/airlock-mcp/airlock/internal/sandboxtest"
 	"github.com/airlock-mcp/airlock/policy"
 	"github.com/airlock-mcp/airlock/sandbox"
 )
@@ -215,7 +216,7 @@ func TestPoolReportsTheCallsOwnTime(t *testing.T) {
 	for _, mode := range []string{"auto", "off"} {
 		t.Run("cgroups="+mode, func(t *testing.T) {
 			s, err := New(sandbox.Options{Cgroups: mode})
-			requireSandbox(t, err)
+			sandboxtest.Require(t, err)
 			// Where cgroup v2 is in use its cpu.stat is the figure; elsewhere (v1, off)
 			// the init's rusage.
 			t.Logf("cgroup version %d", s.cg.version)

@@ -17,6 +17,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/airlock-mcp/airlock/internal/sandboxtest"
 	"github.com/airlock-mcp/airlock/policy"
 	"github.com/airlock-mcp/airlock/sandbox"
 )
@@ -310,7 +311,7 @@ func TestHostUIDsDistinct(t *testing.T) {
 		t.Skipf("SKIPPING: the %s id scheme shares one host uid by design (TestTenantBudgets checks the probe says so)", s.ids.scheme)
 	}
 	other, err := New(sandbox.Options{})
-	requireSandbox(t, err)
+	sandboxtest.Require(t, err)
 	defer other.Close()
 	py := poolLanguages(t)["python"]
 	other.Warm([]sandbox.Spec{withDefaults(py.Spec(nil, nil, sandbox.Limits{Wall: 10 * time.Second}, policy.BoundByRlimit))}, 3)
@@ -512,7 +513,7 @@ func TestSubordinateIDs(t *testing.T) {
 	}
 	for _, tool := range []string{"newuidmap", "newgidmap"} {
 		if _, err := exec.LookPath(tool); err != nil {
-			requireSandbox(t, fmt.Errorf("%w: %s is not installed (apt-get install uidmap)", sandbox.ErrUnavailable, tool))
+			sandboxtest.Require(t, fmt.Errorf("%w: %s is not installed (apt-get install uidmap)", sandbox.ErrUnavailable, tool))
 		}
 	}
 	// Just above the default block, which a root server checks against these files.

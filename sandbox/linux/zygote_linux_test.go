@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/airlock-mcp/airlock/internal/sandboxtest"
 	"github.com/airlock-mcp/airlock/sandbox"
 )
 
@@ -38,7 +39,7 @@ func containsState(stat, state string) bool {
 // with it (its spawner's Pdeathsig) instead of running on unsupervised.
 func TestZygoteReplacedAfterDeath(t *testing.T) {
 	s, err := New(sandbox.Options{})
-	requireSandbox(t, err)
+	sandboxtest.Require(t, err)
 	t.Cleanup(func() { s.Close() })
 	marker := newMarker()
 	done := make(chan sandbox.Result, 1)
@@ -78,7 +79,7 @@ func TestZygoteReplacedAfterDeath(t *testing.T) {
 // Close ends the zygote: a server that stopped leaves no helper behind.
 func TestCloseStopsZygote(t *testing.T) {
 	s, err := New(sandbox.Options{})
-	requireSandbox(t, err)
+	sandboxtest.Require(t, err)
 	if res, err := s.Run(context.Background(), withDefaults(sandbox.Spec{Argv: []string{"/bin/true"}})); err != nil || res.Status != sandbox.StatusOK {
 		t.Fatalf("%v %s", err, brief(res))
 	}
