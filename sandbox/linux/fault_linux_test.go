@@ -12,13 +12,11 @@ import (
 
 // A workspace tmpfs that cannot be mounted is a setup failure with its stage and errno,
 // reported as a sandbox_error in which nothing ran; the next sandbox is unaffected.
-// Not parallel: the fault switch is the package's while it is on.
 func TestFaultWorkspaceMount(t *testing.T) {
+	t.Parallel()
 	s := testSandbox(t)
-	faultWorkspaceMount.Store(true)
 	spec := pySpec("print('ran')", newMarker())
-	res, err := s.Run(context.Background(), withDefaults(spec))
-	faultWorkspaceMount.Store(false)
+	res, err := s.runSpec(context.Background(), withDefaults(spec), func(cfg *initConfig) { cfg.faultWorkspaceMount = true })
 
 	var se *SetupError
 	if !errors.As(err, &se) || se.Stage != "mount /workspace" || !errors.Is(err, syscall.EINVAL) {

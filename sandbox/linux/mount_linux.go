@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 
@@ -56,10 +55,6 @@ const (
 	rootInodes = 4096
 	wsInodes   = 65536
 )
-
-// faultWorkspaceMount makes the plan's workspace tmpfs mount fail. Only this package's
-// tests set it.
-var faultWorkspaceMount atomic.Bool
 
 // mountKind says what one step of the root plan does.
 type mountKind int
@@ -198,7 +193,7 @@ func rootPlan(cfg *initConfig, host hostFS) []mountOp {
 			Data: fmt.Sprintf("mode=0755,size=%d,nr_inodes=%d,uid=%d,gid=%d",
 				cfg.Limits.Workspace, wsInodes, sandboxUID, sandboxGID)},
 	)
-	if faultWorkspaceMount.Load() {
+	if cfg.faultWorkspaceMount {
 		plan[len(plan)-1].Data = "size=not-a-size" // the kernel refuses it, as it would a real failure
 	}
 	return plan

@@ -192,6 +192,13 @@ func cleanRelative(p string) bool {
 
 // Run builds a fresh sandbox for spec, runs it once and destroys it.
 func (s *Sandbox) Run(ctx context.Context, spec sandbox.Spec) (sandbox.Result, error) {
+	return s.runSpec(ctx, spec, nil)
+}
+
+// runSpec is Run. adjust, when set, changes the init's config (only tests do:
+// WithoutSeccomp, an injected fault) and keeps the call off the warm pool, whose
+// sandboxes were built without it.
+func (s *Sandbox) runSpec(ctx context.Context, spec sandbox.Spec, adjust func(*initConfig)) (sandbox.Result, error) {
 	spec = withDefaultNetwork(spec)
 	if spec.ID == "" {
 		spec.ID = newID()
@@ -201,12 +208,16 @@ func (s *Sandbox) Run(ctx context.Context, spec sandbox.Spec) (sandbox.Result, e
 		res.Detail = err.Error()
 		return res, err
 	}
-	if p := s.pool.Load(); p != nil {
+	if p := s.pool.Load(); p != nil && adjust == nil {
 		if l, sl := p.take(spec); l != nil {
 			return s.runPooled(ctx, l, sl, spec)
 		}
 	}
-	return s.run(ctx, spec, s.config(spec))
+	cfg := s.config(spec)
+	if adjust != nil {
+		adjust(cfg)
+	}
+	return s.run(ctx, spec, cfg)
 }
 
 // config is the part of spec the init needs to build the sandbox.
