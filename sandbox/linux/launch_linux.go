@@ -133,7 +133,7 @@ func (l *launch) start(cfg *initConfig) error {
 	// closed do the pipes reach EOF when the sandbox is gone.
 	l.closeChild()
 	if err != nil {
-		l.pipes.Close()
+		l.Close() // the pipes: every descriptor of this launch
 		return l.sb.startError(err)
 	}
 	l.pidfd = pidfd
