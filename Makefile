@@ -127,7 +127,6 @@ clients: build ## the official MCP Go and TypeScript SDKs drive bin/airlock over
 	clients/ts/run.sh bin/airlock
 
 soak: build ## many parallel calls through one server: leaks, hangs, ordering
-	@if [ ! -d cmd/airlock-soak ]; then echo "cmd/airlock-soak is not in this tree yet"; exit 1; fi
 	$(GO) run ./cmd/airlock-soak -airlock bin/airlock -calls $(SOAK_CALLS) -parallel $(SOAK_PARALLEL)
 
 FLEET_CALLS ?= 2000

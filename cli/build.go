@@ -13,19 +13,15 @@ import (
 	"github.com/airlock-mcp/airlock/probe"
 	"github.com/airlock-mcp/airlock/runner"
 	"github.com/airlock-mcp/airlock/sandbox"
-	"github.com/airlock-mcp/airlock/sandbox/host"
 	"github.com/airlock-mcp/airlock/tools"
 )
-
-// newSandbox is host.New; tests replace it.
-var newSandbox = host.New
 
 // build assembles the tools' dependencies. With strict set it fails closed: a sandbox
 // that cannot start or a required layer that is missing refuses, so code never runs with
 // less isolation than the backend requires. Which layers are required is the backend's
 // call (sandbox.Options.AllowDegraded relaxes the optional ones there); the runner only
 // marks results degraded. Without strict (probe, config) build reports instead.
-func build(ctx context.Context, cfg config.Config, strict bool) (tools.Deps, error) {
+func build(ctx context.Context, cfg config.Config, strict bool, newSandbox func(sandbox.Options) (sandbox.Sandbox, error)) (tools.Deps, error) {
 	reg, err := policy.DetectWith(policy.Config{Enabled: cfg.Languages.Enabled, Interpreters: cfg.Languages.Interpreters})
 	if err != nil {
 		return tools.Deps{}, fmt.Errorf("languages: %w", err)

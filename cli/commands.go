@@ -60,9 +60,9 @@ func serveCmd(ctx context.Context, args []string, stdio IO) int {
 		}
 	}
 	log := slog.Default().With("component", "serve")
-	deps, err := build(ctx, cfg, true)
+	deps, err := build(ctx, cfg, true, stdio.newSandbox())
 	if err != nil {
-		log.Error("refusing to serve: no usable sandbox", "error", err)
+		log.Error("refusing to serve: no usable sandbox", "err", err)
 		fmt.Fprintf(stdio.Stderr, "airlock: refusing to serve: %v\n", err)
 		return exitRefused
 	}
@@ -84,7 +84,7 @@ func serveCmd(ctx context.Context, args []string, stdio IO) int {
 		Log:         slog.Default(),
 	})
 	if err != nil {
-		log.Error("stdio", "error", err)
+		log.Error("stdio", "err", err)
 		return exitFailed
 	}
 	log.Info("stdio closed, exiting")
@@ -139,7 +139,7 @@ func runCmd(ctx context.Context, args []string, stdio IO) int {
 		fmt.Fprintf(stdio.Stderr, "airlock run: %v\n", err)
 		return exitUsage
 	}
-	deps, err := build(ctx, cfg, true)
+	deps, err := build(ctx, cfg, true, stdio.newSandbox())
 	if err != nil {
 		fmt.Fprintf(stdio.Stderr, "airlock: refusing to run: %v\n", err)
 		return exitRefused
@@ -221,7 +221,7 @@ func probeCmd(ctx context.Context, args []string, stdio IO) int {
 		return exitUsage
 	}
 	defer closeLog()
-	deps, buildErr := build(ctx, cfg, false)
+	deps, buildErr := build(ctx, cfg, false, stdio.newSandbox())
 	if deps.Prober == nil {
 		fmt.Fprintf(stdio.Stderr, "airlock probe: %v\n", buildErr)
 		return exitFailed
@@ -265,7 +265,7 @@ func configCmd(ctx context.Context, args []string, stdio IO) int {
 		return exitUsage
 	}
 	defer closeLog()
-	deps, buildErr := build(ctx, cfg, false)
+	deps, buildErr := build(ctx, cfg, false, stdio.newSandbox())
 	if deps.Runner == nil {
 		fmt.Fprintf(stdio.Stderr, "airlock config: %v\n", buildErr)
 		return exitFailed

@@ -2,7 +2,6 @@ package probe
 
 import (
 	"context"
-	"errors"
 	"net"
 	"os"
 	"os/user"
@@ -14,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/airlock-mcp/airlock/internal/sandboxtest"
 	"github.com/airlock-mcp/airlock/policy"
 	"github.com/airlock-mcp/airlock/runner"
 	"github.com/airlock-mcp/airlock/sandbox"
@@ -44,12 +44,7 @@ var (
 func realSandbox(t *testing.T) sandbox.Sandbox {
 	t.Helper()
 	sbOnce.Do(func() { sbInst, sbErr = host.New(sandbox.Options{}) })
-	if sbErr != nil {
-		if errors.Is(sbErr, sandbox.ErrUnavailable) && os.Getenv("AIRLOCK_REQUIRE_SANDBOX") != "1" {
-			t.Skipf("SKIPPING: THIS KERNEL CANNOT BUILD THE SANDBOX, SO NO PROBE IS TESTED AGAINST IT: %v (set AIRLOCK_REQUIRE_SANDBOX=1 to make this a failure)", sbErr)
-		}
-		t.Fatalf("sandbox unavailable: %v", sbErr)
-	}
+	sandboxtest.Require(t, sbErr)
 	return sbInst
 }
 

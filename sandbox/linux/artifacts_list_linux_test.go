@@ -17,7 +17,7 @@ func TestArtifactListIsBounded(t *testing.T) {
 	spec := pySpec("for i in range(5000): open('out/f%05d' % i, 'w').write('x')", newMarker())
 	spec.OutDir = "out"
 	spec.Artifacts = sandbox.ArtifactLimits{MaxFiles: 5, MaxFileBytes: 1 << 20, MaxTotal: 1 << 20}
-	res, err := s.Run(context.Background(), spec)
+	res, err := s.Run(context.Background(), withDefaults(spec))
 	if err != nil || res.Status != sandbox.StatusOK {
 		t.Fatalf("%v %s %s", err, res.Status, brief(res))
 	}

@@ -828,7 +828,7 @@ time.sleep(float(sys.argv[2]) if len(sys.argv) > 2 else 0)
 	spec.Argv = append(spec.Argv, "0.6")
 	done := make(chan sandbox.Result, 1)
 	go func() {
-		res, _ := testSandbox(t).Run(t.Context(), spec)
+		res, _ := testSandbox(t).Run(t.Context(), withDefaults(spec))
 		done <- res
 	}()
 	// From the host, while it sleeps: the program runs as the unprivileged host id.

@@ -390,7 +390,7 @@ func TestProcessesInTheirCgroup(t *testing.T) {
 	spec.Limits.Wall = 20 * time.Second
 	done := make(chan sandbox.Result, 1)
 	go func() {
-		res, _ := s.Run(context.Background(), spec)
+		res, _ := s.Run(context.Background(), withDefaults(spec))
 		done <- res
 	}()
 	prog := waitHostProc(t, marker, 5*time.Second)

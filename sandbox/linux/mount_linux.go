@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 
@@ -59,10 +58,6 @@ const (
 	rootInodes = 4096
 	wsInodes   = 65536
 )
-
-// faultWorkspaceMount makes the plan's workspace tmpfs mount fail. Only this package's
-// tests set it.
-var faultWorkspaceMount atomic.Bool
 
 // mountKind says what one step of the root plan does: OP_* in protocol_linux.h.
 type mountKind int
@@ -199,19 +194,12 @@ func rootPlan(cfg *initConfig, host hostFS) []mountOp {
 			Data: fmt.Sprintf("mode=1777,size=%d,nr_inodes=4096", tmpSize)},
 		mountOp{Kind: opTmpfs, Target: "/workspace", Flags: nosuidNodev,
 			Data: fmt.Sprintf("mode=0755,size=%d,nr_inodes=%d,uid=%d,gid=%d",
-				workspaceSize(cfg.Limits.Workspace), wsInodes, sandboxUID, sandboxGID)},
+				cfg.Limits.Workspace, wsInodes, sandboxUID, sandboxGID)},
 	)
-	if faultWorkspaceMount.Load() {
+	if cfg.faultWorkspaceMount {
 		plan[len(plan)-1].Data = "size=not-a-size" // the kernel refuses it, as it would a real failure
 	}
 	return plan
-}
-
-func workspaceSize(n int64) int64 {
-	if n <= 0 {
-		return 64 << 20
-	}
-	return n
 }
 
 func coveredBy(p string, bound map[string]bool) bool {

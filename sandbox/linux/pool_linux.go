@@ -59,7 +59,7 @@ func (s *Sandbox) Warm(templates []sandbox.Spec, size int) {
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &pool{s: s, size: size, cancel: cancel}
 	for _, t := range templates {
-		t = withDefaults(t)
+		t = withDefaultNetwork(t)
 		if err := validate(t); err != nil {
 			s.log.Warn("pool template refused", "language", t.Language, "err", err)
 			continue

@@ -120,6 +120,10 @@ type initConfig struct {
 	HostUID, HostGID uint32
 	OwnUID           bool
 	UIDMap, GIDMap   string
+
+	// faultWorkspaceMount makes the plan's workspace tmpfs mount fail; only tests set it.
+	// Not sent: rootPlan reads it.
+	faultWorkspaceMount bool
 }
 
 // handover is the call itself: the last frame on configFD.

@@ -137,33 +137,8 @@ func (s *Sandbox) cloneFlags(network sandbox.Network) uint32 {
 	return flags
 }
 
-// withDefaults fills zero limits with the backend's floors: a zero is never unlimited.
-func withDefaults(spec sandbox.Spec) sandbox.Spec {
-	l := &spec.Limits
-	if l.Wall <= 0 {
-		l.Wall = 30 * time.Second
-	}
-	if l.CPU <= 0 {
-		l.CPU = l.Wall
-	}
-	if l.Memory <= 0 {
-		l.Memory = 512 << 20
-	}
-	if l.Pids <= 0 {
-		l.Pids = 64
-	}
-	if l.FileSize <= 0 {
-		l.FileSize = 64 << 20
-	}
-	if l.OpenFiles <= 0 {
-		l.OpenFiles = 256
-	}
-	if l.Workspace <= 0 {
-		l.Workspace = 64 << 20
-	}
-	if l.Output <= 0 {
-		l.Output = 1 << 20
-	}
+// withDefaultNetwork gives a spec without a network mode none, the strictest.
+func withDefaultNetwork(spec sandbox.Spec) sandbox.Spec {
 	if spec.Network == "" {
 		spec.Network = sandbox.NetworkNone
 	}
@@ -173,6 +148,9 @@ func withDefaults(spec sandbox.Spec) sandbox.Spec {
 func validate(spec sandbox.Spec) error {
 	if len(spec.Argv) == 0 || !path.IsAbs(spec.Argv[0]) {
 		return fmt.Errorf("%w: argv[0] must be an absolute interpreter path", sandbox.ErrInvalidSpec)
+	}
+	if err := spec.Limits.Validate(); err != nil {
+		return err
 	}
 	switch spec.Network {
 	case sandbox.NetworkNone, sandbox.NetworkHost:
@@ -214,7 +192,14 @@ func cleanRelative(p string) bool {
 
 // Run builds a fresh sandbox for spec, runs it once and destroys it.
 func (s *Sandbox) Run(ctx context.Context, spec sandbox.Spec) (sandbox.Result, error) {
-	spec = withDefaults(spec)
+	return s.runSpec(ctx, spec, nil)
+}
+
+// runSpec is Run. adjust, when set, changes the init's config (only tests do:
+// WithoutSeccomp, an injected fault) and keeps the call off the warm pool, whose
+// sandboxes were built without it.
+func (s *Sandbox) runSpec(ctx context.Context, spec sandbox.Spec, adjust func(*initConfig)) (sandbox.Result, error) {
+	spec = withDefaultNetwork(spec)
 	if spec.ID == "" {
 		spec.ID = newID()
 	}
@@ -223,12 +208,16 @@ func (s *Sandbox) Run(ctx context.Context, spec sandbox.Spec) (sandbox.Result, e
 		res.Detail = err.Error()
 		return res, err
 	}
-	if p := s.pool.Load(); p != nil {
+	if p := s.pool.Load(); p != nil && adjust == nil {
 		if l, sl := p.take(spec); l != nil {
 			return s.runPooled(ctx, l, sl, spec)
 		}
 	}
-	return s.run(ctx, spec, s.config(spec))
+	cfg := s.config(spec)
+	if adjust != nil {
+		adjust(cfg)
+	}
+	return s.run(ctx, spec, cfg)
 }
 
 // config is the part of spec the init needs to build the sandbox.
@@ -418,7 +407,7 @@ func (s *Sandbox) serve(ctx context.Context, l *launch, spec sandbox.Spec) (sand
 // selfTest builds a complete sandbox (namespaces, root, seccomp) without running a
 // program, and returns the number of seccomp rules loaded.
 func (s *Sandbox) selfTest(ctx context.Context) (int, error) {
-	spec := withDefaults(sandbox.Spec{ID: "selftest-" + newID(), Argv: []string{"/"}})
+	spec := withDefaultNetwork(sandbox.Spec{ID: "selftest-" + newID(), Argv: []string{"/"}, Limits: sandbox.SelfTestLimits()})
 	cfg := s.config(spec)
 	cfg.SetupOnly = true
 	l, err := s.prepare(spec, cfg)
