@@ -60,7 +60,7 @@ func serveCmd(ctx context.Context, args []string, stdio IO) int {
 		}
 	}
 	log := slog.Default().With("component", "serve")
-	deps, err := build(ctx, cfg, true)
+	deps, err := build(ctx, cfg, true, nil)
 	if err != nil {
 		log.Error("refusing to serve: no usable sandbox", "error", err)
 		fmt.Fprintf(stdio.Stderr, "airlock: refusing to serve: %v\n", err)
@@ -97,6 +97,7 @@ type runOpts struct {
 	timeout config.Duration
 	out     *string
 	force   *bool
+	recheck *bool
 }
 
 func runFlags(stdio IO) (*common, *runOpts) {
@@ -107,6 +108,7 @@ func runFlags(stdio IO) (*common, *runOpts) {
 	c.fs.TextVar(&o.timeout, "timeout", config.Duration(0), "wall-clock timeout: seconds or a duration like 1m30s (default: the configured default)")
 	o.out = c.fs.String("out", "", "save the files the program leaves in its output directory here (created if missing)")
 	o.force = c.fs.Bool("force", false, "with --out: overwrite files that already exist")
+	o.recheck = c.fs.Bool("recheck", false, "run the sandbox's full self-check even if one passed recently for this binary, kernel and settings")
 	return c, o
 }
 
@@ -139,7 +141,7 @@ func runCmd(ctx context.Context, args []string, stdio IO) int {
 		fmt.Fprintf(stdio.Stderr, "airlock run: %v\n", err)
 		return exitUsage
 	}
-	deps, err := build(ctx, cfg, true)
+	deps, err := build(ctx, cfg, true, runStamps(cfg, *o.recheck))
 	if err != nil {
 		fmt.Fprintf(stdio.Stderr, "airlock: refusing to run: %v\n", err)
 		return exitRefused
@@ -221,7 +223,7 @@ func probeCmd(ctx context.Context, args []string, stdio IO) int {
 		return exitUsage
 	}
 	defer closeLog()
-	deps, buildErr := build(ctx, cfg, false)
+	deps, buildErr := build(ctx, cfg, false, nil)
 	if deps.Prober == nil {
 		fmt.Fprintf(stdio.Stderr, "airlock probe: %v\n", buildErr)
 		return exitFailed
@@ -265,7 +267,7 @@ func configCmd(ctx context.Context, args []string, stdio IO) int {
 		return exitUsage
 	}
 	defer closeLog()
-	deps, buildErr := build(ctx, cfg, false)
+	deps, buildErr := build(ctx, cfg, false, nil)
 	if deps.Runner == nil {
 		fmt.Fprintf(stdio.Stderr, "airlock config: %v\n", buildErr)
 		return exitFailed

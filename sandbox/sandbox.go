@@ -12,6 +12,8 @@ import (
 	"errors"
 	"io/fs"
 	"time"
+
+	"github.com/airlock-mcp/airlock/internal/stamp"
 )
 
 // Sandbox runs one program in a fresh, disposable sandbox per call.
@@ -314,4 +316,8 @@ type Options struct {
 	// call would run it (argv, env, mounts). The darwin backend runs them; Linux does not
 	// need them. Their Limits are the backend's own.
 	SelfTest []Spec `json:"-"`
+	// Stamps, when set, lets the backend reuse a self-check that passed recently for the
+	// same binary, kernel and settings instead of building one more sandbox, and record
+	// the one it passes (a one-shot command: `airlock run`). Nil: always check in full.
+	Stamps *stamp.Store `json:"-"`
 }

@@ -43,6 +43,9 @@ type Sandbox struct {
 	cleanup sync.WaitGroup
 	pool    atomic.Pointer[pool]
 	zyg     *zygote
+	// checked is the self-check New passed or reused (stamp_linux.go): with a stamp
+	// store, Probe reports it instead of building another sandbox.
+	checked *checkStamp
 	// resolver looks up the names the egress proxy is asked for (nil: the system's);
 	// tests inject one.
 	resolver egress.Resolver
@@ -87,11 +90,16 @@ func New(opts sandbox.Options) (*Sandbox, error) {
 	// The definitive check: build a whole sandbox once, without running a program. A
 	// refusal a container gives for one piece (a fresh /proc, the hostname) is met with
 	// its substitute, said once here and in every probe, and the check runs again.
+	key := s.checkKey()
+	if s.reuseCheck(key) {
+		return s, nil
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
 	defer cancel()
 	for busy := 1; ; {
-		_, err := s.selfTest(ctx)
+		rules, err := s.selfTest(ctx)
 		if err == nil {
+			s.stampCheck(key, rules)
 			return s, nil
 		}
 		if uidBusy(err) && busy < busyTries {
