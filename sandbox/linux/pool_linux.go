@@ -82,8 +82,10 @@ func (s *Sandbox) Close() error {
 	if p := s.pool.Swap(nil); p != nil {
 		p.close()
 	}
+	s.closeDone()
 	s.cleanup.Wait()
 	s.zyg.stop()
+	s.cg.removeBases()
 	return nil
 }
 

@@ -46,6 +46,10 @@ type Sandbox struct {
 	// checked is the self-check New passed or reused (stamp_linux.go): with a stamp
 	// store, Probe reports it instead of building another sandbox.
 	checked *checkStamp
+	// closing is done once Close is called: the results are delivered, so a finished
+	// sandbox's teardown no longer waits out teardownDelay (a one-shot run's exit does).
+	closing   context.Context
+	closeDone context.CancelFunc
 	// resolver looks up the names the egress proxy is asked for (nil: the system's);
 	// tests inject one.
 	resolver egress.Resolver
@@ -62,6 +66,7 @@ func New(opts sandbox.Options) (*Sandbox, error) {
 		log:  slog.Default().With("component", "sandbox"),
 	}
 	s.zyg = newZygote(s.self, s.log)
+	s.closing, s.closeDone = context.WithCancel(context.Background())
 	ids, err := newHostIDs(opts)
 	if err != nil {
 		return nil, err
@@ -316,7 +321,12 @@ func (s *Sandbox) release(l *launch) {
 			// After a reported exit the program is dead and the init waits to be ended:
 			// its teardown starts once the caller has had a moment to deliver the result.
 			if l.exitReported() {
-				time.Sleep(teardownDelay)
+				t := time.NewTimer(teardownDelay)
+				select {
+				case <-t.C:
+				case <-s.closing.Done():
+					t.Stop()
+				}
 			}
 			l.kill()
 			l.finish()
