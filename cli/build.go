@@ -37,6 +37,8 @@ func build(ctx context.Context, cfg config.Config, strict bool, stamps *stamp.St
 	// The backend's self-test runs each enabled language once, as a call would (macOS).
 	opts := cfg.SandboxOptions()
 	opts.Stamps = stamps
+	// Every call runs with the configured network mode: only its filter is compiled.
+	opts.Networks = []sandbox.Network{sandbox.Network(cfg.Network)}
 	for _, l := range reg.Languages() {
 		if l.Enabled && l.Installed {
 			opts.SelfTest = append(opts.SelfTest, l.Spec(nil, nil, sandbox.Limits{}, policy.BoundByRlimit))

@@ -320,4 +320,8 @@ type Options struct {
 	// same binary, kernel and settings instead of building one more sandbox, and record
 	// the one it passes (a one-shot command: `airlock run`). Nil: always check in full.
 	Stamps *stamp.Store `json:"-"`
+	// Networks are the network modes calls will use; a backend may prepare only those
+	// (Linux compiles a seccomp filter per mode) and refuse a spec with another. Empty:
+	// every mode.
+	Networks []Network `json:"-"`
 }

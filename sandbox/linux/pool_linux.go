@@ -60,7 +60,11 @@ func (s *Sandbox) Warm(templates []sandbox.Spec, size int) {
 	p := &pool{s: s, size: size, cancel: cancel}
 	for _, t := range templates {
 		t = withDefaults(t)
-		if err := validate(t); err != nil {
+		err := validate(t)
+		if err == nil {
+			err = s.prepared(t.Network)
+		}
+		if err != nil {
 			s.log.Warn("pool template refused", "language", t.Language, "err", err)
 			continue
 		}

@@ -67,8 +67,22 @@ func New(opts sandbox.Options) (*Sandbox, error) {
 	}
 	s.zyg = newZygote(s.self, s.log)
 	s.closing, s.closeDone = context.WithCancel(context.Background())
+	// The filters compile and the zygote starts (an exec) while the rest is checked:
+	// every sandbox needs both, and a one-shot run waits for them first.
+	filters := compileFilters(opts.Networks)
+	zygote := make(chan struct{})
+	go func() {
+		s.zyg.prestart()
+		close(zygote)
+	}()
+	abandon := func() {
+		_, _ = filters()
+		<-zygote
+		s.zyg.stop()
+	}
 	ids, err := newHostIDs(opts)
 	if err != nil {
+		abandon()
 		return nil, err
 	}
 	s.ids = ids
@@ -78,25 +92,23 @@ func New(opts sandbox.Options) (*Sandbox, error) {
 	default:
 		s.cg = detectCgroups()
 		if opts.Cgroups == "require" && s.cg.version == 0 {
+			abandon()
 			return nil, fmt.Errorf("%w: cgroups are required but unusable: %s (%s)", sandbox.ErrUnavailable, s.cg.reason, cgroupFix(s.root, container()))
 		}
 		if removed := s.cg.cleanStale(s.log); len(removed) > 0 {
 			s.log.Info("removed stale sandbox cgroups", "count", len(removed), "dirs", removed)
 		}
 	}
-	s.filters = map[sandbox.Network]*bpf{}
-	for _, n := range []sandbox.Network{sandbox.NetworkNone, sandbox.NetworkHost, sandbox.NetworkAllowlist} {
-		f, err := compileFilter(filterPlan{network: n == sandbox.NetworkHost, loopback: n == sandbox.NetworkAllowlist})
-		if err != nil {
-			return nil, fmt.Errorf("%w: %w (install libseccomp: apt-get install libseccomp2)", sandbox.ErrUnavailable, err)
-		}
-		s.filters[n] = f
+	key := s.checkKey()
+	reused := s.reuseCheck(key)
+	if s.filters, err = filters(); err != nil {
+		abandon()
+		return nil, err
 	}
 	// The definitive check: build a whole sandbox once, without running a program. A
 	// refusal a container gives for one piece (a fresh /proc, the hostname) is met with
 	// its substitute, said once here and in every probe, and the check runs again.
-	key := s.checkKey()
-	if s.reuseCheck(key) {
+	if reused {
 		return s, nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
@@ -233,6 +245,10 @@ func (s *Sandbox) Run(ctx context.Context, spec sandbox.Spec) (sandbox.Result, e
 	}
 	res := sandbox.Result{ID: spec.ID, Status: sandbox.StatusSandboxError, ExitCode: -1}
 	if err := validate(spec); err != nil {
+		res.Detail = err.Error()
+		return res, err
+	}
+	if err := s.prepared(spec.Network); err != nil {
 		res.Detail = err.Error()
 		return res, err
 	}
