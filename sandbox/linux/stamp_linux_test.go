@@ -193,3 +193,34 @@ print(json.dumps(out))
 		t.Fatalf("the sandbox planted %v", m)
 	}
 }
+
+// The self-check's key follows the binary's identity and the settings.
+func TestCheckKeyFollowsBinaryAndSettings(t *testing.T) {
+	s := testSandbox(t)
+	bin := filepath.Join(t.TempDir(), "airlock")
+	if err := os.WriteFile(bin, []byte("one"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	key := func(opts sandbox.Options) string {
+		return (&Sandbox{self: bin, opts: opts, root: s.root, ids: s.ids, cg: s.cg}).checkKey().Sum()
+	}
+	k1 := key(sandbox.Options{})
+	if k1 == "" || k1 != key(sandbox.Options{}) {
+		t.Fatalf("keys %q, %q: want the same, non-empty", k1, key(sandbox.Options{}))
+	}
+	if key(sandbox.Options{UIDRange: "off"}) == k1 || key(sandbox.Options{AllowDegraded: true}) == k1 {
+		t.Fatal("another setting has the same key")
+	}
+	if err := os.WriteFile(bin, []byte("two"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if key(sandbox.Options{}) == k1 {
+		t.Fatal("a rewritten binary has the same key")
+	}
+	if err := os.Remove(bin); err != nil {
+		t.Fatal(err)
+	}
+	if k := key(sandbox.Options{}); k != "" {
+		t.Fatalf("a missing binary gives key %q, want none (check in full)", k)
+	}
+}
