@@ -25,7 +25,7 @@ func cliProgram() (string, func(), error) {
 		return "", nil, err
 	}
 	p := filepath.Join(dir, "print1.py")
-	if err := os.WriteFile(p, []byte("print(1)\n"), 0o644); err != nil {
+	if err := os.WriteFile(p, []byte("print(1)\n"), 0o600); err != nil {
 		os.RemoveAll(dir)
 		return "", nil, err
 	}
