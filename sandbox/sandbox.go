@@ -14,6 +14,8 @@ import (
 	"io/fs"
 	"strings"
 	"time"
+
+	"github.com/airlock-mcp/airlock/internal/stamp"
 )
 
 // Sandbox runs one program in a fresh, disposable sandbox per call.
@@ -347,4 +349,12 @@ type Options struct {
 	// call would run it (argv, env, mounts). The darwin backend runs them; Linux does not
 	// need them. Their Limits are the backend's own.
 	SelfTest []Spec `json:"-"`
+	// Stamps, when set, lets the backend reuse a self-check that passed recently for the
+	// same binary, kernel and settings instead of building one more sandbox, and record
+	// the one it passes (a one-shot command: `airlock run`). Nil: always check in full.
+	Stamps *stamp.Store `json:"-"`
+	// Networks are the network modes calls will use; a backend may prepare only those
+	// (Linux compiles a seccomp filter per mode) and refuse a spec with another. Empty:
+	// every mode.
+	Networks []Network `json:"-"`
 }

@@ -41,7 +41,7 @@ func BenchmarkRootPlan(b *testing.B) {
 func BenchmarkSetupOnly(b *testing.B) {
 	s := benchSandbox(b)
 	for b.Loop() {
-		if _, err := s.selfTest(context.Background()); err != nil {
+		if _, err := s.selfTest(context.Background(), nil); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -60,7 +60,11 @@ func (s *Sandbox) Warm(templates []sandbox.Spec, size int) {
 	p := &pool{s: s, size: size, cancel: cancel}
 	for _, t := range templates {
 		t = withDefaultNetwork(t)
-		if err := validate(t); err != nil {
+		err := validate(t)
+		if err == nil {
+			err = s.prepared(t.Network)
+		}
+		if err != nil {
 			s.log.Warn("pool template refused", "language", t.Language, "err", err)
 			continue
 		}
@@ -82,8 +86,10 @@ func (s *Sandbox) Close() error {
 	if p := s.pool.Swap(nil); p != nil {
 		p.close()
 	}
+	s.closeDone()
 	s.cleanup.Wait()
 	s.zyg.stop()
+	s.cg.removeBases()
 	return nil
 }
 

@@ -27,6 +27,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/airlock-mcp/airlock/egress"
+	"github.com/airlock-mcp/airlock/internal/stamp"
 	"github.com/airlock-mcp/airlock/sandbox"
 )
 
@@ -43,6 +44,13 @@ type Sandbox struct {
 	cleanup sync.WaitGroup
 	pool    atomic.Pointer[pool]
 	zyg     *zygote
+	// checked is the self-check New passed or reused (stamp_linux.go): with a stamp
+	// store, Probe reports it instead of building another sandbox.
+	checked *checkStamp
+	// closing is done once Close is called: the results are delivered, so a finished
+	// sandbox's teardown no longer waits out teardownDelay (a one-shot run's exit does).
+	closing   context.Context
+	closeDone context.CancelFunc
 	// resolver looks up the names the egress proxy is asked for (nil: the system's);
 	// tests inject one.
 	resolver egress.Resolver
@@ -59,8 +67,23 @@ func New(opts sandbox.Options) (*Sandbox, error) {
 		log:  slog.Default().With("component", "sandbox"),
 	}
 	s.zyg = newZygote(s.self, s.log)
+	s.closing, s.closeDone = context.WithCancel(context.Background())
+	// The filters compile and the zygote starts (an exec) while the rest is checked:
+	// every sandbox needs both, and a one-shot run waits for them first.
+	filters := compileFilters(opts.Networks)
+	zygote := make(chan struct{})
+	go func() {
+		s.zyg.prestart()
+		close(zygote)
+	}()
+	abandon := func() {
+		_, _ = filters()
+		<-zygote
+		s.zyg.stop()
+	}
 	ids, err := newHostIDs(opts)
 	if err != nil {
+		abandon()
 		return nil, err
 	}
 	s.ids = ids
@@ -70,29 +93,43 @@ func New(opts sandbox.Options) (*Sandbox, error) {
 	default:
 		s.cg = detectCgroups()
 		if opts.Cgroups == "require" && s.cg.version == 0 {
+			abandon()
 			return nil, fmt.Errorf("%w: cgroups are required but unusable: %s (%s)", sandbox.ErrUnavailable, s.cg.reason, cgroupFix(s.root, container()))
 		}
 		if removed := s.cg.cleanStale(s.log); len(removed) > 0 {
 			s.log.Info("removed stale sandbox cgroups", "count", len(removed), "dirs", removed)
 		}
 	}
-	s.filters = map[sandbox.Network]*bpf{}
-	for _, n := range []sandbox.Network{sandbox.NetworkNone, sandbox.NetworkHost, sandbox.NetworkAllowlist} {
-		f, err := compileFilter(filterPlan{network: n == sandbox.NetworkHost, loopback: n == sandbox.NetworkAllowlist})
-		if err != nil {
-			return nil, fmt.Errorf("%w: %w (install libseccomp: apt-get install libseccomp2)", sandbox.ErrUnavailable, err)
-		}
-		s.filters[n] = f
+	key := s.checkKey()
+	reused := s.reuseCheck(key)
+	if s.filters, err = filters(); err != nil {
+		abandon()
+		return nil, err
 	}
 	// The definitive check: build a whole sandbox once, without running a program. A
 	// refusal a container gives for one piece (a fresh /proc, the hostname) is met with
 	// its substitute, said once here and in every probe, and the check runs again.
+	if reused {
+		return s, nil
+	}
+	if err := s.check(key, nil); err != nil {
+		s.Wait()
+		s.zyg.stop()
+		return nil, err
+	}
+	return s, nil
+}
+
+// check runs the self-test until it passes, adapting to a container's refusals, and
+// stamps a pass under key; adjust (tests only, nil otherwise) changes the test's config.
+func (s *Sandbox) check(key *stamp.Key, adjust func(*initConfig)) error {
 	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
 	defer cancel()
 	for busy := 1; ; {
-		_, err := s.selfTest(ctx)
+		rules, err := s.selfTest(ctx, adjust)
 		if err == nil {
-			return s, nil
+			s.stampCheck(key, rules)
+			return nil
 		}
 		if uidBusy(err) && busy < busyTries {
 			busy++
@@ -100,9 +137,7 @@ func New(opts sandbox.Options) (*Sandbox, error) {
 		}
 		next, what, ok := s.adapt.after(err)
 		if !ok {
-			s.Wait()
-			s.zyg.stop()
-			return nil, err
+			return err
 		}
 		s.log.Warn("sandboxes adapted to this container", "change", what, "err", err)
 		s.adapt = next
@@ -208,6 +243,10 @@ func (s *Sandbox) runSpec(ctx context.Context, spec sandbox.Spec, adjust func(*i
 		res.Detail = err.Error()
 		return res, err
 	}
+	if err := s.prepared(spec.Network); err != nil {
+		res.Detail = err.Error()
+		return res, err
+	}
 	if p := s.pool.Load(); p != nil && adjust == nil {
 		if l, sl := p.take(spec); l != nil {
 			return s.runPooled(ctx, l, sl, spec)
@@ -297,7 +336,12 @@ func (s *Sandbox) release(l *launch) {
 			// After a reported exit the program is dead and the init waits to be ended:
 			// its teardown starts once the caller has had a moment to deliver the result.
 			if l.exitReported() {
-				time.Sleep(teardownDelay)
+				t := time.NewTimer(teardownDelay)
+				select {
+				case <-t.C:
+				case <-s.closing.Done():
+					t.Stop()
+				}
 			}
 			l.kill()
 			l.finish()
@@ -406,10 +450,13 @@ func (s *Sandbox) serve(ctx context.Context, l *launch, spec sandbox.Spec) (sand
 
 // selfTest builds a complete sandbox (namespaces, root, seccomp) without running a
 // program, and returns the number of seccomp rules loaded.
-func (s *Sandbox) selfTest(ctx context.Context) (int, error) {
+func (s *Sandbox) selfTest(ctx context.Context, adjust func(*initConfig)) (int, error) {
 	spec := withDefaultNetwork(sandbox.Spec{ID: "selftest-" + newID(), Argv: []string{"/"}, Limits: sandbox.SelfTestLimits()})
 	cfg := s.config(spec)
 	cfg.SetupOnly = true
+	if adjust != nil {
+		adjust(cfg)
+	}
 	l, err := s.prepare(spec, cfg)
 	if err == nil {
 		defer s.release(l)

@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/airlock-mcp/airlock/internal/stamp"
 	"github.com/airlock-mcp/airlock/sandbox"
 )
 
@@ -168,16 +169,9 @@ func lockHint(dir string) string {
 	return "; Linux has them since 3.15: " + dir + " must be on a file system that supports them (tmpfs or a local disk)"
 }
 
-// lockDir is where the servers of this user coordinate their ids.
-func lockDir() string {
-	if os.Geteuid() == 0 {
-		return "/run/airlock"
-	}
-	if d := os.Getenv("XDG_RUNTIME_DIR"); d != "" {
-		return filepath.Join(d, "airlock")
-	}
-	return filepath.Join(os.TempDir(), fmt.Sprintf("airlock-%d", os.Geteuid()))
-}
+// lockDir is where the servers of this user coordinate their ids: this user's state
+// directory, which also holds the stamps of passing self-checks.
+func lockDir() string { return stamp.DefaultDir() }
 
 // release returns an id once no process of it is left. clean is false when the spawner
 // could not prove that: the id is never handed out again.

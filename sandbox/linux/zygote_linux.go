@@ -70,6 +70,16 @@ func (z *zygote) start() error {
 	return nil
 }
 
+// prestart starts the zygote ahead of the first spawn; one that fails to start is
+// started again (and its error returned) by that spawn.
+func (z *zygote) prestart() {
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	if z.sock < 0 {
+		_ = z.start()
+	}
+}
+
 // stop closes the zygote's socket, which ends it, and waits for it. Spawners it forked
 // die with it, and every sandbox with its spawner.
 func (z *zygote) stop() {
