@@ -2,6 +2,8 @@ package linux
 
 import (
 	"context"
+	"errors"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -84,4 +86,123 @@ func TestSessionKeepsStateAndFiles(t *testing.T) {
 			wantOut(t, call(t, ss, c[1]), sandbox.StatusOK, "42")
 		})
 	}
+}
+
+// A call's timeout interrupts it; the interpreter recovers and keeps its state.
+func TestSessionTimeoutInterrupts(t *testing.T) {
+	cases := map[string][3]string{
+		"python":     {"x = 41", "while True: pass", "print(x + 1)"},
+		"javascript": {"var x = 41", "while (true) {}", "console.log(x + 1)"},
+		"bash":       {"x=41", "while :; do :; done", "echo $((x + 1))"},
+	}
+	for lang, c := range cases {
+		t.Run(lang, func(t *testing.T) {
+			ss := openSession(t, sessionSpec(t, lang))
+			call(t, ss, c[0])
+			res := call(t, ss, c[1], time.Second)
+			if res.Status != sandbox.StatusTimeout || res.Restarted {
+				t.Fatalf("want a timeout the interpreter survived: %s restarted=%v", brief(res), res.Restarted)
+			}
+			if res.Wall > time.Second+sandbox.SessionInterruptGrace {
+				t.Fatalf("the interrupted call took %s", res.Wall)
+			}
+			wantOut(t, call(t, ss, c[2]), sandbox.StatusOK, "42")
+		})
+	}
+}
+
+// A call that ignores the interrupt is killed with the rest of the session's
+// processes; the driver restarts with the workspace kept.
+func TestSessionKillRestartsKeepingFiles(t *testing.T) {
+	ss := openSession(t, sessionSpec(t, "python"))
+	call(t, ss, "x = 41\nopen('kept.txt', 'w').write('hi')")
+	res := call(t, ss, "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True: pass", time.Second)
+	if res.Status != sandbox.StatusTimeout || !res.Restarted {
+		t.Fatalf("want a timeout with a restart: %s restarted=%v", brief(res), res.Restarted)
+	}
+	wantOut(t, call(t, ss, "print(open('kept.txt').read(), 'x' in globals())"), sandbox.StatusOK, "hi False")
+	// The code's own exit restarts the interpreter too, and says so.
+	res = call(t, ss, "import os; os._exit(7)")
+	if res.Status != sandbox.StatusError || res.ExitCode != 7 || !res.Restarted {
+		t.Fatalf("want exit 7 with a restart: %s restarted=%v", brief(res), res.Restarted)
+	}
+	wantOut(t, call(t, ss, "print(1)"), sandbox.StatusOK, "1")
+}
+
+// The CPU limit is per call, measured from outside.
+func TestSessionCPULimitPerCall(t *testing.T) {
+	ss := openSession(t, sessionSpec(t, "python"))
+	lim := sandbox.Limits{Wall: 20 * time.Second, CPU: 500 * time.Millisecond}
+	res, err := ss.Call(context.Background(), sandbox.SessionCall{Code: []byte("while True: pass"), Limits: lim})
+	if err != nil || res.Status != sandbox.StatusTimeout || res.Wall > 5*time.Second {
+		t.Fatalf("want a CPU timeout well before the wall limit: %v %s", err, brief(res))
+	}
+	// The next call starts a fresh count.
+	res, err = ss.Call(context.Background(), sandbox.SessionCall{Code: []byte("sum(range(10**6)); print('ok')"), Limits: lim})
+	if err != nil || res.Status != sandbox.StatusOK {
+		t.Fatalf("want ok: %v %s", err, brief(res))
+	}
+}
+
+// Output past the flood ceiling kills the call's processes, not the server's memory.
+func TestSessionOutputFlood(t *testing.T) {
+	ss := openSession(t, sessionSpec(t, "python"))
+	lim := sandbox.Limits{Wall: 20 * time.Second, Output: 4 << 10}
+	res, err := ss.Call(context.Background(), sandbox.SessionCall{Code: []byte("import sys\nwhile True: sys.stdout.write('x' * 65536)"), Limits: lim})
+	if err != nil || res.Status != sandbox.StatusOutputLimit || !res.Restarted || int64(len(res.Stdout.Bytes())) > 4<<10 {
+		t.Fatalf("want output_limit with a restart and 4 KiB kept: %v %s", err, brief(res))
+	}
+	wantOut(t, call(t, ss, "print(1)"), sandbox.StatusOK, "1")
+}
+
+// A daemon forked in a session lives while the session does and dies with it; after
+// Close nothing of the session is left: no process, no cgroup.
+func TestSessionDaemonLivesWithSession(t *testing.T) {
+	s := testSandbox(t)
+	ss := openSession(t, sessionSpec(t, "python"))
+	marker := newMarker()
+	res := call(t, ss, "import subprocess\nsubprocess.Popen(['/usr/bin/python3', '-c', 'import time; time.sleep(300)', '"+marker+"'], start_new_session=True)\nprint('started')")
+	wantOut(t, res, sandbox.StatusOK, "started")
+	waitHostProc(t, marker, 5*time.Second)
+	call(t, ss, "x = 1")
+	if len(hostProcsWith(marker)) == 0 {
+		t.Fatal("the daemon died between calls")
+	}
+	cg := ss.(*session).l.cg
+	ss.Close()
+	s.Wait()
+	assertNoSurvivors(t, marker)
+	for _, d := range append([]string{cg.dir}, mapValues(cg.dirs)...) {
+		if d == "" {
+			continue
+		}
+		if _, err := os.Stat(d); !os.IsNotExist(err) {
+			t.Fatalf("the session's cgroup %s is left: %v", d, err)
+		}
+	}
+	if _, err := ss.Call(context.Background(), sandbox.SessionCall{Code: []byte("print(1)")}); !errors.Is(err, sandbox.ErrSessionEnded) {
+		t.Fatalf("a closed session took a call: %v", err)
+	}
+}
+
+func mapValues(m map[string]string) []string {
+	var out []string
+	for _, v := range m {
+		out = append(out, v)
+	}
+	return out
+}
+
+// The session's memory limit holds across calls; an OOM kill restarts the driver with
+// the files kept.
+func TestSessionMemoryKillRestarts(t *testing.T) {
+	spec := sessionSpec(t, "python")
+	spec.Limits.Memory = 128 << 20
+	ss := openSession(t, spec)
+	call(t, ss, "open('kept.txt', 'w').write('hi')\nkeep = bytearray(40 << 20)")
+	res := call(t, ss, "more = [bytearray(16 << 20) for _ in range(64)]")
+	if res.Status != sandbox.StatusMemoryLimit {
+		t.Fatalf("want memory_limit: %s restarted=%v", brief(res), res.Restarted)
+	}
+	wantOut(t, call(t, ss, "print(open('kept.txt').read())"), sandbox.StatusOK, "hi")
 }
