@@ -14,6 +14,7 @@ import (
 	"github.com/airlock-mcp/airlock/runner"
 	"github.com/airlock-mcp/airlock/sandbox"
 	"github.com/airlock-mcp/airlock/sandbox/host"
+	"github.com/airlock-mcp/airlock/session"
 	"github.com/airlock-mcp/airlock/tools"
 )
 
@@ -82,6 +83,9 @@ func build(ctx context.Context, cfg config.Config, strict bool) (tools.Deps, err
 		Limiter:  runner.NewLimiter(cfg.Concurrency.MaxParallel, cfg.Concurrency.QueueSize, time.Duration(cfg.Concurrency.QueueTimeout)),
 		Degraded: degraded, MemoryBound: memBound,
 		Log: slog.Default().With("component", "runner"),
+	}
+	if strict && cfg.Sessions.Enabled {
+		r.Sessions = session.New(cfg.SessionLimits(), slog.Default())
 	}
 	// The audit log is on unless audit.path is "off". A configured path that cannot be
 	// opened refuses to start; the default falls back (runner.OpenDefaultAudit).

@@ -22,6 +22,7 @@ import (
 	"github.com/airlock-mcp/airlock/egress"
 	"github.com/airlock-mcp/airlock/policy"
 	"github.com/airlock-mcp/airlock/sandbox"
+	"github.com/airlock-mcp/airlock/session"
 )
 
 // Config is the whole effective configuration.
@@ -159,6 +160,13 @@ type Sessions struct {
 	MaxLifetime  Duration `toml:"max_lifetime" json:"max_lifetime"`
 	MaxPerClient int      `toml:"max_per_client" json:"max_per_client"`
 	MaxTotal     int      `toml:"max_total" json:"max_total"`
+}
+
+// SessionLimits converts [sessions] to the session manager's limits.
+func (c Config) SessionLimits() session.Limits {
+	s := c.Sessions
+	return session.Limits{IdleTTL: time.Duration(s.IdleTTL), MaxLifetime: time.Duration(s.MaxLifetime),
+		MaxPerClient: s.MaxPerClient, MaxTotal: s.MaxTotal}
 }
 
 // Environment is one [environments.NAME] table: a venv, a prefix or a node_modules

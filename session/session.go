@@ -51,6 +51,7 @@ type Manager struct {
 
 type entry struct {
 	id, owner, language string
+	meta                any
 	sess                sandbox.Session
 	created, used       time.Time
 	busy                bool
@@ -61,8 +62,10 @@ type entry struct {
 type Handle struct {
 	ID       string
 	Language string
-	Session  sandbox.Session
-	e        *entry
+	// Meta is what the opener attached (the runner: the language and environment).
+	Meta    any
+	Session sandbox.Session
+	e       *entry
 }
 
 // Stats is what get_config shows.
@@ -102,7 +105,7 @@ func NewID() string {
 
 // Open starts a session for owner with start (which builds the sandbox), within the
 // caps, and returns it held for its first call.
-func (m *Manager) Open(owner, language string, start func(id string) (sandbox.Session, error)) (*Handle, error) {
+func (m *Manager) Open(owner, language string, meta any, start func(id string) (sandbox.Session, error)) (*Handle, error) {
 	m.mu.Lock()
 	mine := m.opening[owner]
 	for _, e := range m.open {
@@ -140,10 +143,10 @@ func (m *Manager) Open(owner, language string, start func(id string) (sandbox.Se
 		return nil, err
 	}
 	now := m.now()
-	e := &entry{id: id, owner: owner, language: language, sess: sess, created: now, used: now, busy: true}
+	e := &entry{id: id, owner: owner, language: language, meta: meta, sess: sess, created: now, used: now, busy: true}
 	m.open[id] = e
 	m.log.Info("session opened", "session", id, "language", language, "open", len(m.open))
-	return &Handle{ID: id, Language: language, Session: sess, e: e}, nil
+	return &Handle{ID: id, Language: language, Meta: meta, Session: sess, e: e}, nil
 }
 
 // describe lists owner's open sessions for an error; m.mu is held.
@@ -181,7 +184,7 @@ func (m *Manager) Acquire(owner, id string) (*Handle, error) {
 		return nil, fmt.Errorf("%w: session %s is running another call; calls in one session run one at a time", ErrBusy, id)
 	}
 	e.busy = true
-	return &Handle{ID: id, Language: e.language, Session: e.sess, e: e}, nil
+	return &Handle{ID: id, Language: e.language, Meta: e.meta, Session: e.sess, e: e}, nil
 }
 
 // Unknown is the error for an id that is not one of the caller's open sessions.

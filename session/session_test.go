@@ -46,7 +46,7 @@ func testManager(t *testing.T, lim Limits) (*Manager, *clock) {
 func open(t *testing.T, m *Manager, owner string) (*Handle, *fakeSession) {
 	t.Helper()
 	f := newFake()
-	h, err := m.Open(owner, "python", func(string) (sandbox.Session, error) { return f, nil })
+	h, err := m.Open(owner, "python", nil, func(string) (sandbox.Session, error) { return f, nil })
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
@@ -83,12 +83,12 @@ func TestCapsNameTheOpenSessions(t *testing.T) {
 	m, _ := testManager(t, Limits{IdleTTL: time.Minute, MaxLifetime: time.Hour, MaxPerClient: 2, MaxTotal: 3})
 	a1, _ := open(t, m, "a")
 	a2, _ := open(t, m, "a")
-	_, err := m.Open("a", "python", func(string) (sandbox.Session, error) { return newFake(), nil })
+	_, err := m.Open("a", "python", nil, func(string) (sandbox.Session, error) { return newFake(), nil })
 	if !errors.Is(err, ErrLimit) || !strings.Contains(err.Error(), a1.ID) || !strings.Contains(err.Error(), a2.ID) || !strings.Contains(err.Error(), "max_per_client") {
 		t.Fatalf("per-client cap: %v", err)
 	}
 	open(t, m, "b")
-	_, err = m.Open("c", "python", func(string) (sandbox.Session, error) { return newFake(), nil })
+	_, err = m.Open("c", "python", nil, func(string) (sandbox.Session, error) { return newFake(), nil })
 	if !errors.Is(err, ErrLimit) || !strings.Contains(err.Error(), "max_total") || strings.Contains(err.Error(), a1.ID) {
 		t.Fatalf("total cap (naming only the caller's sessions): %v", err)
 	}
