@@ -220,10 +220,12 @@ func (ss *session) Done() <-chan struct{} { return ss.ended }
 // Close kills every process of the session and releases its sandbox.
 func (ss *session) Close() {
 	ss.endOnce.Do(func() {
-		close(ss.ended)
 		ss.l.cfgW.Close()
 		ss.l.stdinW.Close()
+		// Released first, so that whoever sees Done and then waits for the backend's
+		// cleanup (Sandbox.Wait) waits for this session's too.
 		ss.sb.release(ss.l)
+		close(ss.ended)
 	})
 }
 

@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/airlock-mcp/airlock/policy"
 	"github.com/airlock-mcp/airlock/sandbox"
+	sessions "github.com/airlock-mcp/airlock/session"
 )
 
 // sessionSpec is a session of lang with the real interpreter and its driver.
@@ -205,4 +207,65 @@ func TestSessionMemoryKillRestarts(t *testing.T) {
 		t.Fatalf("want memory_limit: %s restarted=%v", brief(res), res.Restarted)
 	}
 	wantOut(t, call(t, ss, "print(open('kept.txt').read())"), sandbox.StatusOK, "hi")
+}
+
+// An idle session expires (idle_ttl, short here) and leaves nothing on the host: no
+// process, no cgroup, no mount, no file.
+func TestSessionIdleExpiryLeavesNothing(t *testing.T) {
+	s := testSandbox(t)
+	requireSandbox(t, s.sessionUnavailable())
+	mountsBefore := hostMounts(t)
+	m := sessions.New(sessions.Limits{IdleTTL: 300 * time.Millisecond, MaxLifetime: time.Hour, MaxPerClient: 4, MaxTotal: 16}, nil)
+	t.Cleanup(m.Close)
+	marker := newMarker()
+	var ss sandbox.Session
+	h, err := m.Open("owner", "python", nil, func(string) (sandbox.Session, error) {
+		var err error
+		ss, err = s.OpenSession(context.Background(), sessionSpec(t, "python"))
+		return ss, err
+	})
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	res := call(t, ss, "import subprocess\nopen('"+marker+"', 'w').write('x')\n"+
+		"subprocess.Popen(['/usr/bin/python3', '-c', 'import time; time.sleep(300)', '"+marker+"'], start_new_session=True)")
+	wantOut(t, res, sandbox.StatusOK, "")
+	m.Release(h, false)
+	waitHostProc(t, marker, 5*time.Second)
+	cg := ss.(*session).l.cg
+	select {
+	case <-ss.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the idle session did not expire")
+	}
+	s.Wait()
+	assertNoSurvivors(t, marker)
+	for _, d := range append([]string{cg.dir}, mapValues(cg.dirs)...) {
+		if _, err := os.Stat(d); d != "" && !os.IsNotExist(err) {
+			t.Fatalf("the expired session's cgroup %s is left: %v", d, err)
+		}
+	}
+	if after := hostMounts(t); after > mountsBefore {
+		t.Fatalf("the host has %d mounts after the session, %d before", after, mountsBefore)
+	}
+	for _, dir := range []string{os.TempDir(), "/tmp", "/var/tmp", "/dev/shm"} {
+		_ = filepath.WalkDir(dir, func(p string, e os.DirEntry, err error) error {
+			if err == nil && strings.Contains(e.Name(), marker) {
+				t.Errorf("the session's file is on the host: %s", p)
+			}
+			return nil
+		})
+	}
+	if _, err := m.Acquire("owner", h.ID); !errors.Is(err, sessions.ErrUnknown) {
+		t.Fatalf("an expired session's id: %v", err)
+	}
+}
+
+func hostMounts(t *testing.T) int {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Count(string(b), "\n")
 }
