@@ -88,6 +88,7 @@ def _airlock_worker(ctl, token, mark):
         return bytes(b[:-1])
 
     ns = {"__name__": "__main__", "__builtins__": builtins}
+    me = os.getpid()
     out, err = sys.stdout, sys.stderr
     while True:
         # An interrupt that came too late for the last call must not hit the next one.
@@ -125,6 +126,15 @@ def _airlock_worker(ctl, token, mark):
         except BaseException:
             traceback.print_exc()
             rc = 1
+        if os.getpid() != me:
+            # A child the call forked that ran off the end of the code: as at the end
+            # of a script, it exits; it must not become a second worker.
+            for s in (sys.stdout, sys.stderr):
+                try:
+                    s.flush()
+                except Exception:
+                    pass
+            os._exit(rc)
         signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGINT])
         for s in (sys.stdout, sys.stderr, out, err):
             try:

@@ -269,3 +269,16 @@ func hostMounts(t *testing.T) int {
 	}
 	return strings.Count(string(b), "\n")
 }
+
+// A child the call forks that runs off the end of the code exits there, as at the end
+// of a script: it does not become a second worker reading the session's calls.
+func TestSessionForkedChildExits(t *testing.T) {
+	ss := openSession(t, sessionSpec(t, "python"))
+	res := call(t, ss, "import os, time\nif os.fork() == 0:\n    print('child')\nelse:\n    os.wait()\n    print('parent')")
+	if res.Status != sandbox.StatusOK || strings.Count(string(res.Stdout.Bytes()), "child") != 1 {
+		t.Fatalf("fork: %s", brief(res))
+	}
+	for i := 0; i < 5; i++ {
+		wantOut(t, call(t, ss, "import os\nprint(len([p for p in os.listdir('/proc') if p.isdigit()]))"), sandbox.StatusOK, "3")
+	}
+}
