@@ -14,8 +14,10 @@ import _ "embed"
 //	                                                   pid in the sandbox (no call has run)
 //	server → stdin:   M "call:SEQ:NCODE:NSTDIN\n" code stdin    one per call
 //	driver → both:    (the call's output) M "end:SEQ:RC\n"     the call is over
+//	driver → both:    M "up\n"                         a worker is ready for calls
 //	driver → both:    M "restart:exit:N\n" | M "restart:signal:N\n"
-//	                  the worker ended (exit(), a kill) and a new one is starting
+//	                  the worker ended (exit(), a kill) and a new one is starting; the
+//	                  call it was running ends at the new worker's "up"
 //
 // The server attributes output between its frame and the end markers on both streams
 // to the call; it trusts the markers for nothing but that split and the exit code. The

@@ -54,7 +54,7 @@ var (
 // SessionInterruptGrace is how long a session's interpreter has to recover from an
 // interrupt (KeyboardInterrupt, a node or bash SIGINT) before its processes are killed
 // and the driver restarted.
-const SessionInterruptGrace = time.Second
+const SessionInterruptGrace = 2 * time.Second
 
 // MarkerPrefix starts every marker a session's driver writes on its stdout and stderr;
 // the session's key and a colon follow, then the marker's body up to a newline.

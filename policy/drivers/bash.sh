@@ -21,6 +21,7 @@ __airlock_worker() {
 	# Only a running call returns on SIGINT; one that comes late finds nothing to stop.
 	trap '[[ -n $__airlock_busy ]] && return 130' INT
 	local __h __seq __nc __ni __in
+	__airlock_mark up
 	while :; do
 		IFS= read -r -u 9 __h || { (($? > 128)) && continue; exit 199; }
 		[[ $__h == "${__airlock_token}call:"* ]] || continue

@@ -96,6 +96,7 @@ function worker(token) {
     busy = false;
   }
   process.stdin.on('data', (d) => { buf = Buffer.concat([buf, d]); pump(); });
+  mark(token, 'up');
   process.stdin.on('end', () => process.exit(EOF));
 }
 

@@ -89,6 +89,8 @@ def _airlock_worker(ctl, token, mark):
 
     ns = {"__name__": "__main__", "__builtins__": builtins}
     me = os.getpid()
+    interrupted = False
+    mark("up")
     out, err = sys.stdout, sys.stderr
     while True:
         # An interrupt that came too late for the last call must not hit the next one.
@@ -103,6 +105,15 @@ def _airlock_worker(ctl, token, mark):
         except ValueError:
             continue
         code, stdin = read_exact(ncode), read_exact(nin)
+        if interrupted:
+            # The server stopped the last call and killed what it had started: reap
+            # those children, whose zombies would hold the session's pids.
+            interrupted = False
+            try:
+                while os.waitpid(-1, os.WNOHANG)[0] > 0:
+                    pass
+            except ChildProcessError:
+                pass
         with tempfile.TemporaryFile() as f:
             f.write(stdin)
             f.seek(0)
@@ -123,6 +134,7 @@ def _airlock_worker(ctl, token, mark):
         except KeyboardInterrupt:
             traceback.print_exc()
             rc = 130
+            interrupted = True
         except BaseException:
             traceback.print_exc()
             rc = 1

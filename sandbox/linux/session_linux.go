@@ -20,7 +20,8 @@ package linux
 //	           wall and CPU (cgroup usage) per call, cancellation:         here
 //	           SIGINT to the session's processes (all but the spawner, the
 //	           init and the supervisor), SIGKILL after the grace; the
-//	           supervisor restarts the worker ("restart" marker)
+//	           supervisor restarts the worker ("restart", then "up"); at the
+//	           end every process but the supervisor and the worker is killed
 //	close      kill the init (the pid namespace with it), release          launch
 //
 // Sessions need cgroups (v2, or v1 as root): the memory and pids limits hold for the
@@ -96,6 +97,7 @@ type sessionCall struct {
 	end            [2]bool
 	code           int
 	restart        [2]string // the "restart" markers' how, per stream
+	up             [2]bool   // a new worker said "up" since the last restart
 	done           chan struct{}
 }
 
@@ -185,6 +187,7 @@ func (ss *session) open(ctx context.Context, spec sandbox.Spec) error {
 	for _, pid := range procs {
 		if ns, ok := nsPid(pid); ok && ns[len(ns)-1] == superNS {
 			ss.super = pid
+			ss.protect()
 			return nil
 		}
 	}
@@ -202,6 +205,40 @@ func (ss *session) openFailed(err error) error {
 	}
 	return fmt.Errorf("%w: %w", sandbox.ErrUnavailable, err)
 }
+
+// protect makes the supervisor and the init the OOM killer's last choice: at the
+// session's memory limit it kills the worker or the calls' processes, which a restart
+// recovers from, instead of the supervisor, whose death ends the session (seen in the
+// session soak: a fork bomb of worker copies, the size of the supervisor). Lowering a
+// score needs CAP_SYS_RESOURCE, so only a root server can (not one in a container that
+// drops it); without it the session may end at the limit, and says so. (The sandbox's own processes cannot write their
+// scores: they are not dumpable, so their /proc files are root's.)
+func (ss *session) protect() {
+	if !ss.sb.root {
+		return
+	}
+	init := -1
+	if procs, err := os.ReadFile(filepath.Join(ss.procsDirPath(), "cgroup.procs")); err == nil {
+		for _, f := range strings.Fields(string(procs)) {
+			if pid, err := strconv.Atoi(f); err == nil {
+				if ns, ok := nsPid(pid); ok && len(ns) > 1 && ns[len(ns)-1] == 1 {
+					init = pid
+				}
+			}
+		}
+	}
+	for _, pid := range []int{ss.super, init} {
+		if pid <= 0 {
+			continue
+		}
+		if err := os.WriteFile("/proc/"+strconv.Itoa(pid)+"/oom_score_adj", []byte("-999"), 0); err != nil {
+			// A root server without CAP_SYS_RESOURCE (a container's root): as unprivileged.
+			ss.sb.log.Debug("cannot protect a session's supervisor from the OOM killer", "id", ss.l.spec.ID, "err", err)
+		}
+	}
+}
+
+func (ss *session) procsDirPath() string { d, _ := ss.procsDir(); return d }
 
 // watch ends the session when its sandbox ends on its own (the supervisor was killed).
 func (ss *session) watch() {
@@ -278,12 +315,22 @@ func (ss *session) marker(i int, body string) {
 			ss.cur = nil
 		}
 	case "restart":
-		c := ss.cur
-		if c == nil || c.restart[i] != "" {
-			return
+		// The first restart of the call says how its worker ended; a later one (the new
+		// worker died too, say at the memory limit the old one left) delays the end
+		// until a worker is up.
+		if c := ss.cur; c != nil {
+			if c.restart[i] == "" {
+				c.restart[i] = rest
+			}
+			c.up[i] = false
 		}
-		c.restart[i] = rest
-		if c.restart[0] != "" && c.restart[1] != "" {
+	case "up":
+		c := ss.cur
+		if c == nil || c.restart[i] == "" {
+			return // the first worker, or a call that needed no restart
+		}
+		c.up[i] = true
+		if c.up[0] && c.up[1] {
 			close(c.done)
 			ss.cur = nil
 		}
@@ -401,20 +448,23 @@ func nsPid(pid int) ([]int, bool) {
 	return nil, false
 }
 
-// signalWorkers sends sig to the session's processes but the supervisor. Each pid is
-// pinned with a pidfd and checked to be in the session's cgroup before the signal, so
-// a pid reused by a process outside the sandbox is never signalled. (A process cannot
-// leave the cgroup: the sandbox's cgroup namespace roots it there, and it may not
-// write any cgroup.procs.)
-func (ss *session) signalWorkers(sig syscall.Signal) {
+// signalWorkers sends sig to the session's processes but the supervisor (and, with
+// spareWorker, its children: the worker) and reports how many it signalled. Each pid
+// is pinned with a pidfd and checked to be in the session's cgroup before the signal,
+// so a pid reused by a process outside the sandbox is never signalled. (A process
+// cannot leave the cgroup: the sandbox's cgroup namespace roots it there, and it may
+// not write any cgroup.procs. Nor can it become the supervisor's child: orphans go to
+// the init.)
+func (ss *session) signalWorkers(sig syscall.Signal, spareWorker bool) int {
 	dir, ctrl := ss.procsDir()
 	procs, err := ss.processes()
 	if err != nil {
 		ss.sb.log.Warn("cannot list a session's processes", "id", ss.l.spec.ID, "err", err)
-		return
+		return 0
 	}
+	n := 0
 	for _, pid := range procs {
-		if pid == ss.super {
+		if pid == ss.super || spareWorker && hostParent(pid) == ss.super {
 			continue
 		}
 		fd, err := unix.PidfdOpen(pid, 0)
@@ -422,10 +472,42 @@ func (ss *session) signalWorkers(sig syscall.Signal) {
 			continue
 		}
 		if b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cgroup"); err == nil && inCgroup(string(b), dir, ctrl) {
-			_ = unix.PidfdSendSignal(fd, sig, nil, 0)
+			if unix.PidfdSendSignal(fd, sig, nil, 0) == nil {
+				n++
+			}
 		}
 		unix.Close(fd)
 	}
+	return n
+}
+
+// sweep kills every process of the session but the supervisor and the worker, again
+// and again until none is left: a call the server stopped must not leave a process
+// that goes on (a fork bomb's children, forking while the first pass kills).
+func (ss *session) sweep() {
+	deadline := time.Now().Add(restartGrace)
+	for ss.signalWorkers(syscall.SIGKILL, true) > 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// hostParent is pid's parent's pid, in the server's pid namespace; 0 when unknown.
+func hostParent(pid int) int {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	st := string(b)
+	i := strings.LastIndexByte(st, ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(st[i+1:])
+	if len(f) < 2 {
+		return 0
+	}
+	ppid, _ := strconv.Atoi(f[1])
+	return ppid
 }
 
 // inCgroup reports whether a /proc/PID/cgroup text places the process in the cgroup
@@ -502,7 +584,7 @@ func (ss *session) Call(ctx context.Context, c sandbox.SessionCall) (sandbox.Res
 			phase = interrupted
 			grace = time.After(sandbox.SessionInterruptGrace)
 		}
-		ss.signalWorkers(sig)
+		ss.signalWorkers(sig, false)
 	}
 	lost := false
 wait:
@@ -548,6 +630,11 @@ wait:
 		ss.cur = nil
 	}
 	ss.mu.Unlock()
+	if status != "" && !lost {
+		// Stopped by the server: nothing the call started goes on, even where the
+		// interpreter recovered; background processes of earlier calls go too.
+		ss.sweep()
+	}
 	after := cg.stats()
 	res = sandbox.Result{ID: c.ID, Stdout: cur.stdout.Stream(), Stderr: cur.stderr.Stream(),
 		Wall: time.Since(start), CPU: max(ss.cpu()-cpu0, 0), PeakMemory: after.PeakMemory}

@@ -282,3 +282,42 @@ func TestSessionForkedChildExits(t *testing.T) {
 		wantOut(t, call(t, ss, "import os\nprint(len([p for p in os.listdir('/proc') if p.isdigit()]))"), sandbox.StatusOK, "3")
 	}
 }
+
+// A fork bomb of copies of the worker meets the session's memory and pids limits: the
+// kernel kills the call's processes, never the supervisor, and the session goes on.
+func TestSessionForkBombKeepsSession(t *testing.T) {
+	spec := sessionSpec(t, "python")
+	spec.Limits.Memory = 128 << 20
+	ss := openSession(t, spec)
+	call(t, ss, "open('kept.txt', 'w').write('hi')")
+	for i := 0; i < 4; i++ {
+		res := call(t, ss, "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass", time.Second)
+		if res.Status != sandbox.StatusTimeout && res.Status != sandbox.StatusMemoryLimit {
+			t.Fatalf("fork bomb: %s", brief(res))
+		}
+		select {
+		case <-ss.Done():
+			t.Fatalf("the session ended at fork bomb %d: %s", i, brief(res))
+		default:
+		}
+	}
+	wantOut(t, call(t, ss, "print(open('kept.txt').read())"), sandbox.StatusOK, "hi")
+}
+
+// A timed-out call leaves no process that goes on, even when the interpreter recovers:
+// a fork bomb's children are gone before the next call.
+func TestSessionTimeoutLeavesNoProcess(t *testing.T) {
+	ss := openSession(t, sessionSpec(t, "python"))
+	call(t, ss, "x = 41")
+	res := call(t, ss, "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass", time.Second)
+	if res.Status != sandbox.StatusTimeout {
+		t.Fatalf("fork bomb: %s", brief(res))
+	}
+	for i := 0; i < 3; i++ {
+		res := call(t, ss, "import os, time\ntime.sleep(0.2)\nprint(len([p for p in os.listdir('/proc') if p.isdigit()]))")
+		wantOut(t, res, sandbox.StatusOK, "3")
+		if res.Stderr.Total != 0 {
+			t.Fatalf("stderr from earlier processes: %s", brief(res))
+		}
+	}
+}
