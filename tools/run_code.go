@@ -268,7 +268,7 @@ func runCode(ctx context.Context, d Deps, req mcp.CallToolRequest, defLang strin
 		Args: args.Args, Timeout: timeout, AllowDomains: args.AllowDomains, Session: args.Session, CloseSession: args.CloseSession}
 	call.Transport, call.Client = origin(ctx, req)
 	call.Principal = runner.PrincipalFrom(ctx)
-	call.Owner = owner(ctx, call.Principal)
+	call.Owner = owner(ctx, call.Principal, d.Config.HTTP.Stateless)
 	for _, f := range args.Files {
 		call.Files = append(call.Files, policy.FileInput{Path: f.Path, Content: f.Content, Encoding: f.Encoding})
 	}

@@ -25,14 +25,18 @@ func sessionSchema(s, closeSession *jsonschema.Schema, d Deps) {
 }
 
 // owner is who a session belongs to: the stdio connection, the HTTP MCP session (with
-// the token that opened it), or, in stateless HTTP, the client token's name. Empty: no
-// identity (stateless without tokens), and so no sessions.
-func owner(ctx context.Context, principal string) string {
+// the token that opened it), or the client token's name where there is no MCP session:
+// a 2026-07-28 request, or any request of a stateless server, whose Mcp-Session-Id is
+// whatever the client sent (mcp-go does not check it there). Empty: no identity
+// (stateless without tokens), and so no sessions.
+func owner(ctx context.Context, principal string, stateless bool) string {
 	if s := server.ClientSessionFromContext(ctx); s != nil && s.SessionID() != "" {
-		if s.SessionID() == "stdio" {
+		switch {
+		case s.SessionID() == "stdio":
 			return "stdio"
+		case !stateless:
+			return "http:" + s.SessionID() + ":" + principal
 		}
-		return "http:" + s.SessionID() + ":" + principal
 	}
 	if principal != "" {
 		return "token:" + principal

@@ -3,6 +3,8 @@ package tools
 import (
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -51,6 +53,12 @@ func clients(t *testing.T, d Deps, n int) []*client.Client {
 
 func TestRealSessionAcrossCalls(t *testing.T) {
 	d := sessionDeps(t, testSessionLimits)
+	auditPath := filepath.Join(t.TempDir(), "audit.jsonl")
+	audit, err := runner.OpenAudit(auditPath, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Runner.Audit = audit
 	cs := clients(t, d, 2)
 	a, b := cs[0], cs[1]
 	r := call(t, a, "run_code", map[string]any{"code": "x = 41\nopen('kept.txt', 'w').write('hi')", "session": "new"})
@@ -97,6 +105,26 @@ func TestRealSessionAcrossCalls(t *testing.T) {
 		t.Fatalf("close: %+v", closed)
 	}
 	refusedAs(t, call(t, a, "run_code", map[string]any{"code": "print(x)", "session": id}), statusInvalidRequest)
+	// The audit log records each call with its session.
+	log, err := os.ReadFile(auditPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inSession := 0
+	for _, line := range strings.Split(strings.TrimSpace(string(log)), "\n") {
+		var rec runner.AuditRecord
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatalf("audit line %q: %v", line, err)
+		}
+		if rec.Session == id {
+			inSession++
+		}
+	}
+	// new, the second call, the other client's and the late attempt (refused, with the
+	// id they named), the timeout, the one after it, the close.
+	if inSession != 7 {
+		t.Fatalf("the audit log has %d records of session %s, want 7:\n%s", inSession, id, log)
+	}
 }
 
 func TestRealSessionCapNamesOpenSessions(t *testing.T) {

@@ -321,3 +321,39 @@ func TestSessionTimeoutLeavesNoProcess(t *testing.T) {
 		}
 	}
 }
+
+// The warm pool serves the first call of a new session: the session's sandbox is a
+// prepared one (its interpreter already loaded), and it works like a cold one.
+func TestSessionFromWarmPool(t *testing.T) {
+	langs := poolLanguages(t)
+	s := testSandbox(t)
+	requireSandbox(t, s.sessionUnavailable())
+	limits := sandbox.Limits{Wall: 10 * time.Second, Memory: 256 << 20, Pids: 32, Output: 1 << 20}
+	var templates []sandbox.Spec
+	for _, l := range langs {
+		templates = append(templates, l.Spec(nil, nil, limits, policy.BoundByRlimit))
+	}
+	s.Warm(templates, 1)
+	t.Cleanup(func() { s.Close() })
+	for _, name := range []string{"python", "javascript", "bash"} {
+		deadline := time.Now().Add(20 * time.Second)
+		for s.PoolStats().Ready < len(templates) && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+		}
+		hits := s.PoolStats().Hits
+		driver, _ := policy.SessionDriver(name)
+		ss, err := s.OpenSession(context.Background(), langs[name].Spec(driver, nil, limits, policy.BoundByRlimit))
+		if err != nil {
+			t.Fatalf("%s: OpenSession: %v", name, err)
+		}
+		if got := s.PoolStats().Hits; got != hits+1 {
+			ss.Close()
+			t.Fatalf("%s: the session was not served by the pool (hits %d -> %d)", name, hits, got)
+		}
+		code := map[string][2]string{"python": {"x = 41", "print(x + 1)"}, "javascript": {"var x = 41", "console.log(x + 1)"},
+			"bash": {"x=41", "echo $((x + 1))"}}[name]
+		call(t, ss, code[0])
+		wantOut(t, call(t, ss, code[1]), sandbox.StatusOK, "42")
+		ss.Close()
+	}
+}
