@@ -357,3 +357,36 @@ func TestSessionFromWarmPool(t *testing.T) {
 		ss.Close()
 	}
 }
+
+// BenchmarkSessionCall is one call in an open python session, against
+// BenchmarkSingleUseCall, the same program in a fresh (cold) sandbox.
+func BenchmarkSessionCall(b *testing.B) {
+	s := benchSandbox(b)
+	if err := s.sessionUnavailable(); err != nil {
+		b.Skip(err)
+	}
+	code, _ := policy.SessionDriver("python")
+	ss, err := s.OpenSession(context.Background(), sandbox.Spec{Language: "python", Code: code,
+		Argv: []string{python, "-I", "-S", "main.py"}, CodeFile: "main.py"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ss.Close()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		res, err := ss.Call(context.Background(), sandbox.SessionCall{Code: []byte("print(1)"), Limits: sandbox.Limits{Wall: 10 * time.Second}})
+		if err != nil || res.Status != sandbox.StatusOK {
+			b.Fatalf("%v %s", err, brief(res))
+		}
+	}
+}
+
+func BenchmarkSingleUseCall(b *testing.B) {
+	s := benchSandbox(b)
+	for i := 0; i < b.N; i++ {
+		res, err := s.Run(context.Background(), sandbox.Spec{Argv: []string{python, "-I", "-S", "-c", "print(1)"}})
+		if err != nil || res.Status != sandbox.StatusOK {
+			b.Fatalf("%v %s", err, brief(res))
+		}
+	}
+}
