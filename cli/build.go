@@ -84,7 +84,8 @@ func build(ctx context.Context, cfg config.Config, strict bool) (tools.Deps, err
 		Degraded: degraded, MemoryBound: memBound,
 		Log: slog.Default().With("component", "runner"),
 	}
-	if strict && cfg.Sessions.Enabled {
+	// Only where the backend has sessions: elsewhere run_code's schema says they are off.
+	if _, ok := sb.(sandbox.Sessions); ok && strict && cfg.Sessions.Enabled {
 		r.Sessions = session.New(cfg.SessionLimits(), slog.Default())
 	}
 	// The audit log is on unless audit.path is "off". A configured path that cannot be

@@ -68,7 +68,7 @@ func (r *Runner) runSession(ctx context.Context, call Call, out Outcome) (Outcom
 			out.Language.Version = e.Version
 		}
 	}
-	if err := r.sessionCallValid(call, meta.lang); err != nil {
+	if err := r.sessionCallValid(call, meta.lang, meta.env); err != nil {
 		out.SessionClosed = r.Sessions.Release(h, call.CloseSession)
 		return out, err
 	}
@@ -129,7 +129,10 @@ func (r *Runner) openSession(ctx context.Context, backend sandbox.Sessions, call
 }
 
 // sessionCallValid checks what a session's language decides about a call.
-func (r *Runner) sessionCallValid(call Call, lang policy.Language) error {
+func (r *Runner) sessionCallValid(call Call, lang policy.Language, env string) error {
+	if call.Environment != "" && call.Environment != env {
+		return fmt.Errorf("%w: session %s runs in environment %q, not %q; omit environment or start another session", policy.ErrInvalidRequest, call.Session, env, call.Environment)
+	}
 	if call.Language != "" {
 		if canon, _ := policy.Canonical(call.Language); canon != lang.Name {
 			return fmt.Errorf("%w: session %s runs %s, not %s; omit language or start another session", policy.ErrInvalidRequest, call.Session, lang.Name, call.Language)
