@@ -113,34 +113,48 @@ func (s *Sandbox) OpenSession(ctx context.Context, spec sandbox.Spec) (sandbox.S
 	if err := validate(spec); err != nil {
 		return nil, err
 	}
-	var l *launch
-	if p := s.pool.Load(); p != nil {
-		if pl, sl := p.take(spec); pl != nil {
-			defer sl.refill()
-			if err := pl.cg.lower(spec.Limits); err != nil {
-				pl.discard()
-				s.release(pl)
-				return nil, fmt.Errorf("%w: %w", errCgroup, err)
-			}
-			l = pl
-		}
-	}
-	if l == nil {
-		var err error
-		if l, err = s.prepare(spec, s.config(spec)); err != nil {
+	for try := 1; ; try++ {
+		l, err := s.sessionLaunch(spec, try)
+		if err != nil {
 			return nil, err
 		}
-	}
-	ss := &session{sb: s, l: l, key: newKey(), readyCh: make(chan struct{}), ended: make(chan struct{})}
-	ss.out, ss.err = sandbox.NewSplitter(ss.key), sandbox.NewSplitter(ss.key)
-	sink := ss.feed
-	l.sink.Store(&sink)
-	if err := ss.open(ctx, spec); err != nil {
+		ss := &session{sb: s, l: l, key: newKey(), readyCh: make(chan struct{}), ended: make(chan struct{})}
+		ss.out, ss.err = sandbox.NewSplitter(ss.key), sandbox.NewSplitter(ss.key)
+		sink := ss.feed
+		l.sink.Store(&sink)
+		err = ss.open(ctx, spec)
+		if err == nil {
+			go ss.watch()
+			return ss, nil
+		}
 		ss.Close()
-		return nil, err
+		// As in run: a host uid found in use is left to its holder.
+		if !uidBusy(err) || try >= busyTries {
+			return nil, err
+		}
+		s.log.Warn("a sandbox host uid is in use outside this server; trying another", "id", spec.ID, "uid", l.ids.uid)
 	}
-	go ss.watch()
-	return ss, nil
+}
+
+// sessionLaunch is a started sandbox for a session: from the pool on the first try
+// when a template fits, else built for spec.
+func (s *Sandbox) sessionLaunch(spec sandbox.Spec, try int) (*launch, error) {
+	if p := s.pool.Load(); p != nil && try == 1 {
+		if l, sl := p.take(spec); l != nil {
+			defer sl.refill()
+			if err := l.cg.lower(spec.Limits); err != nil {
+				l.discard()
+				s.release(l)
+				return nil, fmt.Errorf("%w: %w", errCgroup, err)
+			}
+			return l, nil
+		}
+	}
+	if try > 1 {
+		// The failed attempt's cgroup, named after the ID, goes in the background.
+		spec.ID = fmt.Sprintf("%s-%d", spec.ID, try)
+	}
+	return s.prepare(spec, s.config(spec))
 }
 
 func newKey() string {

@@ -37,13 +37,42 @@ func sessionSpec(t *testing.T, lang string) sandbox.Spec {
 func openSession(t *testing.T, spec sandbox.Spec) sandbox.Session {
 	t.Helper()
 	s := testSandbox(t)
-	requireSandbox(t, s.sessionUnavailable())
+	needSessions(t, s)
 	ss, err := s.OpenSession(context.Background(), spec)
 	if err != nil {
 		t.Fatalf("OpenSession: %v", err)
 	}
 	t.Cleanup(ss.Close)
 	return ss
+}
+
+// needSessions skips where sessions are refused by design: a server without cgroups (an
+// unprivileged one on a cgroup v1 host, as in TestUnprivileged), which
+// TestSessionRefusedWithoutCgroups covers. With root, cgroups are there or the host
+// lacks them, which AIRLOCK_REQUIRE_SANDBOX=1 makes a failure.
+func needSessions(t *testing.T, s *Sandbox) {
+	t.Helper()
+	err := s.sessionUnavailable()
+	if err != nil && !isRoot() {
+		t.Skipf("SKIPPING: an unprivileged server without delegated cgroups has no sessions: %v", err)
+	}
+	requireSandbox(t, err)
+}
+
+// Without cgroups, sessions are refused with the cause and the fix; single-use calls
+// still run.
+func TestSessionRefusedWithoutCgroups(t *testing.T) {
+	testSandbox(t)
+	s, err := New(sandbox.Options{Cgroups: "off"})
+	requireSandbox(t, err)
+	defer s.Close()
+	_, err = s.OpenSession(context.Background(), sessionSpec(t, "python"))
+	if !errors.Is(err, sandbox.ErrUnavailable) || !strings.Contains(err.Error(), "sessions need cgroups") {
+		t.Fatalf("a session without cgroups: %v", err)
+	}
+	if res, err := s.Run(context.Background(), pySpec("print(1)", newMarker())); err != nil || res.Status != sandbox.StatusOK {
+		t.Fatalf("a single-use call without cgroups: %v %s", err, brief(res))
+	}
 }
 
 // call runs code in ss with a 10 s wall limit (or wall, when given).
@@ -213,7 +242,7 @@ func TestSessionMemoryKillRestarts(t *testing.T) {
 // process, no cgroup, no mount, no file.
 func TestSessionIdleExpiryLeavesNothing(t *testing.T) {
 	s := testSandbox(t)
-	requireSandbox(t, s.sessionUnavailable())
+	needSessions(t, s)
 	mountsBefore := hostMounts(t)
 	m := sessions.New(sessions.Limits{IdleTTL: 300 * time.Millisecond, MaxLifetime: time.Hour, MaxPerClient: 4, MaxTotal: 16}, nil)
 	t.Cleanup(m.Close)
@@ -327,7 +356,7 @@ func TestSessionTimeoutLeavesNoProcess(t *testing.T) {
 func TestSessionFromWarmPool(t *testing.T) {
 	langs := poolLanguages(t)
 	s := testSandbox(t)
-	requireSandbox(t, s.sessionUnavailable())
+	needSessions(t, s)
 	limits := sandbox.Limits{Wall: 10 * time.Second, Memory: 256 << 20, Pids: 32, Output: 1 << 20}
 	var templates []sandbox.Spec
 	for _, l := range langs {
