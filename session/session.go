@@ -239,17 +239,6 @@ func (m *Manager) Stats() Stats {
 	return Stats{Open: len(m.open), Clients: len(owners)}
 }
 
-// EndOwner destroys every session of owner (its connection or MCP session is gone).
-func (m *Manager) EndOwner(owner string) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	for _, e := range m.open {
-		if e.owner == owner && !e.busy {
-			m.remove(e, "client gone")
-		}
-	}
-}
-
 func (m *Manager) reaper(every time.Duration) {
 	defer close(m.done)
 	t := time.NewTicker(every)

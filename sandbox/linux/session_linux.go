@@ -11,11 +11,13 @@ package linux
 //
 //	stage      what                                                        who
 //	open       prepare (or take from the pool), hand the driver over       launch
-//	           memory.oom.group = 0: an OOM kill takes one process, not    here
-//	           the init, so the workspace survives it
-//	           write the key line; wait for "ready" on both streams         here, driver
-//	           the one process besides the init: the supervisor            cgroup.procs
-//	call       write the call's frame; the pumps route output to the call  here
+//	           v2: memory.oom.group = 0, so an OOM kill takes one process  here
+//	           and not the init with the workspace
+//	           write the key line; wait for "ready:PID" on both streams     here, driver
+//	           the supervisor's host pid (no call has run yet); a root      cgroup.procs
+//	           server makes it and the init the OOM killer's last choice
+//	call       queue the call's frame (one writer, frames never mixed);    here
+//	           the pumps route output to the call
 //	           until its end markers on both streams; caps, flood kill     here
 //	           wall and CPU (cgroup usage) per call, cancellation:         here
 //	           SIGINT to the session's processes (all but the spawner, the
@@ -84,6 +86,9 @@ type session struct {
 	superNS int // the supervisor's pid in the sandbox, from "ready" (before any call ran)
 	super   int // its host pid
 	seq     int
+	// frames are the calls for the driver's stdin, written in order by one writer: a
+	// frame a killed worker left half read must not interleave with the next.
+	frames  chan []byte
 	ended   chan struct{}
 	endOnce sync.Once
 }
@@ -118,13 +123,15 @@ func (s *Sandbox) OpenSession(ctx context.Context, spec sandbox.Spec) (sandbox.S
 		if err != nil {
 			return nil, err
 		}
-		ss := &session{sb: s, l: l, key: newKey(), readyCh: make(chan struct{}), ended: make(chan struct{})}
+		ss := &session{sb: s, l: l, key: newKey(), readyCh: make(chan struct{}), ended: make(chan struct{}),
+			frames: make(chan []byte, 4)}
 		ss.out, ss.err = sandbox.NewSplitter(ss.key), sandbox.NewSplitter(ss.key)
 		sink := ss.feed
 		l.sink.Store(&sink)
 		err = ss.open(ctx, spec)
 		if err == nil {
 			go ss.watch()
+			go ss.writer()
 			return ss, nil
 		}
 		ss.Close()
@@ -253,6 +260,21 @@ func (ss *session) protect() {
 }
 
 func (ss *session) procsDirPath() string { d, _ := ss.procsDir(); return d }
+
+// writer feeds the frames to the driver's stdin until the session ends (Close closes
+// stdin, which ends a write the driver does not read).
+func (ss *session) writer() {
+	for {
+		select {
+		case f := <-ss.frames:
+			if _, err := ss.l.stdinW.Write(f); err != nil {
+				return
+			}
+		case <-ss.ended:
+			return
+		}
+	}
+}
 
 // watch ends the session when its sandbox ends on its own (the supervisor was killed).
 func (ss *session) watch() {
@@ -570,12 +592,17 @@ func (ss *session) Call(ctx context.Context, c sandbox.SessionCall) (sandbox.Res
 	ss.mu.Unlock()
 	before, cpu0 := cg.stats(), ss.cpu()
 	start := time.Now()
-	frame := fmt.Appendf(nil, "%s%s:call:%d:%d:%d\n", sandbox.MarkerPrefix, ss.key, cur.seq, len(c.Code), len(c.Stdin))
+	// The leading newline ends whatever a killed worker left unread of an earlier frame,
+	// so that the next worker finds this header at the start of a line.
+	frame := fmt.Appendf(nil, "\n%s%s:call:%d:%d:%d\n", sandbox.MarkerPrefix, ss.key, cur.seq, len(c.Code), len(c.Stdin))
 	frame = append(append(frame, c.Code...), c.Stdin...)
-	go func() {
-		// A driver that stops reading leaves this blocked until the session ends.
-		_, _ = ss.l.stdinW.Write(frame)
-	}()
+	select {
+	case ss.frames <- frame:
+	default:
+		// Frames pile up only when no worker reads them: the driver is broken.
+		ss.sb.log.Warn("a session's driver does not read its calls; ending the session", "id", ss.l.spec.ID)
+		ss.Close()
+	}
 
 	wall := time.NewTimer(lim.Wall)
 	defer wall.Stop()

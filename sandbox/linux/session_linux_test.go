@@ -419,3 +419,17 @@ func BenchmarkSingleUseCall(b *testing.B) {
 		}
 	}
 }
+
+// A call's stdin larger than a pipe's buffer arrives whole, and the next call is
+// framed correctly after it.
+func TestSessionLargeStdin(t *testing.T) {
+	ss := openSession(t, sessionSpec(t, "python"))
+	in := strings.Repeat("0123456789abcdef", 1<<16) // 1 MiB
+	res, err := ss.Call(context.Background(), sandbox.SessionCall{Code: []byte("import sys, hashlib\nprint(len(sys.stdin.read()))"),
+		Stdin: []byte(in), Limits: sandbox.Limits{Wall: 20 * time.Second}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantOut(t, res, sandbox.StatusOK, "1048576")
+	wantOut(t, call(t, ss, "print('next')"), sandbox.StatusOK, "next")
+}
