@@ -3,8 +3,9 @@
 # It runs in the sandbox as the program and is as untrusted as the code it runs: the
 # server enforces every limit and decides every status from outside. This shell is the
 # supervisor: it reads the session's key, says "ready", and runs the worker in a
-# subshell, again whenever it ends (a call's exit, a kill), saying "restart". The worker
-# (exit status 199: the server closed stdin, so the supervisor ends too) evals each call in a function of its own shell, so variables and the working
+# subshell, again whenever it ends (a call's exit, a kill), saying "restart"; a worker
+# that exits 199 found stdin closed by the server, and the supervisor ends too. The
+# worker evals each call in a function of its own shell, so variables and the working
 # directory persist; SIGINT returns from that function, keeping them.
 __airlock_key=
 IFS= read -r __airlock_key || exit 0
