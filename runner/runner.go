@@ -152,6 +152,9 @@ func (r *Runner) Run(ctx context.Context, call Call) (Outcome, error) {
 	if out.Environment != "" {
 		attrs = append(attrs, "environment", out.Environment)
 	}
+	if out.Session != "" {
+		attrs = append(attrs, "session", out.Session, "session_restarted", out.SessionRestarted)
+	}
 	if out.Limits != (sandbox.Limits{}) {
 		attrs = append(attrs, "wall_limit", out.Limits.Wall, "memory_limit", out.Limits.Memory)
 	}
