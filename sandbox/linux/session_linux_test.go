@@ -433,3 +433,18 @@ func TestSessionLargeStdin(t *testing.T) {
 	wantOut(t, res, sandbox.StatusOK, "1048576")
 	wantOut(t, call(t, ss, "print('next')"), sandbox.StatusOK, "next")
 }
+
+// The session's CPU rlimit bounds its interpreter's CPU time over all calls: past it,
+// the interpreter is restarted and the call says why.
+func TestSessionCPUBudgetRestarts(t *testing.T) {
+	spec := sessionSpec(t, "python")
+	spec.Limits.CPU = time.Second
+	ss := openSession(t, spec)
+	call(t, ss, "open('kept.txt', 'w').write('hi')")
+	lim := sandbox.Limits{Wall: 30 * time.Second, CPU: 20 * time.Second}
+	res, err := ss.Call(context.Background(), sandbox.SessionCall{Code: []byte("while True: pass"), Limits: lim})
+	if err != nil || res.Status != sandbox.StatusTimeout || !res.Restarted || !strings.Contains(res.Detail, "CPU-time budget") {
+		t.Fatalf("want a timeout at the session's CPU budget with a restart: %v %s restarted=%v", err, brief(res), res.Restarted)
+	}
+	wantOut(t, call(t, ss, "print(open('kept.txt').read())"), sandbox.StatusOK, "hi")
+}
