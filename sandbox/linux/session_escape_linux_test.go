@@ -1,11 +1,14 @@
 package linux
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -147,4 +150,49 @@ func TestSessionTamperingEndsOnlyItself(t *testing.T) {
 		}
 	}
 	wantOut(t, call(t, other, "print(x)"), sandbox.StatusOK, "1")
+}
+
+// Sessions with calls in flight at once keep to their own state: each call sees its own
+// session's counter and output, never another's.
+func TestSessionsConcurrent(t *testing.T) {
+	const sessions, calls = 4, 8
+	ss := make([]sandbox.Session, sessions)
+	for i := range ss {
+		ss[i] = openSession(t, sessionSpec(t, "python"))
+		wantOut(t, call(t, ss[i], "n = 0\nme = "+strconv.Itoa(i)), sandbox.StatusOK, "")
+	}
+	errs := make(chan string, sessions*calls)
+	var wg sync.WaitGroup
+	for i := range ss {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			for c := 1; c <= calls; c++ {
+				res, err := ss[i].Call(context.Background(), sandbox.SessionCall{Code: []byte("n += 1\nprint(me, n)"),
+					Limits: sandbox.Limits{Wall: 20 * time.Second}})
+				if want := strconv.Itoa(i) + " " + strconv.Itoa(c); err != nil || strings.TrimSpace(string(res.Stdout.Bytes())) != want {
+					errs <- "session " + strconv.Itoa(i) + " call " + strconv.Itoa(c) + ": want " + want + ": " + brief(res)
+					return
+				}
+			}
+		}(i)
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
+	}
+	// One session, two callers at once: the second is told it is busy, never mixed in.
+	long := make(chan error, 1)
+	go func() {
+		_, err := ss[0].Call(context.Background(), sandbox.SessionCall{Code: []byte("import time; time.sleep(1)"), Limits: sandbox.Limits{Wall: 20 * time.Second}})
+		long <- err
+	}()
+	time.Sleep(200 * time.Millisecond)
+	if _, err := ss[0].Call(context.Background(), sandbox.SessionCall{Code: []byte("print(1)")}); !errors.Is(err, sandbox.ErrSessionBusy) {
+		t.Errorf("a second call at once: %v", err)
+	}
+	if err := <-long; err != nil {
+		t.Errorf("the first call: %v", err)
+	}
 }
