@@ -79,9 +79,9 @@ type RunCodeResult struct {
 	// Network is what the program did through the egress proxy (network "allowlist").
 	Network *sandbox.NetworkUse `json:"network,omitempty"`
 	// The session the call ran in (session "new" or an id).
-	SessionID        string `json:"session_id,omitempty" jsonschema:"description=The session the call ran in: pass it as session to continue it."`
-	SessionRestarted bool   `json:"session_restarted,omitempty" jsonschema:"description=The session's processes were killed and restarted (a timeout the interpreter did not stop, the memory limit, an exit): files in the workspace are kept, variables are lost."`
-	SessionClosed    bool   `json:"session_closed,omitempty" jsonschema:"description=The session has ended (close_session, or its sandbox ended); its id is no longer valid."`
+	SessionID        string `json:"session_id,omitempty" jsonschema_description:"The session the call ran in: pass it as session to continue it."`
+	SessionRestarted bool   `json:"session_restarted,omitempty" jsonschema_description:"The session's processes were killed and restarted (a timeout the interpreter did not stop, the memory limit, an exit): files in the workspace are kept, variables are lost."`
+	SessionClosed    bool   `json:"session_closed,omitempty" jsonschema_description:"The session has ended (close_session, or its sandbox ended); its id is no longer valid."`
 }
 
 // LoweredLimit is one limit a call asked for above the server's maximum.
