@@ -55,6 +55,7 @@ type entry struct {
 	sess                sandbox.Session
 	created, used       time.Time
 	busy                bool
+	orphan              bool // its owner has gone: ended at Release
 	calls               int
 }
 
@@ -210,10 +211,10 @@ func (m *Manager) Release(h *Handle, end bool) bool {
 		end = true
 	default:
 	}
-	if end {
+	if end || e.orphan {
 		m.remove(e, "closed")
 	}
-	return end
+	return end || e.orphan
 }
 
 // remove destroys e; m.mu is held. Close only signals the sandbox's end; its teardown
@@ -237,6 +238,23 @@ func (m *Manager) Stats() Stats {
 		owners[e.owner] = true
 	}
 	return Stats{Open: len(m.open), Clients: len(owners)}
+}
+
+// EndOwner destroys every session of owner, whose connection or MCP session has ended:
+// nobody can reach them any more. One running a call goes when the call returns.
+func (m *Manager) EndOwner(owner string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, e := range m.open {
+		if e.owner != owner {
+			continue
+		}
+		if e.busy {
+			e.orphan = true
+			continue
+		}
+		m.remove(e, "client gone")
+	}
 }
 
 func (m *Manager) reaper(every time.Duration) {

@@ -146,3 +146,36 @@ func TestEndedOnItsOwn(t *testing.T) {
 		t.Fatalf("an ended session: %v", err)
 	}
 }
+
+func TestEndOwner(t *testing.T) {
+	m, _ := testManager(t, Limits{IdleTTL: time.Minute, MaxLifetime: time.Hour, MaxPerClient: 4, MaxTotal: 16})
+	idle, fIdle := open(t, m, "gone")
+	busy, fBusy := open(t, m, "gone")
+	_, fOther := open(t, m, "stays")
+	h, err := m.Acquire("gone", busy.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.EndOwner("gone")
+	select {
+	case <-fIdle.done:
+	default:
+		t.Fatal("the gone client's idle session was kept")
+	}
+	select {
+	case <-fBusy.done:
+		t.Fatal("a session running a call was destroyed under it")
+	default:
+	}
+	if !m.Release(h, false) {
+		t.Fatal("the gone client's busy session was kept after its call")
+	}
+	select {
+	case <-fOther.done:
+		t.Fatal("another client's session was destroyed")
+	default:
+	}
+	if _, err := m.Acquire("gone", idle.ID); !errors.Is(err, ErrUnknown) {
+		t.Fatalf("after EndOwner: %v", err)
+	}
+}

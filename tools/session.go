@@ -35,7 +35,7 @@ func owner(ctx context.Context, principal string, stateless bool) string {
 		case s.SessionID() == "stdio":
 			return "stdio"
 		case !stateless:
-			return "http:" + s.SessionID() + ":" + principal
+			return HTTPOwner(s.SessionID(), principal)
 		}
 	}
 	if principal != "" {
@@ -43,6 +43,10 @@ func owner(ctx context.Context, principal string, stateless bool) string {
 	}
 	return ""
 }
+
+// HTTPOwner is the owner of the run_code sessions started in the stateful HTTP session
+// id by the client principal.
+func HTTPOwner(id, principal string) string { return "http:" + id + ":" + principal }
 
 // sessionsNote qualifies "nothing persists between calls" in run_code's description.
 func sessionsNote(d Deps) string {
