@@ -279,6 +279,9 @@ type Result struct {
 	Network *NetworkUse `json:"network,omitempty"`
 	// Detail says why, in one line, when Status is not ok: which limit, which stage.
 	Detail string `json:"detail,omitempty"`
+	// Restarted: a session call whose session's processes were killed and its driver
+	// started again (sandbox.Session); the files are kept, the interpreter's state is not.
+	Restarted bool `json:"restarted,omitempty"`
 }
 
 // Report describes the isolation really in effect.
