@@ -413,7 +413,7 @@ func TestFaultCgroupCreationFails(t *testing.T) {
 	}
 	// Our own cgroups, where every airlock started by this test binary (needSandbox's
 	// probe run included) has made its base dir.
-	ours := soak.CgroupBases(os.Getpid())
+	ours := soak.SharedCgroupBases(os.Getpid())
 	if len(ours) == 0 {
 		t.Skip("SKIPPING: airlock made no cgroups on this host")
 	}
@@ -433,11 +433,19 @@ func TestFaultCgroupCreationFails(t *testing.T) {
 			// The killed server may leave run cgroups behind (their removal runs after
 			// the result is sent); a later server's start would clean them as stale.
 			base := filepath.Join(d, "airlock")
-			runs, _ := os.ReadDir(base)
-			for _, r := range runs {
-				if r.IsDir() {
-					removeCgroup(t, filepath.Join(base, r.Name()))
+			// Each server's own dir holds its run cgroups.
+			owns, _ := os.ReadDir(base)
+			for _, o := range owns {
+				if !o.IsDir() {
+					continue
 				}
+				runs, _ := os.ReadDir(filepath.Join(base, o.Name()))
+				for _, r := range runs {
+					if r.IsDir() {
+						removeCgroup(t, filepath.Join(base, o.Name(), r.Name()))
+					}
+				}
+				removeCgroup(t, filepath.Join(base, o.Name()))
 			}
 			removeCgroup(t, base)
 			if err := os.Remove(d); err != nil {

@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -17,8 +19,19 @@ import (
 	"github.com/airlock-mcp/airlock/sandbox"
 )
 
-// cgroupDir is the directory airlock creates under its own cgroup for its sandboxes.
+// cgroupDir is the directory airlock creates under its own cgroup. Each Sandbox (each
+// server) makes a directory of its own in it, named by instanceName, and its sandboxes'
+// cgroups go there: a server's limits, counters and usage are its own, and it removes
+// its directory when it closes.
 const cgroupDir = "airlock"
+
+// instances numbers the Sandboxes of this process (tests start several).
+var instances atomic.Int64
+
+// instanceName names a Sandbox's own cgroup directory: the server's pid first, so a
+// later server can tell a dead server's leftovers (cleanStale), then a '.' and a number
+// (a sandbox's cgroup, runName, has a '-' there).
+func instanceName() string { return fmt.Sprintf("%d.%d", os.Getpid(), instances.Add(1)) }
 
 // v1Controllers are the cgroup v1 controllers airlock uses: memory and pids are the ones
 // that matter, cpu adds the CPU quota. Not cpuacct: each v1 controller costs a join (an
@@ -29,10 +42,15 @@ var v1Controllers = []string{"memory", "pids", "cpu"}
 // cgroups creates one cgroup per sandbox. Exactly one of v1/v2 is set when enabled.
 type cgroups struct {
 	version int               // 0: none, 1: v1 controllers, 2: unified hierarchy
-	v1      map[string]string // controller → our base dir
-	v2      string            // our base dir in the unified hierarchy
-	reason  string            // why cgroups are not used (version 0)
-	ctrls   []string          // controllers in use, for the report
+	v1      map[string]string // controller → this Sandbox's own dir
+	v2      string            // this Sandbox's own dir in the unified hierarchy
+	shared  []string          // the airlock dirs the own dirs are in, one per hierarchy
+	// removed: Close removed the own dirs; a Sandbox stays usable after Close (the
+	// pool's), so the next create makes them again.
+	ownMu   sync.Mutex
+	removed bool
+	reason  string   // why cgroups are not used (version 0)
+	ctrls   []string // controllers in use, for the report
 }
 
 // detectCgroups finds a hierarchy airlock may create cgroups in: a delegated cgroup v2
@@ -142,6 +160,7 @@ func setupV1(dirs map[string]string) (*cgroups, error) {
 		return nil, errors.New("v1 controllers need root (no delegation in v1)")
 	}
 	cg := &cgroups{version: 1, v1: map[string]string{}}
+	name := instanceName()
 	for _, c := range v1Controllers {
 		dir, ok := dirs[c]
 		if !ok {
@@ -151,32 +170,86 @@ func setupV1(dirs map[string]string) (*cgroups, error) {
 			continue
 		}
 		base := filepath.Join(dir, cgroupDir)
-		if err := usableBase(base); err != nil {
+		own, err := ownDir(base, name)
+		if err != nil {
 			if c == "memory" || c == "pids" {
+				_ = cg.removeOwn()
 				return nil, err
 			}
 			continue
 		}
-		cg.v1[c] = base
+		cg.v1[c] = own
+		cg.shared = append(cg.shared, base)
 		cg.ctrls = append(cg.ctrls, c)
 	}
 	return cg, nil
 }
 
-// usableBase creates airlock's base cgroup dir, or accepts one left by an earlier server
-// only if this one may create cgroups in it: a root of a user namespace whose host uid is
-// not the dir's owner (unshare -r, rootless podman) finds it but cannot.
-func usableBase(base string) error {
-	if err := os.Mkdir(base, 0o755); err == nil {
+// ownDir creates airlock's base cgroup dir (or accepts one left by an earlier server)
+// and this Sandbox's own dir in it. A root of a user namespace whose host uid is not the
+// base's owner (unshare -r, rootless podman) finds the base but cannot create in it.
+func ownDir(base, name string) (string, error) {
+	if err := os.Mkdir(base, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+		return "", fmt.Errorf("create %s: %w", base, err)
+	}
+	own := filepath.Join(base, name)
+	if err := os.Mkdir(own, 0o755); err != nil {
+		return "", fmt.Errorf("create a cgroup in %s: %w", base, err)
+	}
+	return own, nil
+}
+
+// removeOwn removes this Sandbox's own dirs (Close, or a failed New). Every sandbox's
+// cgroup in them is gone by then, unless its removal failed (logged then): those go
+// first.
+func (m *cgroups) removeOwn() error {
+	m.ownMu.Lock()
+	defer m.ownMu.Unlock()
+	m.removed = true
+	var errs []error
+	for _, d := range m.ownDirs() {
+		entries, _ := os.ReadDir(d)
+		for _, e := range entries {
+			if e.IsDir() {
+				errs = append(errs, removeCgroupDir(filepath.Join(d, e.Name())))
+			}
+		}
+		errs = append(errs, removeCgroupDir(d))
+	}
+	return errors.Join(errs...)
+}
+
+// ensureOwn makes the own dirs again after Close removed them. A dir that vanished
+// otherwise (a host's cleanup) is not made again: runs fail, naming the cgroup.
+func (m *cgroups) ensureOwn() error {
+	m.ownMu.Lock()
+	defer m.ownMu.Unlock()
+	if !m.removed {
 		return nil
-	} else if !errors.Is(err, os.ErrExist) {
-		return fmt.Errorf("create %s: %w", base, err)
 	}
-	trial := filepath.Join(base, fmt.Sprintf("%d-probe", os.Getpid()))
-	if err := os.Mkdir(trial, 0o755); err != nil {
-		return fmt.Errorf("create a cgroup in %s: %w", base, err)
+	for _, d := range m.ownDirs() {
+		if err := os.Mkdir(d, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+			return fmt.Errorf("create cgroup %s: %w", d, err)
+		}
+		if m.version == 2 {
+			if err := enableV2(d, m.ctrls); err != nil {
+				return err
+			}
+		}
 	}
-	return os.Remove(trial)
+	m.removed = false
+	return nil
+}
+
+func (m *cgroups) ownDirs() []string {
+	var dirs []string
+	for _, d := range m.v1 {
+		dirs = append(dirs, d)
+	}
+	if m.v2 != "" {
+		dirs = append(dirs, m.v2)
+	}
+	return dirs
 }
 
 func setupV2(dir string) (*cgroups, error) {
@@ -189,8 +262,8 @@ func setupV2(dir string) (*cgroups, error) {
 		return nil, fmt.Errorf("memory and pids controllers not delegated to %s (have %q)", dir, have)
 	}
 	base := filepath.Join(dir, cgroupDir)
-	if err := usableBase(base); err != nil {
-		return nil, err
+	if err := os.Mkdir(base, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+		return nil, fmt.Errorf("create %s: %w", base, err)
 	}
 	want := []string{"memory", "pids"}
 	if contains(have, "cpu") {
@@ -214,7 +287,16 @@ func setupV2(dir string) (*cgroups, error) {
 	if err := enableV2(base, want); err != nil {
 		return nil, err
 	}
-	return &cgroups{version: 2, v2: base, ctrls: want}, nil
+	own, err := ownDir(base, instanceName())
+	if err != nil {
+		return nil, err
+	}
+	cg := &cgroups{version: 2, v2: own, shared: []string{base}, ctrls: want}
+	if err := enableV2(own, want); err != nil {
+		_ = cg.removeOwn()
+		return nil, err
+	}
+	return cg, nil
 }
 
 func enableV2(dir string, ctrls []string) error {
@@ -258,6 +340,9 @@ type cgroup struct {
 // create makes the cgroup for one run and sets its limits. Memory has no swap, pids
 // count the init's threads too, and the CPU quota is one CPU.
 func (m *cgroups) create(id string, l sandbox.Limits) (*cgroup, error) {
+	if err := m.ensureOwn(); err != nil {
+		return nil, err
+	}
 	name := runName(id)
 	pids := strconv.Itoa(max(l.Pids, 1) + initProcs)
 	mem := strconv.FormatInt(l.Memory, 10)
@@ -395,39 +480,36 @@ func (c *cgroup) destroy() error {
 		_ = os.WriteFile(filepath.Join(c.dir, "cgroup.kill"), []byte("1"), 0)
 		dirs = append(dirs, c.dir)
 	}
-	var last error
 	for _, d := range dirs {
-		last = nil
-		for i := 0; i < 200; i++ {
-			err := unix.Rmdir(d)
-			if err == nil || err == unix.ENOENT {
-				last = nil
-				break
-			}
-			last = err
-			time.Sleep(time.Millisecond)
-		}
-		if last != nil {
-			return fmt.Errorf("remove cgroup %s: %w", d, last)
+		if err := removeCgroupDir(d); err != nil {
+			return err
 		}
 	}
 	return nil
 }
 
-// cleanStale removes the cgroups of servers that are no longer running, killing anything
-// left inside. It returns the directories it removed.
-func (m *cgroups) cleanStale(log *slog.Logger) []string {
-	var bases []string
-	switch m.version {
-	case 1:
-		for _, b := range m.v1 {
-			bases = append(bases, b)
+// removeCgroupDir removes an empty cgroup, trying again while its last processes are
+// still being freed.
+func removeCgroupDir(d string) error {
+	var last error
+	for i := 0; i < 200; i++ {
+		err := unix.Rmdir(d)
+		if err == nil || err == unix.ENOENT {
+			return nil
 		}
-	case 2:
-		bases = append(bases, m.v2)
+		last = err
+		time.Sleep(time.Millisecond)
 	}
+	return fmt.Errorf("remove cgroup %s: %w", d, last)
+}
+
+// cleanStale removes the cgroups of servers that are no longer running, killing anything
+// left inside: a dead server's own dir with its sandboxes' cgroups, and the sandbox
+// cgroups older versions made straight in the base. It returns the directories it
+// removed.
+func (m *cgroups) cleanStale(log *slog.Logger) []string {
 	var removed []string
-	for _, base := range bases {
+	for _, base := range m.shared {
 		entries, err := os.ReadDir(base)
 		if err != nil {
 			continue
@@ -436,27 +518,32 @@ func (m *cgroups) cleanStale(log *slog.Logger) []string {
 			if !e.IsDir() {
 				continue
 			}
-			pidStr, _, ok := strings.Cut(e.Name(), "-")
+			pidStr, _, ok := strings.Cut(strings.Replace(e.Name(), ".", "-", 1), "-")
 			pid, err := strconv.Atoi(pidStr)
 			if !ok || err != nil || pid == os.Getpid() || processAlive(pid) {
 				continue
 			}
 			d := filepath.Join(base, e.Name())
-			killCgroup(d)
-			cg := &cgroup{fd: -1}
-			if m.version == 2 {
-				cg.dir = d
-			} else {
-				cg.dirs = map[string]string{"x": d}
+			inner, _ := os.ReadDir(d)
+			for _, c := range inner {
+				if c.IsDir() {
+					removed = append(removed, removeStale(filepath.Join(d, c.Name()), log)...)
+				}
 			}
-			if err := cg.destroy(); err != nil {
-				log.Warn("stale cgroup not removed", "component", "sandbox", "dir", d, "err", err)
-				continue
-			}
-			removed = append(removed, d)
+			removed = append(removed, removeStale(d, log)...)
 		}
 	}
 	return removed
+}
+
+// removeStale kills whatever is left in the cgroup d and removes it.
+func removeStale(d string, log *slog.Logger) []string {
+	killCgroup(d)
+	if err := removeCgroupDir(d); err != nil {
+		log.Warn("stale cgroup not removed", "component", "sandbox", "dir", d, "err", err)
+		return nil
+	}
+	return []string{d}
 }
 
 func killCgroup(d string) {

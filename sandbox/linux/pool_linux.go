@@ -84,6 +84,11 @@ func (s *Sandbox) Close() error {
 	}
 	s.cleanup.Wait()
 	s.zyg.stop()
+	// Every sandbox's cgroup is gone with the cleanup: the server's own dirs follow.
+	if err := s.cg.removeOwn(); err != nil {
+		s.log.Warn("cgroup left behind", "err", err)
+		return err
+	}
 	return nil
 }
 

@@ -80,6 +80,7 @@ func New(opts sandbox.Options) (*Sandbox, error) {
 	for _, n := range []sandbox.Network{sandbox.NetworkNone, sandbox.NetworkHost, sandbox.NetworkAllowlist} {
 		f, err := compileFilter(filterPlan{network: n == sandbox.NetworkHost, loopback: n == sandbox.NetworkAllowlist})
 		if err != nil {
+			_ = s.cg.removeOwn()
 			return nil, fmt.Errorf("%w: %w (install libseccomp: apt-get install libseccomp2)", sandbox.ErrUnavailable, err)
 		}
 		s.filters[n] = f
@@ -102,6 +103,7 @@ func New(opts sandbox.Options) (*Sandbox, error) {
 		if !ok {
 			s.Wait()
 			s.zyg.stop()
+			_ = s.cg.removeOwn()
 			return nil, err
 		}
 		s.log.Warn("sandboxes adapted to this container", "change", what, "err", err)
