@@ -1,7 +1,6 @@
 package linux
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
@@ -371,7 +370,7 @@ func (m *cgroups) create(id string, l sandbox.Limits) (*cgroup, error) {
 			if !ok {
 				continue
 			}
-			err := os.WriteFile(filepath.Join(d, s.file), []byte(s.val), 0)
+			err := writeCgroupFile(filepath.Join(d, s.file), s.val)
 			if err != nil && !(s.file == "memory.memsw.limit_in_bytes" && errors.Is(err, os.ErrNotExist)) {
 				_ = cg.destroy()
 				return nil, fmt.Errorf("set %s=%s: %w", s.file, s.val, err)
@@ -390,7 +389,7 @@ func (m *cgroups) create(id string, l sandbox.Limits) (*cgroup, error) {
 			{"cpu.max", "100000 100000"},
 		}
 		for _, s := range sets {
-			err := os.WriteFile(filepath.Join(cg.dir, s.file), []byte(s.val), 0)
+			err := writeCgroupFile(filepath.Join(cg.dir, s.file), s.val)
 			if err != nil && !errors.Is(err, os.ErrNotExist) {
 				_ = cg.destroy()
 				return nil, fmt.Errorf("set %s=%s: %w", s.file, s.val, err)
@@ -425,10 +424,10 @@ func (c *cgroup) unthrottle() {
 	switch c.version {
 	case 1:
 		if d, ok := c.dirs["cpu"]; ok {
-			_ = os.WriteFile(filepath.Join(d, "cpu.cfs_quota_us"), []byte("-1"), 0)
+			_ = writeCgroupFile(filepath.Join(d, "cpu.cfs_quota_us"), "-1")
 		}
 	case 2:
-		_ = os.WriteFile(filepath.Join(c.dir, "cpu.max"), []byte("max"), 0)
+		_ = writeCgroupFile(filepath.Join(c.dir, "cpu.max"), "max")
 	}
 }
 
@@ -477,7 +476,7 @@ func (c *cgroup) destroy() error {
 		dirs = append(dirs, d)
 	}
 	if c.dir != "" {
-		_ = os.WriteFile(filepath.Join(c.dir, "cgroup.kill"), []byte("1"), 0)
+		_ = writeCgroupFile(filepath.Join(c.dir, "cgroup.kill"), "1")
 		dirs = append(dirs, c.dir)
 	}
 	for _, d := range dirs {
@@ -568,7 +567,7 @@ func processAlive(pid int) bool {
 }
 
 func readInt(p string) int64 {
-	b, err := os.ReadFile(p)
+	b, err := readCgroupFile(p)
 	if err != nil {
 		return 0
 	}
@@ -577,20 +576,66 @@ func readInt(p string) int64 {
 }
 
 func readKey(p, key string) int64 {
-	f, err := os.Open(p)
+	b, err := readCgroupFile(p)
 	if err != nil {
 		return 0
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		k, v, ok := strings.Cut(sc.Text(), " ")
+	for _, line := range strings.Split(string(b), "\n") {
+		k, v, ok := strings.Cut(line, " ")
 		if ok && k == key {
 			n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
 			return n
 		}
 	}
 	return 0
+}
+
+// writeCgroupFile and readCgroupFile do a cgroup file's I/O with plain system calls.
+// Through os.File, every cgroup file (kernfs files can be polled) is registered with the
+// runtime's poller and taken off it again: an epoll_ctl pair, an fstat and fcntls
+// around each of the dozen cgroup files a run touches, and the poller's wake-ups.
+func writeCgroupFile(p, val string) error {
+	fd, err := unix.Open(p, unix.O_WRONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return &os.PathError{Op: "open", Path: p, Err: err}
+	}
+	defer unix.Close(fd)
+	for {
+		_, err = unix.Write(fd, []byte(val))
+		if err != unix.EINTR {
+			break
+		}
+	}
+	if err != nil {
+		return &os.PathError{Op: "write", Path: p, Err: err}
+	}
+	return nil
+}
+
+// readCgroupFile reads a small cgroup or proc file (up to 4 KiB: the counters and
+// limits read here are a few lines).
+func readCgroupFile(p string) ([]byte, error) {
+	fd, err := unix.Open(p, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: p, Err: err}
+	}
+	defer unix.Close(fd)
+	buf := make([]byte, 4096)
+	n := 0
+	for n < len(buf) {
+		m, err := unix.Read(fd, buf[n:])
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, &os.PathError{Op: "read", Path: p, Err: err}
+		}
+		if m == 0 {
+			break
+		}
+		n += m
+	}
+	return buf[:n], nil
 }
 
 // lower sets the memory and pids limits of a prepared sandbox's cgroup to a call's,
@@ -614,7 +659,7 @@ func (c *cgroup) lower(l sandbox.Limits) error {
 		}
 	}
 	for _, s := range sets {
-		if err := os.WriteFile(s[0], []byte(s[1]), 0); err != nil && !errors.Is(err, os.ErrNotExist) {
+		if err := writeCgroupFile(s[0], s[1]); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return fmt.Errorf("set %s=%s: %w", s[0], s[1], err)
 		}
 	}
