@@ -113,54 +113,43 @@ func (l *launch) start(cfg *initConfig) (err error) {
 		return err
 	}
 	l.rules = cfg.FilterRules
-	var closers []*os.File
-	defer func() {
-		for _, f := range closers {
+	// The spawner's ends (stdin, stdout, stderr, config, report: its descriptors 0-4,
+	// in this order) are plain descriptors (fds_linux.go), closed once the zygote has
+	// its copies: only then do the pipes reach EOF when the sandbox is gone.
+	child := []int{-1, -1, -1, -1, -1}
+	defer func() { closeFDs(child...) }()
+	var mine []io.Closer
+	fail := func(err error) error {
+		for _, f := range mine {
 			f.Close()
 		}
-	}()
-	pipe := func(what string) (*os.File, *os.File, error) {
-		r, w, err := os.Pipe()
-		if err != nil {
-			return nil, nil, fmt.Errorf("%s pipe: %w", what, err)
-		}
-		return r, w, nil
+		return err
 	}
-	cfgR, cfgW, err := pipe("config")
+	cfgW, cfgR, err := childPipe("config", false)
 	if err != nil {
 		return err
 	}
-	closers = append(closers, cfgR)
+	mine, child[configFD] = append(mine, cfgW), cfgR
 	repR, repW, err := reportPair()
 	if err != nil {
-		cfgW.Close()
-		return err
+		return fail(err)
 	}
-	closers = append(closers, repW)
-	inR, inW, err := pipe("stdin")
+	mine, child[reportFD] = append(mine, repR), repW
+	inW, inR, err := childPipe("stdin", false)
 	if err != nil {
-		cfgW.Close()
-		repR.Close()
-		return err
+		return fail(err)
 	}
-	closers = append(closers, inR)
-	outR, outW, err := pipe("stdout")
+	mine, child[0] = append(mine, inW), inR
+	outR, outW, err := childPipe("stdout", true)
 	if err != nil {
-		cfgW.Close()
-		repR.Close()
-		inW.Close()
-		return err
+		return fail(err)
 	}
-	closers = append(closers, outW)
-	errR, errW, err := pipe("stderr")
+	mine, child[1] = append(mine, outR), outW
+	errR, errW, err := childPipe("stderr", true)
 	if err != nil {
-		cfgW.Close()
-		repR.Close()
-		inW.Close()
-		outR.Close()
-		return err
+		return fail(err)
 	}
-	closers = append(closers, errW)
+	mine, child[2] = append(mine, errR), errW
 	l.cfgW, l.stdinW, l.outR, l.errR = cfgW, inW, outR, errR
 
 	cgroupFD := -1
@@ -171,27 +160,16 @@ func (l *launch) start(cfg *initConfig) (err error) {
 	// instead of waiting for our next turn. (A bigger one is sent after the spawn: the
 	// write would block until the spawner reads.)
 	early := false
-	if size, err := unix.FcntlInt(cfgW.Fd(), unix.F_GETPIPE_SZ, 0); err == nil && len(frame) <= size {
+	if size, err := pipeSize(cfgW); err == nil && len(frame) <= size {
 		if _, err := cfgW.Write(frame); err == nil {
 			early = true
 		}
 	}
-	// The spawner's descriptors, in order: stdin, stdout, stderr, config, report.
-	files := []*os.File{inR, outW, errW, nil, nil}
-	files[configFD], files[reportFD] = cfgR, repW
-	pidfd, err := l.sb.zyg.spawn(files, cgroupFD)
-	// The child's ends belong to the spawner now (or to nobody): only with our copies
-	// closed do the pipes reach EOF when the sandbox is gone.
-	for _, f := range closers {
-		f.Close()
-	}
-	closers = nil
+	pidfd, err := l.sb.zyg.spawn(child, cgroupFD)
+	closeFDs(child...)
+	child = nil
 	if err != nil {
-		l.closeParentEnds()
-		cfgW.Close()
-		inW.Close()
-		repR.Close()
-		return l.sb.startError(err)
+		return fail(l.sb.startError(err))
 	}
 	l.pidfd = pidfd
 	go func() {
@@ -220,7 +198,7 @@ func (l *launch) start(cfg *initConfig) (err error) {
 	l.reportDone = make(chan struct{})
 	go l.readReports(repR, l.reportDone)
 
-	fail := func(err error) error {
+	stop := func(err error) error {
 		l.kill()
 		l.cfgW.Close()
 		l.stdinW.Close()
@@ -235,11 +213,11 @@ func (l *launch) start(cfg *initConfig) (err error) {
 		_, _ = l.cfgW.Write(frame)
 	}
 	if err := l.awaitCgroup(); err != nil {
-		return fail(fmt.Errorf("%w: %w", errCgroup, err))
+		return stop(fmt.Errorf("%w: %w", errCgroup, err))
 	}
 	cgFrame, err := encodeCgroup(l.cg.tasksFiles())
 	if err != nil {
-		return fail(err)
+		return stop(err)
 	}
 	_, _ = l.cfgW.Write(cgFrame)
 	return nil
