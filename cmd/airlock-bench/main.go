@@ -48,7 +48,9 @@ func main() {
 	parallel := flag.Int("parallel", 8, "concurrent clients in the throughput test")
 	dur := flag.Duration("duration", 2*time.Second, "length of each throughput window")
 	tputRounds := flag.Int("rounds", 5, "throughput rounds (each runs every window once)")
+	compare := flag.String("compare", "", "another airlock binary (e.g. the previous build) whose cold and pooled throughput windows join the same rounds")
 	envOnly := flag.Bool("environment-only", false, "run only the environment benchmark")
+	tputOnly := flag.Bool("throughput-only", false, "run only the throughput rounds (with -compare: an A/B of two builds)")
 	flag.Parse()
 	var err error
 	if *envOnly {
@@ -56,8 +58,11 @@ func main() {
 		if r, err = environmentBench(context.Background(), *bin, max(*rounds/4, 8)); err == nil {
 			fmt.Fprintf(os.Stderr, "pooled in the environment %.3f× bare (goal ≤ 0.1×)\n", r)
 		}
+	} else if *tputOnly {
+		fmt.Fprintf(os.Stderr, "throughput, python print(1), %d concurrent clients, %d rounds × %s, rotated; load average %s\n", *parallel, *tputRounds, *dur, loadavg())
+		_, err = throughputRounds(context.Background(), *bin, *compare, *parallel, *tputRounds, *dur)
 	} else {
-		err = run(*bin, *rounds, *parallel, *tputRounds, *dur)
+		err = run(*bin, *compare, *rounds, *parallel, *tputRounds, *dur)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "airlock-bench:", err)
@@ -226,7 +231,7 @@ func signedMS(d time.Duration) string {
 
 func ratio(a, b time.Duration) float64 { return float64(a) / float64(b) }
 
-func run(bin string, rounds, parallel, tputRounds int, dur time.Duration) error {
+func run(bin, compare string, rounds, parallel, tputRounds int, dur time.Duration) error {
 	ctx := context.Background()
 	cold, err := startServer(ctx, bin, "--pool-size", "0")
 	if err != nil {
@@ -310,7 +315,7 @@ func run(bin string, rounds, parallel, tputRounds int, dur time.Duration) error 
 	// Throughput: parallel clients as fast as they can, every window interleaved round
 	// by round with the others.
 	fmt.Fprintf(os.Stderr, "\nthroughput, python print(1), %d concurrent clients, %d rounds of (bare, bwrap, cold, pooled) × %s, rotated:\n", parallel, tputRounds, dur)
-	tp, err := throughputRounds(ctx, bin, parallel, tputRounds, dur)
+	tp, err := throughputRounds(ctx, bin, compare, parallel, tputRounds, dur)
 	if err != nil {
 		return err
 	}

@@ -196,7 +196,9 @@ func minMax(x []float64) (float64, float64) {
 // throughputResult is what the goals need from the throughput rounds.
 type throughputResult struct {
 	bare, bwrap, cold, pooled *window
-	rounds                    int
+	// baseCold, basePooled: the -compare binary's windows, in the same rounds.
+	baseCold, basePooled *window
+	rounds               int
 	// cgroupsOwn: each server made its sandboxes' cgroups in dirs of its own, which
 	// were gone after it exited; cgroupNote says what was found.
 	cgroupsOwn bool
@@ -205,7 +207,7 @@ type throughputResult struct {
 
 // throughputRounds interleaves the windows round by round and prints the rates and the
 // CPU per call by process.
-func throughputRounds(ctx context.Context, bin string, parallel, rounds int, d time.Duration) (*throughputResult, error) {
+func throughputRounds(ctx context.Context, bin, compare string, parallel, rounds int, d time.Duration) (*throughputResult, error) {
 	py := languages[0]
 	cold, err := startServer(ctx, bin, "--languages", "python", "--pool-size", "0", "--max-parallel", strconv.Itoa(parallel))
 	if err != nil {
@@ -252,6 +254,23 @@ func throughputRounds(ctx context.Context, bin string, parallel, rounds int, d t
 		fmt.Fprintln(os.Stderr, "  bwrap not installed (apt-get install bubblewrap): no bwrap window")
 	}
 	windows = append(windows, res.cold, res.pooled)
+	if compare != "" {
+		bc, err := startServer(ctx, compare, "--languages", "python", "--pool-size", "0", "--max-parallel", strconv.Itoa(parallel))
+		if err != nil {
+			return nil, fmt.Errorf("cold server of %s: %w", compare, err)
+		}
+		defer bc.close()
+		bp, err := startServer(ctx, compare, "--languages", "python", "--pool-size", strconv.Itoa(poolSize), "--max-parallel", strconv.Itoa(parallel))
+		if err != nil {
+			return nil, fmt.Errorf("pooled server of %s: %w", compare, err)
+		}
+		defer bp.close()
+		bp.waitPoolFull(ctx, poolSize, 10*time.Second)
+		res.baseCold = &window{name: "compare cold", srv: bc, fn: func() (time.Duration, error) { return bc.runCPU(ctx, "python", py.code) }}
+		res.basePooled = &window{name: "compare pooled", srv: bp, fn: func() (time.Duration, error) { return bp.runCPU(ctx, "python", py.code) }}
+		windows = append(windows, res.baseCold, res.basePooled)
+		fmt.Fprintf(os.Stderr, "  compare: %s, in the same rounds\n", compare)
+	}
 	for w := range windows { // warm the page cache and the servers
 		_, _ = windows[w].fn()
 	}
