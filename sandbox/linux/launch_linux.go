@@ -269,12 +269,14 @@ func (l *launch) handover(spec sandbox.Spec, h *handover) error {
 	l.startProxy(spec)
 	// EPIPE: the init is gone, having reported why (a setup failure) or not; wait says.
 	stdin, w := spec.Stdin, l.stdinW
+	if len(stdin) == 0 {
+		w.Close() // most calls: no goroutine for nothing to write
+		return nil
+	}
 	go func() {
 		// A program that never reads its stdin leaves this blocked until the sandbox
 		// is gone and the write fails.
-		if len(stdin) > 0 {
-			_, _ = w.Write(stdin)
-		}
+		_, _ = w.Write(stdin)
 		w.Close()
 	}()
 	return nil
@@ -410,9 +412,15 @@ func (l *launch) stop(status sandbox.Status, detail string) {
 	l.kill()
 }
 
+// pumpBuffers are the output readers' buffers, reused: two fresh 32 KiB buffers per run
+// were a good part of the server's garbage (and of its GC's CPU) under load.
+var pumpBuffers = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
 func (l *launch) pump(r *os.File, c *sandbox.Capture) {
 	defer l.drained.Done()
-	buf := make([]byte, 32<<10)
+	bp := pumpBuffers.Get().(*[]byte)
+	defer pumpBuffers.Put(bp)
+	buf := *bp
 	for {
 		n, err := r.Read(buf)
 		if n > 0 {
@@ -431,7 +439,9 @@ func (l *launch) pump(r *os.File, c *sandbox.Capture) {
 func (l *launch) readReports(r *reportConn, done chan<- struct{}) {
 	defer close(done)
 	defer r.Close()
-	br := bufio.NewReaderSize(r, 64<<10)
+	// Small: frames are read whole (io.ReadFull), a large one straight into its own
+	// buffer; a 64 KiB reader per run was garbage the GC paid for.
+	br := bufio.NewReaderSize(r, 4<<10)
 	for {
 		m, err := readReport(br)
 		if err != nil {
