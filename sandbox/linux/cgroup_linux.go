@@ -48,11 +48,8 @@ type cgroups struct {
 	// pool's), so the next create makes them again.
 	ownMu   sync.Mutex
 	removed bool
-	// reused holds finished sandboxes' emptied cgroups for the next ones (v1 only:
-	// cgpool_linux.go).
-	reused cgroupPool
-	reason string   // why cgroups are not used (version 0)
-	ctrls  []string // controllers in use, for the report
+	reason  string   // why cgroups are not used (version 0)
+	ctrls   []string // controllers in use, for the report
 }
 
 // detectCgroups finds a hierarchy airlock may create cgroups in: a delegated cgroup v2
@@ -208,7 +205,6 @@ func (m *cgroups) removeOwn() error {
 	m.ownMu.Lock()
 	defer m.ownMu.Unlock()
 	m.removed = true
-	m.reused.drain()
 	var errs []error
 	for _, d := range m.ownDirs() {
 		entries, _ := os.ReadDir(d)
@@ -338,9 +334,6 @@ type cgroup struct {
 	dirs    map[string]string // v1: controller → dir
 	dir     string            // v2
 	fd      int               // v2: open dir for CLONE_INTO_CGROUP, -1 otherwise
-	// base: a reused cgroup's OOM kills and pids.max hits before this run (they cannot
-	// be reset), which stats subtracts.
-	base cgroupStats
 }
 
 // create makes the cgroup for one run and sets its limits. Memory has no swap, pids
@@ -348,9 +341,6 @@ type cgroup struct {
 func (m *cgroups) create(id string, l sandbox.Limits) (*cgroup, error) {
 	if err := m.ensureOwn(); err != nil {
 		return nil, err
-	}
-	if c := m.reuse(id, l); c != nil {
-		return c, nil
 	}
 	name := runName(id)
 	pids := strconv.Itoa(max(l.Pids, 1) + initProcs)
@@ -367,9 +357,24 @@ func (m *cgroups) create(id string, l sandbox.Limits) (*cgroup, error) {
 			}
 			cg.dirs[c] = d
 		}
-		if err := cg.setLimits(l); err != nil {
-			_ = cg.destroy()
-			return nil, err
+		sets := []struct{ ctrl, file, val string }{
+			{"memory", "memory.limit_in_bytes", mem},
+			{"memory", "memory.memsw.limit_in_bytes", mem}, // absent without swap accounting
+			{"memory", "memory.swappiness", "0"},
+			{"pids", "pids.max", pids},
+			{"cpu", "cpu.cfs_period_us", "100000"},
+			{"cpu", "cpu.cfs_quota_us", "100000"},
+		}
+		for _, s := range sets {
+			d, ok := cg.dirs[s.ctrl]
+			if !ok {
+				continue
+			}
+			err := writeCgroupFile(filepath.Join(d, s.file), s.val)
+			if err != nil && !(s.file == "memory.memsw.limit_in_bytes" && errors.Is(err, os.ErrNotExist)) {
+				_ = cg.destroy()
+				return nil, fmt.Errorf("set %s=%s: %w", s.file, s.val, err)
+			}
 		}
 	case 2:
 		cg.dir = filepath.Join(m.v2, name)
@@ -437,10 +442,9 @@ func (c *cgroup) stats() cgroupStats {
 	var s cgroupStats
 	switch c.version {
 	case 1:
-		s.PeakMemory = max(readInt(filepath.Join(c.dirs["memory"], "memory.max_usage_in_bytes"))-c.base.PeakMemory, 0)
-		n := c.counters()
-		s.OOMKills = n.OOMKills - c.base.OOMKills
-		s.PidsMaxHit = n.PidsMaxHit - c.base.PidsMaxHit
+		s.PeakMemory = readInt(filepath.Join(c.dirs["memory"], "memory.max_usage_in_bytes"))
+		s.OOMKills = readKey(filepath.Join(c.dirs["memory"], "memory.oom_control"), "oom_kill")
+		s.PidsMaxHit = readKey(filepath.Join(c.dirs["pids"], "pids.events"), "max")
 	case 2:
 		s.PeakMemory = readInt(filepath.Join(c.dir, "memory.peak"))
 		s.OOMKills = readKey(filepath.Join(c.dir, "memory.events"), "oom_kill")

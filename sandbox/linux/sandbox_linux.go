@@ -336,7 +336,7 @@ func (s *Sandbox) release(l *launch) {
 		if l.cg == nil {
 			return
 		}
-		if err := s.cg.recycle(l.cg); err != nil {
+		if err := l.cg.destroy(); err != nil {
 			s.log.Warn("cgroup left behind", "id", l.spec.ID, "err", err)
 		}
 	}()
