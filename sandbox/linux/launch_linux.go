@@ -12,6 +12,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -51,7 +52,10 @@ type launch struct {
 	exitCh       chan struct{} // closed when the init reports the program's exit
 	running      bool          // the init was created (and so must be reaped)
 	reportDone   chan struct{}
-	drained      sync.WaitGroup
+	// pumped is closed when both output readers have reached EOF (nil until they
+	// start); pumping counts them down.
+	pumped  chan struct{}
+	pumping atomic.Int32
 
 	mu      sync.Mutex
 	started time.Time // when the program began running
@@ -192,7 +196,8 @@ func (l *launch) start(cfg *initConfig) (err error) {
 
 	// Output readers: the capture keeps the cap, the reader keeps counting, and a flood
 	// past floodFactor × cap ends the run.
-	l.drained.Add(2)
+	l.pumped = make(chan struct{})
+	l.pumping.Store(2)
 	go l.pump(outR, l.stdout)
 	go l.pump(errR, l.stderr)
 	l.reportDone = make(chan struct{})
@@ -338,14 +343,17 @@ func (l *launch) wait(ctx context.Context) sandbox.Result {
 // drain waits for stdout and stderr to reach EOF, which they do once the program and
 // its descendants are gone.
 func (l *launch) drain() {
-	drained := make(chan struct{})
-	go func() { l.drained.Wait(); close(drained) }()
+	if l.pumped == nil || closed(l.pumped) {
+		return // most often: the pipes reached EOF with the program's end
+	}
+	t := time.NewTimer(drainGrace)
+	defer t.Stop()
 	select {
-	case <-drained:
-	case <-time.After(drainGrace):
+	case <-l.pumped:
+	case <-t.C:
 		// Only possible if something outside the sandbox holds a write end.
 		l.closeParentEnds()
-		<-drained
+		<-l.pumped
 	}
 }
 
@@ -417,7 +425,11 @@ func (l *launch) stop(status sandbox.Status, detail string) {
 var pumpBuffers = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
 
 func (l *launch) pump(r *os.File, c *sandbox.Capture) {
-	defer l.drained.Done()
+	defer func() {
+		if l.pumping.Add(-1) == 0 {
+			close(l.pumped)
+		}
+	}()
 	bp := pumpBuffers.Get().(*[]byte)
 	defer pumpBuffers.Put(bp)
 	buf := *bp
