@@ -243,6 +243,18 @@ func run(bin, compare string, rounds, parallel, tputRounds int, dur time.Duratio
 		return fmt.Errorf("pooled server: %w", err)
 	}
 	defer warm.close()
+	// With -compare, the other build's cold and pooled servers join every round.
+	var coldB, warmB *server
+	if compare != "" {
+		if coldB, err = startServer(ctx, compare, "--pool-size", "0"); err != nil {
+			return fmt.Errorf("cold server of %s: %w", compare, err)
+		}
+		defer coldB.close()
+		if warmB, err = startServer(ctx, compare, "--pool-size", strconv.Itoa(poolSize)); err != nil {
+			return fmt.Errorf("pooled server of %s: %w", compare, err)
+		}
+		defer warmB.close()
+	}
 	time.Sleep(time.Second) // let the pool fill
 
 	fmt.Fprintf(os.Stderr, "airlock-bench: %d samples per cell, interleaved (bare, bwrap for python, cold, pooled) in one run; %d CPUs, load average %s\n\n", rounds, numCPU(), loadavg())
@@ -253,7 +265,7 @@ func run(bin, compare string, rounds, parallel, tputRounds int, dur time.Duratio
 			fmt.Fprintf(os.Stderr, "%-11s skipped: %s not installed\n", l.name, l.bare[0])
 			continue
 		}
-		var b, c, p, bw []time.Duration
+		var b, c, p, bw, cB, pB []time.Duration
 		// bwrap, where installed, in the same rounds as a peer's cold start (python only).
 		bwrap := bwrapArgv(l.bare)
 		if l.name != "python" {
@@ -264,6 +276,9 @@ func run(bin, compare string, rounds, parallel, tputRounds int, dur time.Duratio
 			// The pooled server refills after each call: a new interpreter start, whose
 			// CPU would otherwise land on this round's bare and cold runs only.
 			warm.waitPoolFull(ctx, poolSize*len(languages), 2*time.Second)
+			if warmB != nil {
+				warmB.waitPoolFull(ctx, poolSize*len(languages), 2*time.Second)
+			}
 			db, err := bare(l.bare)
 			if err != nil {
 				return fmt.Errorf("bare %s: %w", l.name, err)
@@ -283,8 +298,21 @@ func run(bin, compare string, rounds, parallel, tputRounds int, dur time.Duratio
 			if err != nil {
 				return fmt.Errorf("pooled %s: %w", l.name, err)
 			}
+			var dcB, dpB time.Duration
+			if coldB != nil {
+				if dcB, err = coldB.call(ctx, l.name, l.code); err != nil {
+					return fmt.Errorf("cold %s (compare): %w", l.name, err)
+				}
+				time.Sleep(l.gap)
+				if dpB, err = warmB.call(ctx, l.name, l.code); err != nil {
+					return fmt.Errorf("pooled %s (compare): %w", l.name, err)
+				}
+			}
 			if i >= 2 { // the first rounds warm the page cache
 				b, c, p = append(b, db), append(c, dc), append(p, dp)
+				if coldB != nil {
+					cB, pB = append(cB, dcB), append(pB, dpB)
+				}
 				if bwrap != nil {
 					bw = append(bw, dw)
 				}
@@ -310,6 +338,11 @@ func run(bin, compare string, rounds, parallel, tputRounds int, dur time.Duratio
 		fmt.Fprintf(os.Stderr, "%-11s %-7s %8s %8s %8s %9.2f %9.2f\n", "", "cold", ms(sc.p50), ms(sc.p90), ms(sc.p99), ratio(sc.p50, sb.p50), ratio(sc.p90, sb.p90))
 		fmt.Fprintf(os.Stderr, "%-11s %-7s %8s %8s %8s %9.2f %9.2f   (%d/%d from the pool)\n", "", "pooled", ms(sp.p50), ms(sp.p90), ms(sp.p99), ratio(sp.p50, sb.p50), ratio(sp.p90, sb.p90), hits1-hits0, rounds+2)
 		fmt.Fprintf(os.Stderr, "%-11s time over bare, median of per-round differences: cold %s ms, pooled %s ms\n", "", signedMS(overCold), signedMS(overPooled))
+		if len(cB) > 0 {
+			scB, spB := summarise(cB), summarise(pB)
+			fmt.Fprintf(os.Stderr, "%-11s %-7s %8s %8s %8s %9.2f %9.2f   (-compare build)\n", "", "cold'", ms(scB.p50), ms(scB.p90), ms(scB.p99), ratio(scB.p50, sb.p50), ratio(scB.p90, sb.p90))
+			fmt.Fprintf(os.Stderr, "%-11s %-7s %8s %8s %8s %9.2f %9.2f   (-compare build)\n", "", "pooled'", ms(spB.p50), ms(spB.p90), ms(spB.p99), ratio(spB.p50, sb.p50), ratio(spB.p90, sb.p90))
+		}
 	}
 
 	// Throughput: parallel clients as fast as they can, every window interleaved round
