@@ -15,5 +15,11 @@ func TestMain(m *testing.M) {
 	if sandbox.Init() {
 		return
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	// The shared Sandbox's cgroup dirs go with it (a dead test binary's would be removed
+	// as stale by the next airlock start).
+	if sbInst != nil {
+		_ = sbInst.Close()
+	}
+	os.Exit(code)
 }

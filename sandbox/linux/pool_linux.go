@@ -89,7 +89,11 @@ func (s *Sandbox) Close() error {
 	s.closeDone()
 	s.cleanup.Wait()
 	s.zyg.stop()
-	s.cg.removeBases()
+	// Every sandbox's cgroup is gone with the cleanup: the server's own dirs follow.
+	if err := s.cg.removeAll(); err != nil {
+		s.log.Warn("cgroup left behind", "err", err)
+		return err
+	}
 	return nil
 }
 
