@@ -196,3 +196,24 @@ func TestSessionsConcurrent(t *testing.T) {
 		t.Errorf("the first call: %v", err)
 	}
 }
+
+// A process a call leaves writing between calls, when nobody's output is kept, cannot
+// make the server read without end: past the flood ceiling the session is ended, as a
+// single-use call flooding its pipes is killed, and nothing of it stays.
+func TestSessionFloodBetweenCallsEnds(t *testing.T) {
+	s := testSandbox(t)
+	ss := openSession(t, sessionSpec(t, "python"))
+	marker := newMarker()
+	res := call(t, ss, "import subprocess\nsubprocess.Popen(['/usr/bin/python3', '-c', 'import sys\\nwhile True: sys.stdout.write(\"x\" * 65536)', '"+marker+"'])\nprint('started')")
+	wantOut(t, res, sandbox.StatusOK, "started")
+	select {
+	case <-ss.Done():
+	case <-time.After(30 * time.Second):
+		t.Fatal("a process writing without end between calls did not end the session")
+	}
+	s.Wait()
+	assertNoSurvivors(t, marker)
+	if _, err := ss.Call(context.Background(), sandbox.SessionCall{Code: []byte("print(1)"), Limits: filled(sandbox.Limits{})}); !errors.Is(err, sandbox.ErrSessionEnded) {
+		t.Fatalf("the flooded session took a call: %v", err)
+	}
+}
