@@ -217,3 +217,17 @@ func TestSessionFloodBetweenCallsEnds(t *testing.T) {
 		t.Fatalf("the flooded session took a call: %v", err)
 	}
 }
+
+// A process of a call killed at the session's memory limit is reported, even when the
+// interpreter survives it and ends the call itself: the call is not "ok" (a single-use
+// call's sandbox would have ended at the limit).
+func TestSessionChildOOMIsReported(t *testing.T) {
+	spec := sessionSpec(t, "python")
+	spec.Limits.Memory = 128 << 20
+	ss := openSession(t, spec)
+	res := call(t, ss, "import subprocess\nr = subprocess.run(['/usr/bin/python3', '-c', 'b = bytearray(1 << 30)'])\nprint(r.returncode)", 30*time.Second)
+	if res.Status != sandbox.StatusMemoryLimit {
+		t.Fatalf("a child killed at the memory limit: want memory_limit, got %s", brief(res))
+	}
+	wantOut(t, call(t, ss, "print(1)"), sandbox.StatusOK, "1")
+}

@@ -757,5 +757,11 @@ func (ss *session) outcome(res sandbox.Result, cur *sessionCall, lim sandbox.Lim
 		res.Status = sandbox.StatusError
 		res.Detail = fmt.Sprintf("exited with code %d", cur.code)
 	}
+	if oom {
+		// The interpreter outlived a process the kernel killed at the session's limit
+		// (memory.oom.group is 0 here): a single-use call's sandbox would have ended.
+		res.Status = sandbox.StatusMemoryLimit
+		res.Detail = fmt.Sprintf("a process of the session was killed at its memory limit of %d bytes; the interpreter went on (exit code %d)", ss.l.spec.Limits.Memory, cur.code)
+	}
 	return res
 }
