@@ -231,3 +231,15 @@ func TestSessionChildOOMIsReported(t *testing.T) {
 	}
 	wantOut(t, call(t, ss, "print(1)"), sandbox.StatusOK, "1")
 }
+
+// A call that closes the driver's stdout and stderr, so that no end marker can reach the
+// server, is not reported as done (nor ok): it ends at its wall-clock limit, the worker
+// is restarted, and the session goes on.
+func TestSessionClosedStdioFailsClosed(t *testing.T) {
+	ss := openSession(t, sessionSpec(t, "python"))
+	res := call(t, ss, "import os\nos.close(1)\nos.close(2)", time.Second)
+	if res.Status != sandbox.StatusTimeout || !res.Restarted {
+		t.Fatalf("a call that closed fds 1 and 2: want timeout with a restart, got %s", brief(res))
+	}
+	wantOut(t, call(t, ss, "print(1)"), sandbox.StatusOK, "1")
+}
