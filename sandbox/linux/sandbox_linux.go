@@ -189,6 +189,11 @@ func validate(spec sandbox.Spec) error {
 	if err := spec.Limits.Validate(); err != nil {
 		return err
 	}
+	if spec.OutDir != "" {
+		if err := spec.Artifacts.Validate(); err != nil {
+			return err
+		}
+	}
 	switch spec.Network {
 	case sandbox.NetworkNone, sandbox.NetworkHost:
 	case sandbox.NetworkAllowlist:
