@@ -104,7 +104,7 @@ func New(opts sandbox.Options) (*Sandbox, error) {
 	reused := s.reuseCheck(key)
 	if s.filters, err = filters(); err != nil {
 		abandon()
-		s.cg.removeAll()
+		_ = s.cg.removeAll()
 		return nil, err
 	}
 	// The definitive check: build a whole sandbox once, without running a program. A
@@ -116,7 +116,7 @@ func New(opts sandbox.Options) (*Sandbox, error) {
 	if err := s.check(key, nil); err != nil {
 		s.Wait()
 		s.zyg.stop()
-		s.cg.removeAll()
+		_ = s.cg.removeAll()
 		return nil, err
 	}
 	return s, nil
