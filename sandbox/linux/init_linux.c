@@ -49,6 +49,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "landlock_linux.h"
+
 #ifndef CLOSE_RANGE_CLOEXEC
 #define CLOSE_RANGE_CLOEXEC (1U << 2)
 #endif
@@ -68,6 +70,13 @@ enum { OP_DIR, OP_SYMLINK, OP_BIND_RO, OP_TMPFS, OP_PROC, OP_COPY, OP_BIND_DEV, 
 
 // The root is built in a tmpfs over /tmp of the private mount namespace (newRoot).
 #define NEW_ROOT "/tmp"
+
+// The program's working directory: /workspace of the new root, or in the Landlock tier
+// the run's own directory on the host (landlock_setup).
+static const char *workspace_dir = "/workspace";
+
+// The Landlock tier: no pid namespace ends the program's descendants (reap, ll_sweep).
+static int landlock_tier;
 
 // Per-mount flags the kernel locks on mounts from a more privileged user namespace: a
 // remount that drops one fails with EPERM, so they are carried over from the source.
@@ -310,6 +319,7 @@ struct config {
 	uint32_t nrl;
 	struct rlim *rl;
 	uint32_t proxy_port; // network "allowlist": the bridge's port on 127.0.0.1, else 0
+	struct ll_plan ll;   // CFG_LANDLOCK: the landlock frame
 };
 
 static void read_config(struct config *cfg) {
@@ -908,10 +918,19 @@ static char **program_env(char **extra) {
 	char **env = calloc(nb + ne + 1, sizeof *env);
 	if (!env)
 		_exit(EXIT_SETUP_FAILED);
-	for (size_t i = 0; i < nb; i++)
-		env[i] = (char *)base_env[i];
+	size_t n = 0;
+	for (size_t i = 0; i < nb; i++) {
+		// An entry of extra with the same name replaces the base one (the Landlock
+		// tier's HOME and TMPDIR): getenv finds the first.
+		size_t k = strcspn(base_env[i], "=") + 1;
+		int replaced = 0;
+		for (size_t j = 0; j < ne && !replaced; j++)
+			replaced = strncmp(extra[j], base_env[i], k) == 0;
+		if (!replaced)
+			env[n++] = (char *)base_env[i];
+	}
 	for (size_t i = 0; i < ne; i++)
-		env[nb + i] = extra[i];
+		env[n++] = extra[i];
 	return env;
 }
 
@@ -927,7 +946,7 @@ struct spawn {
 static int spawn_child(void *arg) {
 	struct spawn *sp = arg;
 	int err = 0;
-	if (setsid() < 0 || chdir("/workspace") < 0)
+	if (setsid() < 0 || chdir(workspace_dir) < 0)
 		err = errno;
 	// Move sources out of the way of the targets, then place them.
 	for (int i = 0; !err && i < sp->nfds; i++) {
@@ -1083,7 +1102,7 @@ static void create_file(const char *stage, const char *rel, const uint8_t *data,
 	char full[PATH_MAX];
 	if (!clean_relative(rel))
 		failf(stage, EINVAL, "path \"%s\" is not clean and relative", rel);
-	if (snprintf(full, sizeof full, "/workspace/%s", rel) >= (int)sizeof full)
+	if (snprintf(full, sizeof full, "%s/%s", workspace_dir, rel) >= (int)sizeof full)
 		failf(stage, ENAMETOOLONG, "path too long");
 	if (mkdir_parent(full) < 0)
 		fail(stage, "mkdir");
@@ -1107,7 +1126,7 @@ static void write_workspace(const struct config *cfg, const struct handover *h) 
 	if (cfg->out_dir[0]) {
 		char full[PATH_MAX];
 		if (!clean_relative(cfg->out_dir) ||
-		    snprintf(full, sizeof full, "/workspace/%s", cfg->out_dir) >= (int)sizeof full)
+		    snprintf(full, sizeof full, "%s/%s", workspace_dir, cfg->out_dir) >= (int)sizeof full)
 			failf("create output dir", EINVAL, "bad output dir");
 		if (mkdir_p(full, 0755) < 0)
 			fail("create output dir", "mkdir");
@@ -1136,8 +1155,13 @@ static struct exit_info reap(pid_t pid) {
 			x.code = x.exited ? WEXITSTATUS(ws) : -1;
 			if (WIFSIGNALED(ws))
 				x.signal = WTERMSIG(ws);
-			// pid 1 is exempt from kill(-1): this ends every other process here.
-			kill(-1, SIGKILL);
+			// pid 1 is exempt from kill(-1): this ends every other process here. The
+			// Landlock tier has no pid namespace: its init, a subreaper, kills its
+			// descendants instead.
+			if (landlock_tier)
+				ll_sweep();
+			else
+				kill(-1, SIGKILL);
 		}
 	}
 	struct rusage ru;
@@ -1328,7 +1352,7 @@ static void art_walk(struct collector *c, int dirfd, const char *rel, uint32_t d
 }
 
 static void collect_artifacts(struct collector *c) {
-	int fd = open("/workspace", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	int fd = open(workspace_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	char *rel = strdup(c->cfg->out_dir);
 	for (char *save = NULL, *part = strtok_r(rel, "/", &save); fd >= 0 && part; part = strtok_r(NULL, "/", &save)) {
 		int next = openat(fd, part, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -1394,6 +1418,92 @@ static void become_sandbox_user(void) {
 		fail("set the sandbox user", "keepcaps");
 	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
 		fail("set the sandbox user", "pdeathsig");
+}
+
+// ---- the Landlock tier's hooks (landlock_linux.c has the rest) ----------------------
+//
+// The same spawner and init, with three differences: no namespaces (the spawner's
+// clone creates none, and no id maps are written); the host ids instead of a mapped
+// uid; and instead of the new root, a Landlock domain over the host's tree, applied in
+// the init before seccomp, so it covers the init and everything it starts, never the
+// server. Both the spawner and the init are child subreapers: a pid namespace no
+// longer takes the program's descendants with it, so each sweeps what is reparented
+// to it (ll_sweep).
+
+// landlock_spawner reads the landlock frame (after the cgroup frame) and prepares the
+// spawner: a root server's spawner empties the capability bounding set while it still
+// can, and becomes a subreaper before the init exists.
+static void landlock_spawner(struct config *cfg) {
+	struct cur c = read_frame("read landlock plan");
+	cfg->ll.want = rd_u32(&c);
+	cfg->ll.workspace = rd_str(&c);
+	cfg->ll.tmp = rd_str(&c);
+	cfg->ll.ro = rd_strv(&c);
+	cfg->ll.rw_files = rd_strv(&c);
+	if (c.bad || c.n != 0 || !cfg->ll.workspace[0] || !cfg->ll.tmp[0])
+		failf("read landlock plan", EINVAL, "malformed landlock frame");
+	landlock_tier = 1;
+	workspace_dir = cfg->ll.workspace;
+	// HOME and TMPDIR are the run's own directories (program_env lets them replace
+	// the base ones).
+	size_t n = 0;
+	while (cfg->env[n])
+		n++;
+	char **env = calloc(n + 3, sizeof *env);
+	if (!env || asprintf(&env[0], "HOME=%s", cfg->ll.workspace) < 0 || asprintf(&env[1], "TMPDIR=%s", cfg->ll.tmp) < 0)
+		fail("read landlock plan", "malloc");
+	memcpy(env + 2, cfg->env, n * sizeof *env);
+	cfg->env = env;
+	if (geteuid() == 0)
+		drop_caps();
+	if (prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) < 0)
+		fail("landlock: subreaper", "prctl");
+}
+
+// landlock_user gives the init the sandbox's host ids where the spawner did not (a root
+// server with one shared host user), then asks it to die with the spawner: a
+// credential change clears that request.
+static void landlock_user(const struct config *cfg) {
+	if (geteuid() == 0) {
+		if (cfg->host_uid == 0 || cfg->host_gid == 0)
+			failf("set the sandbox user", EPERM, "the Landlock tier never runs a program as root");
+		if (setresgid(cfg->host_gid, cfg->host_gid, cfg->host_gid) < 0)
+			fail("set the sandbox user", "setresgid");
+		if (setresuid(cfg->host_uid, cfg->host_uid, cfg->host_uid) < 0)
+			fail("set the sandbox user", "setresuid");
+	}
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
+		fail("set the sandbox user", "pdeathsig");
+}
+
+// landlock_setup is setup() for this tier, in the same order minus what needs a
+// namespace: subreaper → dumpable off → close-on-exec fds ≥ 3 → capabilities →
+// no_new_privs → Landlock → seccomp last.
+static void landlock_setup(const struct config *cfg) {
+	if (prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) < 0)
+		fail("landlock: subreaper", "prctl");
+	// Not dumpable: the program (same uid) cannot open /proc/<init>/mem or fd.
+	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
+		fail("prctl dumpable", "prctl");
+	if (syscall(SYS_close_range, 3, ~0U, CLOSE_RANGE_CLOEXEC) < 0)
+		fail("close fds", "close_range");
+	// What an unprivileged process can drop: a root server's spawner already emptied
+	// the bounding set; under an unprivileged one no_new_privs keeps exec from using it.
+	if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0)
+		fail("drop capabilities", "clear ambient");
+	struct __user_cap_header_struct hdr = {_LINUX_CAPABILITY_VERSION_3, 0};
+	struct __user_cap_data_struct data[2];
+	if (syscall(SYS_capget, &hdr, data) < 0)
+		fail("drop capabilities", "capget");
+	memset(data, 0, sizeof data);
+	if (syscall(SYS_capset, &hdr, data) < 0)
+		fail("drop capabilities", "clear every capability set");
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+		fail("no_new_privs", "no_new_privs");
+	const char *what = "landlock";
+	if (ll_restrict(&cfg->ll, &what) < 0)
+		fail("landlock", what);
+	load_seccomp(cfg);
 }
 
 static void __attribute__((noreturn)) sandbox_init(struct config *c, int sync);
@@ -1577,6 +1687,8 @@ static void __attribute__((noreturn)) spawner(void) {
 			failf("join cgroup", e, "write %s: %s", *p, strerror(e));
 		}
 	}
+	if (cfg.flags & CFG_LANDLOCK)
+		landlock_spawner(&cfg);
 	// A root server's supplementary groups (root's own among them) must not follow
 	// into the sandbox, where they would still grant group access to host files.
 	if (geteuid() == 0 && setgroups(0, NULL) < 0)
@@ -1607,7 +1719,7 @@ static void __attribute__((noreturn)) spawner(void) {
 		map_subids(&cfg, pid);
 	char path[64], map[64];
 	static const char *const files[] = {"setgroups", "uid_map", "gid_map"};
-	for (int i = cfg.uidmap[0] ? 3 : 0; i < 3; i++) {
+	for (int i = cfg.uidmap[0] || (cfg.flags & CFG_LANDLOCK) ? 3 : 0; i < 3; i++) {
 		snprintf(path, sizeof path, "/proc/%d/%s", pid, files[i]);
 		if (i == 0)
 			snprintf(map, sizeof map, "deny");
@@ -1636,6 +1748,9 @@ static void __attribute__((noreturn)) spawner(void) {
 		if (errno != EINTR)
 			_exit(EXIT_SETUP_FAILED);
 	}
+	// The Landlock tier's spawner is a subreaper: what the init left is reparented here.
+	if (cfg.flags & CFG_LANDLOCK)
+		ll_sweep();
 	if (cfg.flags & CFG_OWN_UID)
 		clear_host_uid();
 	_exit(WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws));
@@ -1652,15 +1767,22 @@ static void __attribute__((noreturn)) sandbox_init(struct config *parsed, int sy
 	struct net_thread net;
 	if (cfg.clone_flags & CLONE_NEWNET)
 		start_net(&net);
-	make_private();
+	if (!(cfg.flags & CFG_LANDLOCK))
+		make_private();
 	await(sync, 'm');
-	become_sandbox_user();
+	if (cfg.flags & CFG_LANDLOCK)
+		landlock_user(&cfg);
+	else
+		become_sandbox_user();
 	// A spawner that died before the Pdeathsig request took has closed its end.
 	struct pollfd gone = {sync, POLLIN, 0};
 	if (poll(&gone, 1, 0) != 0)
 		_exit(EXIT_SETUP_FAILED);
 	close(sync);
-	setup(&cfg, &net);
+	if (cfg.flags & CFG_LANDLOCK)
+		landlock_setup(&cfg);
+	else
+		setup(&cfg, &net);
 	if (cfg.flags & CFG_SETUP_ONLY) {
 		report(REP_STARTED, NULL);
 		struct wbuf b = {0};

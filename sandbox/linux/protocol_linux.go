@@ -72,6 +72,9 @@ type initConfig struct {
 	// ProxyPort is, for network "allowlist", the port on the sandbox's 127.0.0.1 whose
 	// listening socket the init passes out (REP_LISTENER); 0 otherwise.
 	ProxyPort uint16
+	// Landlock: the Landlock tier (cfgLandlock); the landlock frame follows the cgroup
+	// frame.
+	Landlock bool
 
 	// Set by the launch: the namespaces to create and the host ids the sandbox's ids
 	// map to (uids_linux.go). OwnUID: the spawner becomes HostUID/HostGID before it
@@ -213,6 +216,9 @@ func encodeConfig(cfg *initConfig, host hostFS) ([]byte, error) {
 	}
 	if cfg.OwnUID {
 		flags |= cfgOwnUID
+	}
+	if cfg.Landlock {
+		flags |= cfgLandlock
 	}
 	if err := noNUL("id map helper", cfg.UIDMap, cfg.GIDMap); err != nil {
 		return nil, err

@@ -22,6 +22,11 @@ func (s *Sandbox) Probe(ctx context.Context) (sandbox.Report, error) {
 	if err != nil {
 		fail = err.Error()
 	}
+	if s.ll != nil {
+		rep.Backend = "linux-landlock"
+		rep.Layers = s.landlockLayers(ok, fail, rules)
+		return rep, nil
+	}
 	layer := func(name string, required bool, detail, fix string) {
 		l := sandbox.Layer{Name: name, Active: ok, Required: required, Detail: detail}
 		if !ok {

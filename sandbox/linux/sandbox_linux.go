@@ -43,6 +43,8 @@ type Sandbox struct {
 	cleanup sync.WaitGroup
 	pool    atomic.Pointer[pool]
 	zyg     *zygote
+	// ll is the Landlock tier's state; nil in the namespace tier (landlock_linux.go).
+	ll *landlockTier
 	// resolver looks up the names the egress proxy is asked for (nil: the system's);
 	// tests inject one.
 	resolver egress.Resolver
@@ -59,7 +61,17 @@ func New(opts sandbox.Options) (*Sandbox, error) {
 		log:  slog.Default().With("component", "sandbox"),
 	}
 	s.zyg = newZygote(s.self, s.log)
+	if opts.Isolation == sandbox.IsolationLandlock {
+		t, err := newLandlockTier(opts)
+		if err != nil {
+			return nil, err
+		}
+		s.ll = t
+	}
 	ids, err := newHostIDs(opts)
+	if s.ll != nil && !s.root {
+		ids, err = landlockIDs(), nil
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -99,9 +111,16 @@ func New(opts sandbox.Options) (*Sandbox, error) {
 			continue
 		}
 		next, what, ok := s.adapt.after(err)
+		if s.ll != nil {
+			ok = false // the adaptations replace namespace pieces this tier has none of
+		}
 		if !ok {
 			s.Wait()
 			s.zyg.stop()
+			if s.ll == nil && errors.Is(err, sandbox.ErrUnavailable) {
+				// The operator may choose the weaker tier; it is never entered silently.
+				err = fmt.Errorf("%w; where user namespaces cannot be allowed, the weaker Landlock tier can be chosen explicitly: sandbox.isolation = \"landlock\" (AIRLOCK_ISOLATION=landlock; README, Security, lists what it cannot give)", err)
+			}
 			return nil, err
 		}
 		s.log.Warn("sandboxes adapted to this container", "change", what, "err", err)
@@ -129,6 +148,9 @@ func lookupUser(name string) (int, int, error) {
 // operator enabled host networking. (The cgroup namespace comes later, from inside
 // the cgroup.)
 func (s *Sandbox) cloneFlags(network sandbox.Network) uint32 {
+	if s.ll != nil {
+		return 0 // the Landlock tier creates none
+	}
 	flags := uint32(unix.CLONE_NEWUSER | unix.CLONE_NEWPID | unix.CLONE_NEWNS |
 		unix.CLONE_NEWIPC | unix.CLONE_NEWUTS)
 	if network != sandbox.NetworkHost {
@@ -213,7 +235,8 @@ func cleanRelative(p string) bool {
 }
 
 // Run builds a fresh sandbox for spec, runs it once and destroys it.
-func (s *Sandbox) Run(ctx context.Context, spec sandbox.Spec) (sandbox.Result, error) {
+func (s *Sandbox) Run(ctx context.Context, spec sandbox.Spec) (out sandbox.Result, err error) {
+	defer func() { out.Isolation = s.isolation() }()
 	spec = withDefaults(spec)
 	if spec.ID == "" {
 		spec.ID = newID()
@@ -222,6 +245,12 @@ func (s *Sandbox) Run(ctx context.Context, spec sandbox.Spec) (sandbox.Result, e
 	if err := validate(spec); err != nil {
 		res.Detail = err.Error()
 		return res, err
+	}
+	if s.ll != nil {
+		if err := landlockSpec(spec); err != nil {
+			res.Detail = err.Error()
+			return res, err
+		}
 	}
 	if p := s.pool.Load(); p != nil {
 		if l, sl := p.take(spec); l != nil {
@@ -239,6 +268,7 @@ func (s *Sandbox) config(spec sandbox.Spec) *initConfig {
 		Mounts: spec.Mounts, Environment: spec.Environment, OutDir: spec.OutDir, Artifacts: spec.Artifacts,
 		Filter: f.prog, FilterRules: f.rules,
 		NoProc: s.adapt.noProc, KeepHostname: s.adapt.keepHostname,
+		Landlock: s.ll != nil,
 	}
 	if spec.Network == sandbox.NetworkAllowlist {
 		cfg.Env = append(slices.Clone(spec.Env), egress.Env()...)
@@ -329,6 +359,7 @@ func (s *Sandbox) release(l *launch) {
 		if leftover {
 			s.log.Error("a process of a sandbox's host uid outlived it; the uid is not reused", "id", l.spec.ID, "uid", l.ids.uid)
 		}
+		l.removeRunDir()
 		s.ids.release(l.ids, !leftover)
 		_ = l.awaitCgroup()
 		if l.cg == nil {
@@ -443,6 +474,9 @@ func (s *Sandbox) selfTest(ctx context.Context) (int, error) {
 		}
 		if errors.Is(err, errCgroup) {
 			return 0, fmt.Errorf("%w: %w (%s, or set sandbox.cgroups = \"off\")", sandbox.ErrUnavailable, err, cgroupFix(s.root, container()))
+		}
+		if s.ll != nil {
+			return 0, fmt.Errorf("%w: the Landlock tier: %w", sandbox.ErrUnavailable, err)
 		}
 		return 0, fmt.Errorf("%w: %w%s", sandbox.ErrUnavailable, err, diagnose())
 	}

@@ -1,0 +1,42 @@
+// The Landlock tier's C pieces (landlock_linux.c), called from the spawner and the init
+// in init_linux.c where this tier differs from the namespace tier: no namespaces and no
+// new root, but a Landlock domain over the host's own tree, and a subreaper that sweeps
+// the program's descendants instead of a pid namespace that dies with its pid 1.
+#ifndef AIRLOCK_LANDLOCK_LINUX_H
+#define AIRLOCK_LANDLOCK_LINUX_H
+
+#include <stdint.h>
+
+// Config flag (CFG_LANDLOCK, cfgLandlock in protocol_linux.go): the sandbox is this tier;
+// a landlock frame follows the cgroup frame.
+#define CFG_LANDLOCK 4
+
+// What the landlock frame asks for (llNet, llScope in landlock_linux.go). The file
+// system is always restricted.
+#define LL_NET 1   // deny TCP bind and connect (ABI 4)
+#define LL_SCOPE 2 // scope abstract unix sockets and signals to the sandbox (ABI 6)
+
+// ll_plan is the landlock frame: the run's directories and the paths it may use.
+struct ll_plan {
+	uint32_t want;   // LL_NET | LL_SCOPE
+	char *workspace; // read-write; the program's cwd and HOME
+	char *tmp;       // read-write; the program's TMPDIR
+	char **ro;       // read and execute: the namespace tier's read-only binds
+	char **rw_files; // device nodes: read and write
+};
+
+// ll_abi is the kernel's Landlock ABI version, or -1 with errno.
+int ll_abi(void);
+
+// ll_restrict puts the calling process (and all it starts) in a Landlock domain that
+// allows exactly the plan. no_new_privs must be set. On failure it returns -1 with
+// errno and *what says which step failed.
+int ll_restrict(const struct ll_plan *p, const char **what);
+
+// ll_sweep kills and reaps every descendant of the calling process, which must be a
+// child subreaper: to a fixed point, so a double fork, setsid, a fork chain or a
+// process ignoring SIGTERM is found once it is reparented here. It returns when the
+// process has no child left.
+void ll_sweep(void);
+
+#endif
