@@ -940,7 +940,7 @@ struct spawn {
 	int *fds, nfds;
 	const struct rlim *rl;
 	uint32_t nrl;
-	int what, err; // what failed: 0 the descriptors, 1 an rlimit, 2 execve
+	int what, err; // what failed: 0 the descriptors, 1 an rlimit, 2 execve, 3 the nested Landlock domain
 };
 
 static int spawn_child(void *arg) {
@@ -976,6 +976,9 @@ static int spawn_child(void *arg) {
 			err = errno;
 		}
 	}
+	// The Landlock tier: the program's own domain, nested in the init's.
+	if (!err && landlock_tier && (err = ll_nest()) != 0)
+		sp->what = 3;
 	if (!err) {
 		execve(sp->argv[0], sp->argv, sp->env);
 		sp->what = 2;
@@ -1008,7 +1011,8 @@ static pid_t start_program(char **argv, char **env, int *fds, int nfds, const st
 		while (waitpid(pid, &ws, __WALL) < 0 && errno == EINTR)
 			;
 		errno = sp.err;
-		fail(sp.what == 1 ? "rlimits" : stage, sp.what == 1 ? "setrlimit" : sp.what == 2 ? "execve" : "descriptors");
+		fail(sp.what == 1 ? "rlimits" : sp.what == 3 ? "landlock" : stage,
+		     sp.what == 1 ? "setrlimit" : sp.what == 2 ? "execve" : sp.what == 3 ? "nested domain" : "descriptors");
 	}
 	return pid;
 }

@@ -153,6 +153,18 @@ int ll_restrict(const struct ll_plan *p, const char **what) {
 	return 0;
 }
 
+int ll_nest(void) {
+	if (ll_abi() < 6)
+		return 0;
+	struct ll_ruleset_attr attr = {.scoped = SCOPE_ABSTRACT_UNIX | SCOPE_SIGNAL};
+	int rs = (int)syscall(SYS_landlock_create_ruleset, &attr, sizeof attr, 0);
+	if (rs < 0)
+		return errno;
+	int err = syscall(SYS_landlock_restrict_self, rs, 0) < 0 ? errno : 0;
+	close(rs);
+	return err;
+}
+
 // kill_children sends SIGKILL to every direct child of this process and says how many
 // it found. Only direct children: a child's pid cannot be reused before this process
 // reaps it, whereas a grandchild's can (its own parent may reap it meanwhile), and a

@@ -33,6 +33,12 @@ int ll_abi(void);
 // errno and *what says which step failed.
 int ll_restrict(const struct ll_plan *p, const char **what);
 
+// ll_nest puts the calling process in a Landlock domain nested in its current one that
+// only scopes signals and abstract unix sockets (ABI 6; a no-op below): the program,
+// started in it, cannot signal or trace the init, which stays in the outer domain. It
+// returns 0 or an errno.
+int ll_nest(void);
+
 // ll_sweep kills and reaps every descendant of the calling process, which must be a
 // child subreaper: to a fixed point, so a double fork, setsid, a fork chain or a
 // process ignoring SIGTERM is found once it is reparented here. It returns when the

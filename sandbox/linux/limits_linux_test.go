@@ -188,6 +188,7 @@ for d in ["/workspace", "/tmp", "/dev/shm"]:
     os.unlink(d + "/fill")
 print(json.dumps(out))
 `
+	notInTier(t, "the workspace is a host directory, not a size-capped tmpfs (probe: workspace-size); /tmp and /dev/shm are unreachable (TestHostFilesUnreachable)")
 	spec := pySpec(code, newMarker())
 	spec.Limits = sandbox.Limits{Workspace: 8 << 20, FileSize: 1 << 30}
 	var got map[string][2]int64

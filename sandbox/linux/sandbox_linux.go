@@ -90,7 +90,7 @@ func New(opts sandbox.Options) (*Sandbox, error) {
 	}
 	s.filters = map[sandbox.Network]*bpf{}
 	for _, n := range []sandbox.Network{sandbox.NetworkNone, sandbox.NetworkHost, sandbox.NetworkAllowlist} {
-		f, err := compileFilter(filterPlan{network: n == sandbox.NetworkHost, loopback: n == sandbox.NetworkAllowlist})
+		f, err := compileFilter(filterPlan{network: n == sandbox.NetworkHost, loopback: n == sandbox.NetworkAllowlist, landlock: s.ll != nil})
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w (install libseccomp: apt-get install libseccomp2)", sandbox.ErrUnavailable, err)
 		}
