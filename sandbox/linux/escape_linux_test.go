@@ -42,6 +42,7 @@ print(json.dumps(out))
 `
 
 func TestHostFilesUnreachable(t *testing.T) {
+	recordTier(t)
 	secret := "airlock-secret-" + randHex(16)
 	var hostFiles []string
 	tmpFile := filepath.Join(t.TempDir(), "secret.txt")
@@ -138,6 +139,7 @@ func TestHostFilesUnreachable(t *testing.T) {
 // TestNoServerFilesInTree walks the sandbox's whole tree outside the read-only system
 // dirs: nothing of the server (its binary, config, a Go build dir) may be there.
 func TestNoServerFilesInTree(t *testing.T) {
+	recordTier(t)
 	const walk = `
 import os, json
 seen = []
@@ -215,6 +217,7 @@ print(json.dumps(out))
 `
 
 func TestWriteOutsideWorkspace(t *testing.T) {
+	recordTier(t)
 	hostFile := filepath.Join(t.TempDir(), "host.txt")
 	if err := os.WriteFile(hostFile, []byte("original"), 0o666); err != nil {
 		t.Fatal(err)
@@ -292,6 +295,7 @@ func TestWriteOutsideWorkspace(t *testing.T) {
 // TestMountFlags reads the sandbox's own mount table: everything but the size-capped
 // scratch mounts is read-only, and nothing writable allows setuid or devices.
 func TestMountFlags(t *testing.T) {
+	recordTier(t)
 	notInTier(t, "no own mount table: the program sees the host's (probe: mount-namespace); Landlock, not mount flags, keeps it read-only")
 	const code = `
 import json, os, stat
@@ -341,6 +345,7 @@ print(json.dumps(out))
 }
 
 func TestHostPidsHidden(t *testing.T) {
+	recordTier(t)
 	notInTier(t, "no own pid view: host processes are listable (probe: pid-namespace); TestLandlockTwoRunsInFlight checks they cannot be signalled or traced")
 	// A host process the program must not see, under a pid it could guess.
 	sleeper := startHostSleeper(t)
@@ -454,6 +459,7 @@ print(json.dumps(out))
 `
 
 func TestNetworkDenied(t *testing.T) {
+	recordTier(t)
 	tcp, err := net.Listen("tcp4", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -625,6 +631,7 @@ const unifiedSyscalls = 424
 // numbers; on another architecture each is looked up by name (syscallNumber), and a
 // syscall that architecture lacks (iopl, vserver, inotify_init on arm64) is left out.
 func TestSyscallsDenied(t *testing.T) {
+	recordTier(t)
 	const (
 		cloneNewUser  = 0x10000000
 		cloneNewNS    = 0x00020000
@@ -803,6 +810,7 @@ print(json.dumps(out))
 // other runs, use them. (With inotify it could learn when the host runs git or ssh, or
 // which modules another run imports.) The host execs /usr/bin/true throughout.
 func TestHostActivityInvisible(t *testing.T) {
+	recordTier(t)
 	stop := make(chan struct{})
 	ran := make(chan int)
 	go func() {
@@ -842,6 +850,7 @@ func TestHostActivityInvisible(t *testing.T) {
 // process has no instruction that enters the AArch32 table (only a 32-bit program does),
 // and TestFilterPerArch checks that the arm64 program admits AUDIT_ARCH_AARCH64 alone.
 func TestForeignArchSyscallKills(t *testing.T) {
+	recordTier(t)
 	if runtime.GOARCH != "amd64" {
 		t.Skipf("not applicable on %s: int 0x80 and x32 are x86_64's foreign entry points", runtime.GOARCH)
 	}
@@ -882,6 +891,7 @@ if sys.argv[-1] == "self":
 }
 
 func TestIdentity(t *testing.T) {
+	recordTier(t)
 	needProc(t)
 	const code = `
 import os, json, sys, time
@@ -974,6 +984,7 @@ func statusField(status, key string) string {
 // TestSetuidGainsNothing runs setuid-root binaries: the mounts are nosuid, no_new_privs
 // is set and host root is not even mapped, so they run as uid 1000 and fail.
 func TestSetuidGainsNothing(t *testing.T) {
+	recordTier(t)
 	t.Parallel()
 	for _, p := range []string{"/usr/bin/su", "/usr/bin/passwd"} {
 		fi, err := os.Stat(p)
@@ -1010,6 +1021,7 @@ print(json.dumps(out))
 }
 
 func TestEnvDoesNotLeak(t *testing.T) {
+	recordTier(t)
 	secret := "airlock-env-secret-" + randHex(12)
 	t.Setenv("AIRLOCK_TEST_SECRET", secret)
 	t.Setenv("AWS_SECRET_ACCESS_KEY", secret)
@@ -1051,6 +1063,7 @@ print(json.dumps(out))
 }
 
 func TestFDsDoNotLeak(t *testing.T) {
+	recordTier(t)
 	secretFile := filepath.Join(t.TempDir(), "fd-secret")
 	if err := os.WriteFile(secretFile, []byte("fd-secret"), 0o644); err != nil {
 		t.Fatal(err)

@@ -234,7 +234,7 @@ func (s *Sandbox) landlockLayers(ok bool, fail string, rules int) []sandbox.Laye
 	layer("landlock-scope", t.want&llScope != 0, true, "abstract unix sockets and signals scoped to the sandbox's Landlock domain", kernelFix)
 	uids := sandbox.Layer{Name: "host-uids", Active: ok && s.ids.isolated(), Detail: s.ids.describe()}
 	if s.ids.scheme == schemeOwn {
-		uids.Detail = "the server's own uid (an unprivileged server has no other in this tier): its other processes' /proc entries are closed by Landlock's ptrace rule, their signals by scoping; files of that uid outside the allowed paths by Landlock"
+		uids.Detail = "the server's own uid (an unprivileged server has no other in this tier): its other processes' /proc entries are closed by Landlock's ptrace rule, their signals by scoping, files of that uid outside the allowed paths by Landlock; but the runs share that uid's RLIMIT_NPROC with each other and the server's threads, and DAC does not separate their pathname sockets (seccomp refuses connect)"
 		uids.Fix = "run the server as root so each sandbox gets its own host uid (sandbox.uid_range)"
 	} else if !s.ids.isolated() {
 		uids.Fix = s.ids.fix()

@@ -2,9 +2,14 @@ package linux
 
 import (
 	"encoding/json"
+	"fmt"
+	"io"
 	"os"
+	"os/exec"
+	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -40,7 +45,7 @@ print(json.dumps({"cwd": sorted(os.listdir(".")), "tmp": sorted(os.listdir(os.en
 			if r, _ := v.([]any); len(r) != 2 || r[0] != float64(-1) || r[1] != float64(1) {
 				t.Errorf("System V shared memory: %v, want [-1, EPERM]", v)
 			}
-		case strings.HasPrefix(p, "/dev/shm/") || strings.HasPrefix(p, "/tmp/"):
+		case p == "/dev/shm/bleed" || p == "/tmp/bleed":
 			if v != "Permission denied" {
 				t.Errorf("%s: %v, want Permission denied", p, v)
 			}
@@ -61,6 +66,7 @@ print(json.dumps({"cwd": sorted(os.listdir(".")), "tmp": sorted(os.listdir(os.en
 // workspace or tmp, list its directory, reach a unix socket it listens on, signal it or
 // trace it; nor signal, trace or read the server's /proc entries.
 func TestLandlockTwoRunsInFlight(t *testing.T) {
+	recordTier(t)
 	if !inLandlockTier() {
 		t.Skip("the Landlock tier's own test: TestLandlockTier runs it there")
 	}
@@ -155,5 +161,183 @@ print(json.dumps(out))
 	}
 	if res := <-first; res.Status != sandbox.StatusOK {
 		t.Errorf("the victim run: %s", brief(res))
+	}
+}
+
+// forkChain keeps a chain moving: each process forks its successor and exits at once,
+// so at no moment is one fixed process the chain's root to kill.
+const forkChain = `
+import os, sys, time
+if os.fork() == 0:
+    while True:
+        if os.fork() != 0:
+            os._exit(0)
+        time.sleep(0.001)
+time.sleep(0.3)
+print("main done", flush=True)
+time.sleep(1000)
+`
+
+// TestForkChainDies: the timeout ends a fork chain too, in either tier.
+func TestForkChainDies(t *testing.T) {
+	recordTier(t)
+	marker := newMarker()
+	spec := pySpec(forkChain, marker)
+	spec.Limits = sandbox.Limits{Wall: time.Second, Pids: 64}
+	res := run(t, spec)
+	if res.Status != sandbox.StatusTimeout || !strings.Contains(string(res.Stdout.Bytes()), "main done") {
+		t.Fatalf("status %s, want timeout: %s", res.Status, brief(res))
+	}
+	assertNoSurvivors(t, marker)
+}
+
+// tierGuarantees are the escape tests run in both tiers, by guarantee: TestMain prints
+// the table (guarantee → namespaces / landlock), with the Landlock column from
+// TestLandlockTier's child run. docs and the README carry the same table.
+var tierGuarantees = []struct{ test, guarantee string }{
+	{"TestHostFilesUnreachable", "files: /home, /root, /etc secrets, the server's binary and state dir, host canaries in /tmp /var/tmp /dev/shm unreadable"},
+	{"TestNoServerFilesInTree", "files: nothing of the server listable outside the system dirs"},
+	{"TestWriteOutsideWorkspace", "files: writes only to the workspace and tmp"},
+	{"TestMountFlags", "files: own mount table, read-only and nosuid"},
+	{"TestLandlockTwoRunsInFlight", "files, processes: another run in flight unreachable (workspace, tmp, its socket, signals, ptrace, /proc)"},
+	{"TestStateDoesNotBleed", "files: nothing of one run seen by the next (workspace, tmp, /dev/shm, SysV IPC)"},
+	{"TestIdentity", "identity: no capabilities, no_new_privs, seccomp, an unprivileged host uid"},
+	{"TestHostUIDsDistinct", "identity: a host uid per sandbox (root server)"},
+	{"TestSetuidGainsNothing", "identity: setuid binaries gain nothing"},
+	{"TestEnvDoesNotLeak", "environment: the server's environment does not leak"},
+	{"TestFDsDoNotLeak", "environment: no descriptor of the server leaks"},
+	{"TestNetworkDenied", "network: inet sockets refused, host loopback listeners and abstract sockets unreachable"},
+	{"TestHostPidsHidden", "processes: own pid view, host processes hidden"},
+	{"TestSignalsToInit", "processes: the program cannot kill its supervisor"},
+	{"TestDetachedGrandchildDies", "processes: setsid, double-forked, SIGTERM-ignoring descendants die with the run"},
+	{"TestForkChainDies", "processes: a fork chain dies at the timeout"},
+	{"TestNoProcessOutlivesItsUID", "processes: no process of a run's host uid outlives it"},
+	{"TestNoLeftovers", "processes: no cgroup, mount, temp dir, process or fd left after 200 runs"},
+	{"TestForkBomb", "resources: fork bomb bounded"},
+	{"TestMemoryBomb", "resources: memory limit"},
+	{"TestCPULimit", "resources: CPU limit"},
+	{"TestWallTimeout", "resources: wall-clock timeout"},
+	{"TestDiskFill", "resources: workspace, /tmp, /dev/shm size-capped"},
+	{"TestFileSizeLimit", "resources: file size limit"},
+	{"TestOutputFlood", "output: caps and flood kill"},
+	{"TestCancel", "processes: cancellation kills the run"},
+	{"TestTenantBudgets", "resources: per-user kernel budgets not shared between runs"},
+	{"TestSyscallsDenied", "syscalls: the seccomp denials"},
+	{"TestForeignArchSyscallKills", "syscalls: foreign-architecture syscalls kill"},
+	{"TestHostActivityInvisible", "syscalls: no inotify on the host's files"},
+	{"TestPoolMatchesColdRun", "warm pool: a pooled run is a cold run"},
+	{"TestPoolHonoursCallLimits", "warm pool: the call's limits hold"},
+	{"TestArtifactListIsBounded", "artifacts: the listing is bounded"},
+	{"TestUnprivileged", "identity: the suite holds under an unprivileged server"},
+}
+
+var (
+	tierMu      sync.Mutex
+	tierResults = map[string]string{} // this process's tier: test → pass, FAIL, n/a
+	tierOther   map[string]string     // the Landlock child's, from TestLandlockTier
+)
+
+// recordTier notes the test's outcome in this process's tier for the table.
+func recordTier(t *testing.T) {
+	t.Cleanup(func() {
+		v := "pass"
+		switch {
+		case t.Failed():
+			v = "FAIL"
+		case t.Skipped():
+			v = "n/a"
+		}
+		tierMu.Lock()
+		tierResults[t.Name()] = v
+		tierMu.Unlock()
+	})
+}
+
+// TestLandlockTier runs the escape suite again in the Landlock tier, in a child test
+// process (a backend is one per process, as in a server), and fails if any of it fails.
+// A test that does not apply there says why (notInTier), and the table shows it.
+func TestLandlockTier(t *testing.T) {
+	if inLandlockTier() {
+		t.Skip("this is the Landlock tier's run itself")
+	}
+	if os.Getenv("AIRLOCK_UNPRIV_CHILD") == "1" {
+		t.Skip("the unprivileged run: the Landlock tier's child runs its own")
+	}
+	testSandbox(t)
+	var names []string
+	for _, g := range tierGuarantees {
+		names = append(names, g.test)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"-test.count=1", "-test.v", "-test.timeout=600s", "-test.run=^(" + strings.Join(names, "|") + ")$"}
+	if testing.Short() {
+		args = append(args, "-test.short")
+	}
+	cmd := exec.Command(self, args...)
+	cmd.Env = append(os.Environ(), "AIRLOCK_TEST_ISOLATION="+sandbox.IsolationLandlock)
+	out, err := cmd.CombinedOutput()
+	got := parseTierRun(string(out))
+	tierMu.Lock()
+	tierOther = got
+	tierMu.Unlock()
+	if err != nil || !strings.Contains(string(out), "\nPASS\n") {
+		t.Fatalf("the escape suite fails in the Landlock tier (%v):\n%s", err, out)
+	}
+	for _, n := range names {
+		if got[n] == "" {
+			t.Errorf("%s did not run in the Landlock tier", n)
+		}
+	}
+	if testing.Verbose() {
+		t.Logf("the Landlock tier's run:\n%s", out)
+	}
+}
+
+var tierLine = regexp.MustCompile(`(?m)^--- (PASS|FAIL|SKIP): (Test\w+) `)
+var naLine = regexp.MustCompile(`(?m)^\s+\S+_test\.go:\d+: ` + notApplicable + `(.*)$`)
+
+// parseTierRun reads a verbose child run: test → pass, FAIL or "n/a: why".
+func parseTierRun(out string) map[string]string {
+	got := map[string]string{}
+	lines := strings.Split(out, "\n")
+	for i, l := range lines {
+		m := tierLine.FindStringSubmatch(l)
+		if m == nil {
+			continue
+		}
+		switch m[1] {
+		case "PASS":
+			got[m[2]] = "pass"
+		case "FAIL":
+			got[m[2]] = "FAIL"
+		case "SKIP":
+			got[m[2]] = "skipped"
+			if i+1 < len(lines) {
+				if n := naLine.FindStringSubmatch(lines[i+1]); n != nil {
+					got[m[2]] = "n/a: " + n[1]
+				}
+			}
+		}
+	}
+	return got
+}
+
+// printTierTable writes the guarantee table once the tests have run (TestMain).
+func printTierTable(w io.Writer) {
+	tierMu.Lock()
+	defer tierMu.Unlock()
+	if tierOther == nil {
+		return
+	}
+	fmt.Fprintf(w, "\nguarantee → namespaces / landlock (this run)\n")
+	for _, g := range tierGuarantees {
+		ns := tierResults[g.test]
+		if ns == "" {
+			ns = "-"
+		}
+		fmt.Fprintf(w, "  %-100s %-8s %s\n", g.guarantee, ns, tierOther[g.test])
 	}
 }

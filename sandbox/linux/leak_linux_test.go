@@ -41,6 +41,7 @@ if "hang" in sys.argv:
 `
 
 func TestDetachedGrandchildDies(t *testing.T) {
+	recordTier(t)
 	t.Parallel()
 	for _, tc := range []struct {
 		name   string
@@ -79,6 +80,7 @@ func TestDetachedGrandchildDies(t *testing.T) {
 // of the namespace tier; in the Landlock tier a process outside the program's nested
 // Landlock domain, which scoping keeps its signals from.
 func TestSignalsToInit(t *testing.T) {
+	recordTier(t)
 	const code = `
 import os, signal
 init = os.getppid()
@@ -108,6 +110,7 @@ print("sent", len(sent), flush=True)
 }
 
 func TestStateDoesNotBleed(t *testing.T) {
+	recordTier(t)
 	if inLandlockTier() {
 		landlockStateDoesNotBleed(t)
 		return
@@ -147,6 +150,7 @@ print(json.dumps(out))
 // TestNoLeftovers runs 200 sandboxes (fast ones of every kind, 4 at a time) and then
 // checks the host: no cgroup, mount, temp dir, process or descriptor is left behind.
 func TestNoLeftovers(t *testing.T) {
+	recordTier(t)
 	s := testSandbox(t)
 	fdsBefore := countFDs(t)
 	mountsBefore := mountPoints(t)
@@ -319,6 +323,7 @@ func equalStrings(a, b []string) bool {
 // TestUnprivileged runs this whole suite again as nobody, with no capabilities and no
 // cgroups (v1 needs root), where memory and process limits fall back to rlimits.
 func TestUnprivileged(t *testing.T) {
+	recordTier(t)
 	run := ""
 	if f := flagValue("test.run"); f != "" && f != "TestUnprivileged" {
 		run = f
@@ -368,7 +373,7 @@ func runAsNobody(t *testing.T, name, run string, extra ...string) {
 	}
 	cmd := exec.Command(setpriv, args...)
 	cmd.Dir = dir
-	cmd.Env = []string{"AIRLOCK_UNPRIV_CHILD=1", "HOME=" + dir, "TMPDIR=/tmp", "PATH=/usr/bin:/bin",
+	cmd.Env = []string{"AIRLOCK_UNPRIV_CHILD=1", "HOME=" + dir, "TMPDIR=/tmp", "PATH=/usr/bin:/bin", "AIRLOCK_TEST_ISOLATION=" + testTier(),
 		"AIRLOCK_REQUIRE_SANDBOX=" + os.Getenv("AIRLOCK_REQUIRE_SANDBOX")}
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out

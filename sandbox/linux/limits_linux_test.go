@@ -20,6 +20,7 @@ import (
 )
 
 func TestForkBomb(t *testing.T) {
+	recordTier(t)
 	t.Parallel()
 	const pyBomb = `
 import os, sys, time
@@ -112,6 +113,7 @@ func fmtSscanf(s, format string, args ...any) (int, error) {
 }
 
 func TestMemoryBomb(t *testing.T) {
+	recordTier(t)
 	t.Parallel()
 	const code = `
 chunks = []
@@ -131,6 +133,7 @@ while True:
 }
 
 func TestCPULimit(t *testing.T) {
+	recordTier(t)
 	t.Parallel()
 	spec := pySpec("while True: pass", newMarker())
 	spec.Limits = sandbox.Limits{CPU: time.Second, Wall: 20 * time.Second}
@@ -153,6 +156,7 @@ func TestCPULimit(t *testing.T) {
 }
 
 func TestWallTimeout(t *testing.T) {
+	recordTier(t)
 	t.Parallel()
 	marker := newMarker()
 	spec := pySpec("import time\ntime.sleep(100)", marker)
@@ -172,6 +176,7 @@ func TestWallTimeout(t *testing.T) {
 
 // TestDiskFill fills each writable mount: the program sees ENOSPC and keeps running.
 func TestDiskFill(t *testing.T) {
+	recordTier(t)
 	const code = `
 import json, os
 out = {}
@@ -210,6 +215,7 @@ print(json.dumps(out))
 }
 
 func TestFileSizeLimit(t *testing.T) {
+	recordTier(t)
 	const code = `
 import os, signal, sys
 if sys.argv[-1] == "ignore":
@@ -239,6 +245,7 @@ except OSError as e:
 }
 
 func TestOutputFlood(t *testing.T) {
+	recordTier(t)
 	const limit = 1 << 20
 	for _, tc := range []struct {
 		name   string
@@ -339,6 +346,7 @@ func TestExitCodesAndSignals(t *testing.T) {
 }
 
 func TestCancel(t *testing.T) {
+	recordTier(t)
 	t.Parallel()
 	marker := newMarker()
 	code := `

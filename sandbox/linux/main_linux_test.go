@@ -15,5 +15,7 @@ func TestMain(m *testing.M) {
 	if sandbox.Init() {
 		return
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	printTierTable(os.Stdout)
+	os.Exit(code)
 }

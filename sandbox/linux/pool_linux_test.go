@@ -33,6 +33,10 @@ func poolLanguages(t *testing.T) map[string]policy.Language {
 // A pooled run must be indistinguishable from a cold one: same output, same exit, same
 // argv and stdin, same traceback shape.
 func TestPoolMatchesColdRun(t *testing.T) {
+	recordTier(t)
+	if inLandlockTier() && !isRoot() {
+		notInTier(t, "an unprivileged server's runs share its uid, and so its RLIMIT_NPROC, with each other and the server's threads: a pool's waiting node interpreters leave a cold run without threads (probe: host-uids)")
+	}
 	langs := poolLanguages(t)
 	cold := testSandbox(t)
 	warm := testSandbox(t)
@@ -156,6 +160,7 @@ var address = regexp.MustCompile(`0x[0-9a-f]{6,}`)
 
 // A pooled sandbox honours a call's lower limits and its own wall clock.
 func TestPoolHonoursCallLimits(t *testing.T) {
+	recordTier(t)
 	langs := poolLanguages(t)
 	s := testSandbox(t)
 	limits := sandbox.Limits{Wall: 30 * time.Second, CPU: 30 * time.Second, Memory: 256 << 20, Pids: 32, Output: 1 << 20}
