@@ -251,9 +251,12 @@ type Result struct {
 
 // Report describes the isolation really in effect.
 type Report struct {
-	Platform string  `json:"platform"` // GOOS
-	Backend  string  `json:"backend"`  // e.g. "linux-namespaces", "darwin-seatbelt"
-	Layers   []Layer `json:"layers"`
+	Platform string `json:"platform"` // GOOS
+	Backend  string `json:"backend"`  // e.g. "linux-namespaces", "darwin-seatbelt"
+	// Isolation is the Linux tier (IsolationNamespaces, IsolationLandlock); empty
+	// elsewhere.
+	Isolation string  `json:"isolation,omitempty"`
+	Layers    []Layer `json:"layers"`
 }
 
 // Layer is one isolation mechanism and whether it is in effect.

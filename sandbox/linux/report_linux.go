@@ -15,7 +15,7 @@ import (
 // isolation layer it really put in place. A layer is Active only if this host just
 // proved it; the required ones are what Run will not do without.
 func (s *Sandbox) Probe(ctx context.Context) (sandbox.Report, error) {
-	rep := sandbox.Report{Platform: "linux", Backend: "linux-namespaces"}
+	rep := sandbox.Report{Platform: "linux", Backend: "linux-namespaces", Isolation: s.isolation()}
 	rules, err := s.selfTest(ctx)
 	ok := err == nil
 	fail := ""
