@@ -165,38 +165,121 @@ int ll_nest(void) {
 	return err;
 }
 
-// kill_children sends SIGKILL to every direct child of this process and says how many
-// it found. Only direct children: a child's pid cannot be reused before this process
-// reaps it, whereas a grandchild's can (its own parent may reap it meanwhile), and a
-// killed child's children are reparented here, to be found in the next round.
-static int kill_children(void) {
-	int found = 0;
-	DIR *tasks = opendir("/proc/self/task");
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434
+#endif
+#ifndef SYS_pidfd_send_signal
+#define SYS_pidfd_send_signal 424
+#endif
+
+// ppid_of is pid's parent from /proc/<pid>/stat, or -1.
+static pid_t ppid_of(pid_t pid) {
+	char path[64], buf[512];
+	snprintf(path, sizeof path, "/proc/%d/stat", pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	ssize_t n = read(fd, buf, sizeof buf - 1);
+	close(fd);
+	if (n <= 0)
+		return -1;
+	buf[n] = 0;
+	// The name in parentheses may hold anything: the fields follow its last ')'.
+	char *p = strrchr(buf, ')');
+	long ppid;
+	if (!p || sscanf(p + 1, " %*c %ld", &ppid) != 1)
+		return -1;
+	return (pid_t)ppid;
+}
+
+// tree is the descendants found in one round, each held by a pidfd.
+struct tree {
+	int *fds;
+	pid_t *pids;
+	size_t n, cap;
+};
+
+static void tree_add(struct tree *t, pid_t pid, int fd) {
+	if (t->n == t->cap) {
+		size_t cap = t->cap ? 2 * t->cap : 64;
+		int *fds = realloc(t->fds, cap * sizeof *fds);
+		pid_t *pids = realloc(t->pids, cap * sizeof *pids);
+		if (!fds || !pids) {
+			// Out of memory: kill it now, unstopped; the next round sees the rest.
+			syscall(SYS_pidfd_send_signal, fd, SIGKILL, NULL, 0);
+			close(fd);
+			if (fds)
+				t->fds = fds;
+			if (pids)
+				t->pids = pids;
+			return;
+		}
+		t->fds = fds;
+		t->pids = pids;
+		t->cap = cap;
+	}
+	t->fds[t->n] = fd;
+	t->pids[t->n] = pid;
+	t->n++;
+}
+
+// stop_children stops every child of parent (each task's children file) and adds it to
+// t. A child is taken only through a pidfd opened while its parent is still parent: a
+// pid read from the file may have been reaped by parent and reused since, and the
+// pidfd then pins the process that was checked.
+static void stop_children(struct tree *t, pid_t parent) {
+	char dir[64];
+	snprintf(dir, sizeof dir, "/proc/%d/task", parent);
+	DIR *tasks = opendir(dir);
 	if (!tasks)
-		return 0;
-	struct dirent *t;
-	while ((t = readdir(tasks))) {
-		if (t->d_name[0] == '.')
+		return;
+	struct dirent *d;
+	while ((d = readdir(tasks))) {
+		if (d->d_name[0] == '.')
 			continue;
-		char path[sizeof t->d_name + 32];
-		snprintf(path, sizeof path, "/proc/self/task/%s/children", t->d_name);
+		char path[sizeof dir + sizeof d->d_name + 16];
+		snprintf(path, sizeof path, "%s/%s/children", dir, d->d_name);
 		FILE *f = fopen(path, "re");
 		if (!f)
 			continue;
 		long pid;
 		while (fscanf(f, "%ld", &pid) == 1) {
-			if (pid > 0 && kill((pid_t)pid, SIGKILL) == 0)
-				found++;
+			int fd = (int)syscall(SYS_pidfd_open, (pid_t)pid, 0);
+			if (fd < 0)
+				continue;
+			if (ppid_of((pid_t)pid) != parent) {
+				close(fd);
+				continue;
+			}
+			syscall(SYS_pidfd_send_signal, fd, SIGSTOP, NULL, 0);
+			tree_add(t, (pid_t)pid, fd);
 		}
 		fclose(f);
 	}
 	closedir(tasks);
-	return found;
+}
+
+// kill_tree stops the whole tree below this process top down, each process before its
+// children are listed, so none of it can fork past the walk; then kills all of it. It
+// returns how many it found.
+static size_t kill_tree(void) {
+	struct tree t = {0};
+	stop_children(&t, getpid());
+	for (size_t i = 0; i < t.n; i++)
+		stop_children(&t, t.pids[i]);
+	for (size_t i = 0; i < t.n; i++) {
+		syscall(SYS_pidfd_send_signal, t.fds[i], SIGKILL, NULL, 0);
+		close(t.fds[i]);
+	}
+	size_t n = t.n;
+	free(t.fds);
+	free(t.pids);
+	return n;
 }
 
 void ll_sweep(void) {
 	for (;;) {
-		int killed = kill_children();
+		size_t killed = kill_tree();
 		int reaped = 0;
 		for (;;) {
 			pid_t w = waitpid(-1, NULL, __WALL | WNOHANG);
@@ -211,7 +294,7 @@ void ll_sweep(void) {
 			break; // children left, none dead yet
 		}
 		if (killed > 0 && reaped == 0) {
-			// One of the killed dies soon: wait for it rather than spin.
+			// A killed child dies soon: wait for it rather than spin.
 			while (waitpid(-1, NULL, __WALL) < 0 && errno == EINTR)
 				;
 		} else if (killed == 0 && reaped == 0) {

@@ -40,9 +40,10 @@ int ll_restrict(const struct ll_plan *p, const char **what);
 int ll_nest(void);
 
 // ll_sweep kills and reaps every descendant of the calling process, which must be a
-// child subreaper: to a fixed point, so a double fork, setsid, a fork chain or a
-// process ignoring SIGTERM is found once it is reparented here. It returns when the
-// process has no child left.
+// child subreaper: each round stops the whole tree top down (a process before its
+// children are listed, so a fork bomb cannot outrun the walk) and kills it, to a fixed
+// point, so a double fork, setsid, a fork chain or a process ignoring SIGTERM is found
+// once it is reparented here. It returns when the process has no child left.
 void ll_sweep(void);
 
 #endif
