@@ -1,12 +1,14 @@
 package linux
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -338,5 +340,56 @@ func printTierTable(w io.Writer) {
 			ns = "-"
 		}
 		fmt.Fprintf(w, "  %-100s %-8s %s\n", g.guarantee, ns, tierOther[g.test])
+	}
+}
+
+// BenchmarkTiers compares a cold and a pooled call in the namespace tier and the
+// Landlock tier, interleaved (one of each per round: this machine's speed drifts by ten
+// points within minutes, so back-to-back windows would mislead). It reports medians.
+func BenchmarkTiers(b *testing.B) {
+	tiers := map[string]*Sandbox{}
+	for _, tier := range []string{sandbox.IsolationNamespaces, sandbox.IsolationLandlock} {
+		s, err := New(sandbox.Options{Isolation: tier})
+		if err != nil {
+			b.Skipf("SKIPPING: no %s tier on this host: %v", tier, err)
+		}
+		tiers[tier] = s
+	}
+	tmpl := withDefaults(sandbox.Spec{Language: "bench", Argv: []string{"/usr/bin/true"}})
+	py := sandbox.Spec{Argv: []string{python, "-I", "-S", "-c", "pass"}}
+	for _, s := range tiers {
+		s.Warm([]sandbox.Spec{tmpl}, 1)
+		b.Cleanup(func() { s.Close() })
+	}
+	kinds := []string{"cold-true", "pooled-true", "cold-python"}
+	times := map[string][]time.Duration{}
+	for b.Loop() {
+		for _, kind := range kinds {
+			for _, tier := range []string{sandbox.IsolationNamespaces, sandbox.IsolationLandlock} {
+				s := tiers[tier]
+				spec := sandbox.Spec{Argv: []string{"/usr/bin/true"}}
+				switch kind {
+				case "pooled-true":
+					b.StopTimer()
+					for deadline := time.Now().Add(10 * time.Second); s.PoolStats().Ready < 1 && time.Now().Before(deadline); {
+						time.Sleep(time.Millisecond)
+					}
+					b.StartTimer()
+					spec = tmpl
+				case "cold-python":
+					spec = py
+				}
+				start := time.Now()
+				res, err := s.Run(context.Background(), spec)
+				if err != nil || res.Status != sandbox.StatusOK {
+					b.Fatal(tier, kind, err, res.Status, res.Detail)
+				}
+				times[tier+"/"+kind] = append(times[tier+"/"+kind], time.Since(start))
+			}
+		}
+	}
+	for k, ts := range times {
+		slices.Sort(ts)
+		b.ReportMetric(float64(ts[len(ts)/2].Microseconds())/1000, k+"-ms")
 	}
 }
