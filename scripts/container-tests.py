@@ -196,7 +196,7 @@ def engine_tests(configs):
         for name, opts, run in configs:
             argv = ["sandbox-linux.test", "-test.count=1", "-test.timeout=10m", "-test.v"]
             if run:
-                argv.append("-test.run=" + run)
+                argv += ["-test.run=" + run, "-test.short"]
             p = subprocess.run(["podman", "run", "--rm"] + QUIRKS + opts + ["-e", "AIRLOCK_REQUIRE_SANDBOX=1",
                                "-v", binary + ":/usr/local/bin/sandbox-linux.test:ro", IMAGE] + argv,
                                capture_output=True, timeout=900)
