@@ -96,7 +96,12 @@ static int allow(int ruleset, const char *path, uint64_t access, uint64_t handle
 	return r < 0 ? -1 : 0;
 }
 
+// The run's directories, for the nested domain (ll_nest).
+static const char *nest_dirs[2];
+
 int ll_restrict(const struct ll_plan *p, const char **what) {
+	nest_dirs[0] = p->workspace;
+	nest_dirs[1] = p->tmp;
 	int abi = ll_abi();
 	if (abi < 1) {
 		*what = "landlock: abi";
@@ -156,11 +161,19 @@ int ll_restrict(const struct ll_plan *p, const char **what) {
 int ll_nest(void) {
 	if (ll_abi() < 6)
 		return 0;
-	struct ll_ruleset_attr attr = {.scoped = SCOPE_ABSTRACT_UNIX | SCOPE_SIGNAL};
+	// Every layer denies reparenting (a link or rename into another directory) unless
+	// a rule of its own grants it, whether or not it handles the file system otherwise:
+	// so this one grants it in the run's directories, as the outer layer does.
+	struct ll_ruleset_attr attr = {.handled_access_fs = FS_REFER, .scoped = SCOPE_ABSTRACT_UNIX | SCOPE_SIGNAL};
 	int rs = (int)syscall(SYS_landlock_create_ruleset, &attr, sizeof attr, 0);
 	if (rs < 0)
 		return errno;
-	int err = syscall(SYS_landlock_restrict_self, rs, 0) < 0 ? errno : 0;
+	int err = 0;
+	for (int i = 0; i < 2 && !err; i++)
+		if (nest_dirs[i] && allow(rs, nest_dirs[i], FS_REFER, FS_REFER) < 0)
+			err = errno;
+	if (!err && syscall(SYS_landlock_restrict_self, rs, 0) < 0)
+		err = errno;
 	close(rs);
 	return err;
 }
