@@ -399,7 +399,13 @@ func (c Config) Validate() error {
 		bad("artifacts.dir", "%v", err)
 	}
 	switch c.Sandbox.Isolation {
-	case "auto", "namespaces", "landlock":
+	case "auto", "namespaces":
+	case "landlock":
+		if c.Network != "none" {
+			// Both need a network namespace: the bridge to the egress proxy, or one to
+			// share; the Landlock tier has neither.
+			bad("sandbox.isolation", `"landlock" runs only with network = "none", got network %q`, c.Network)
+		}
 	default:
 		bad("sandbox.isolation", `must be "auto", "namespaces" or "landlock", got %q`, c.Sandbox.Isolation)
 	}
