@@ -3,6 +3,7 @@ package linux
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -105,6 +106,18 @@ func newLandlockTier(opts sandbox.Options) (*landlockTier, error) {
 	}
 	t.base = base
 	return t, nil
+}
+
+// close removes the server's directory of run directories once every run is released
+// (a nil tier: the namespace tier, nothing to do). A run directory still there means a
+// run was not released: the directory stays, and says so.
+func (t *landlockTier) close(log *slog.Logger) {
+	if t == nil {
+		return
+	}
+	if err := os.Remove(t.base); err != nil && !errors.Is(err, os.ErrNotExist) {
+		log.Warn("the Landlock tier's run directories left behind", "dir", t.base, "err", err)
+	}
 }
 
 // landlockIDs are an unprivileged server's host ids in this tier: its own. Subordinate

@@ -84,6 +84,7 @@ func (s *Sandbox) Close() error {
 	}
 	s.cleanup.Wait()
 	s.zyg.stop()
+	s.ll.close(s.log)
 	return nil
 }
 
