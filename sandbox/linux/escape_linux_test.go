@@ -54,6 +54,9 @@ func TestHostFilesUnreachable(t *testing.T) {
 	hostFiles = append(hostFiles, tmpFile)
 	// Host canaries in the other shared scratch places, and in the server's state dir.
 	for _, dir := range []string{"/var/tmp", "/dev/shm", lockDir()} {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
 		f := filepath.Join(dir, "airlock-canary-"+randHex(4))
 		if err := os.WriteFile(f, []byte(secret), 0o644); err != nil {
 			t.Fatal(err)

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/airlock-mcp/airlock/sandbox"
@@ -60,6 +61,9 @@ type landlockTier struct {
 	want    uint32   // llNet | llScope: what the kernel can enforce
 	missing []string // pieces this kernel lacks, served only with allow_degraded
 	base    string   // the server's directory of run directories
+	// submounts are the server's mount points, read once: those beneath a granted
+	// directory are left out of it (landlockPaths).
+	submounts []string
 }
 
 // newLandlockTier checks the kernel's Landlock ABI itself (a best-effort library would
@@ -105,6 +109,7 @@ func newLandlockTier(opts sandbox.Options) (*landlockTier, error) {
 		return nil, fmt.Errorf("%w: the Landlock tier's run directories: %w", sandbox.ErrUnavailable, err)
 	}
 	t.base = base
+	t.submounts = submounts()
 	return t, nil
 }
 
@@ -148,13 +153,16 @@ func landlockSpec(spec sandbox.Spec) error {
 // landlockPaths derives the tier's rules from the namespace tier's root plan, so both
 // tiers read exactly the same host paths: the read-only binds and copied files, /proc,
 // and the device nodes (read-write). Synthesised files (/etc/passwd, hosts) have no
-// host counterpart the program may read.
-func landlockPaths(plan []mountOp) (ro, dev []string) {
+// host counterpart the program may read. A mount beneath a bound directory (a file a
+// container engine bound under /usr: the server's binary, say) is left out, as the
+// namespace tier covers it (cover_submounts): Landlock has no deny rule, so its
+// directory is granted entry by entry instead (grantAround).
+func landlockPaths(plan []mountOp, host dirReader, submounts []string) (ro, dev []string) {
 	for _, op := range plan {
 		switch op.Kind {
 		case opBindRO:
 			if op.Source == op.Target {
-				ro = append(ro, op.Source)
+				ro = append(ro, grantAround(op.Source, submounts, host)...)
 			}
 		case opCopy:
 			if op.Source != "" {
@@ -169,11 +177,92 @@ func landlockPaths(plan []mountOp) (ro, dev []string) {
 	return ro, dev
 }
 
+// dirReader lists a directory; tests substitute a fake.
+type dirReader interface {
+	ReadDir(name string) ([]os.DirEntry, error)
+}
+
+type realDirs struct{}
+
+func (realDirs) ReadDir(name string) ([]os.DirEntry, error) { return os.ReadDir(name) }
+
+// grantAround is root, or, when something in skip lies beneath it, root's entries but
+// those (recursively), never following a symlink: a rule on one would grant its target.
+func grantAround(root string, skip []string, host dirReader) []string {
+	beneath := false
+	for _, s := range skip {
+		if s == root {
+			return nil
+		}
+		beneath = beneath || strings.HasPrefix(s, root+"/")
+	}
+	if !beneath {
+		return []string{root}
+	}
+	entries, err := host.ReadDir(root)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, e := range entries {
+		p := filepath.Join(root, e.Name())
+		if e.Type()&os.ModeSymlink != 0 {
+			continue
+		}
+		out = append(out, grantAround(p, skip, host)...)
+	}
+	return out
+}
+
+// submounts are the mount points of this server's mount namespace (a container's, say),
+// from /proc/self/mountinfo.
+func submounts() []string {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) > 4 && f[4] != "/" {
+			out = append(out, unescapeMount(f[4]))
+		}
+	}
+	return out
+}
+
+// unescapeMount undoes mountinfo's octal escapes (\040 for a space).
+func unescapeMount(s string) string {
+	if !strings.Contains(s, "\\") {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
 // runDirs creates the run's directory and its workspace and tmp, owned by the run's
 // host uid and private to it.
 func (t *landlockTier) runDirs(id string, ids lease) (dir, ws, tmp string, err error) {
 	dir = filepath.Join(t.base, id)
 	ws, tmp = filepath.Join(dir, "workspace"), filepath.Join(dir, "tmp")
+	// Close removed the parent; the backend may be used again after it.
+	if err := os.Mkdir(t.base, 0o711); err == nil {
+		if err := os.Chmod(t.base, 0o711); err != nil {
+			return "", "", "", fmt.Errorf("landlock run directory: %w", err)
+		}
+	} else if !errors.Is(err, os.ErrExist) {
+		return "", "", "", fmt.Errorf("landlock run directory: %w", err)
+	}
 	for _, d := range []string{dir, ws, tmp} {
 		if err := os.Mkdir(d, 0o700); err != nil {
 			os.RemoveAll(dir)
@@ -212,7 +301,7 @@ func (l *launch) landlockFrame(cfg *initConfig) ([]byte, error) {
 		return nil, err
 	}
 	l.runDir = dir
-	ro, dev := landlockPaths(rootPlan(cfg, realFS{}))
+	ro, dev := landlockPaths(rootPlan(cfg, realFS{}), realDirs{}, t.submounts)
 	return encodeLandlock(t.want, ws, tmp, ro, dev)
 }
 

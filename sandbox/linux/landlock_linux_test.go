@@ -7,9 +7,9 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -117,6 +117,7 @@ print(json.dumps(out))
 	vspec := pySpec(victim, newMarker())
 	vspec.Argv = append(vspec.Argv, secret)
 	vspec.Limits = sandbox.Limits{Wall: 10 * time.Second}
+	vspec.ID = newID()
 	s := testSandbox(t)
 	first := make(chan sandbox.Result, 1)
 	go func() {
@@ -126,16 +127,20 @@ print(json.dumps(out))
 	// The victim prints its facts before it sleeps; the host finds it by its marker.
 	marker := vspec.Argv[len(vspec.Argv)-2]
 	vpid := waitHostProc(t, marker, 5*time.Second)
-	cwd, err := os.Readlink("/proc/" + strconv.Itoa(vpid) + "/cwd")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var facts = map[string]any{"victim": vpid, "server": os.Getpid(), "cwd": cwd, "tmp": strings.TrimSuffix(cwd, "/workspace") + "/tmp"}
+	// Its run directory is named after its ID (runDirs), with a suffix when a host uid
+	// found busy made it try again (run).
+	var dir string
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		if _, err := os.Stat(facts["tmp"].(string) + "/sock"); err == nil {
+		socks, _ := filepath.Glob(s.ll.base + "/" + vspec.ID + "*/tmp/sock")
+		if len(socks) == 1 {
+			dir = filepath.Dir(filepath.Dir(socks[0]))
 			break
 		}
 	}
+	if dir == "" {
+		t.Fatalf("the victim's socket did not appear in %s", s.ll.base)
+	}
+	var facts = map[string]any{"victim": vpid, "server": os.Getpid(), "cwd": dir + "/workspace", "tmp": dir + "/tmp"}
 	stdin, _ := json.Marshal(facts)
 	aspec := pySpec(attacker, newMarker())
 	aspec.Stdin = stdin
@@ -315,9 +320,10 @@ func parseTierRun(out string) map[string]string {
 		case "FAIL":
 			got[m[2]] = "FAIL"
 		case "SKIP":
+			// go test -v prints a test's skip message before its "--- SKIP" line.
 			got[m[2]] = "skipped"
-			if i+1 < len(lines) {
-				if n := naLine.FindStringSubmatch(lines[i+1]); n != nil {
+			if i > 0 {
+				if n := naLine.FindStringSubmatch(lines[i-1]); n != nil {
 					got[m[2]] = "n/a: " + n[1]
 				}
 			}
@@ -391,5 +397,53 @@ func BenchmarkTiers(b *testing.B) {
 	for k, ts := range times {
 		slices.Sort(ts)
 		b.ReportMetric(float64(ts[len(ts)/2].Microseconds())/1000, k+"-ms")
+	}
+}
+
+// fakeDirs is a directory tree for grantAround: dir → its entries (a trailing "@" marks
+// a symlink).
+type fakeDirs map[string][]string
+
+func (f fakeDirs) ReadDir(name string) ([]os.DirEntry, error) {
+	var out []os.DirEntry
+	for _, n := range f[name] {
+		out = append(out, fakeEntry(n))
+	}
+	return out, nil
+}
+
+type fakeEntry string
+
+func (e fakeEntry) Name() string { return strings.TrimSuffix(string(e), "@") }
+func (e fakeEntry) IsDir() bool  { return false }
+func (e fakeEntry) Type() os.FileMode {
+	if strings.HasSuffix(string(e), "@") {
+		return os.ModeSymlink
+	}
+	return 0
+}
+func (e fakeEntry) Info() (os.FileInfo, error) { return nil, os.ErrInvalid }
+
+// TestGrantAround: a mount beneath a granted directory is left out by granting its
+// siblings instead, down the path to it, never a symlink.
+func TestGrantAround(t *testing.T) {
+	fs := fakeDirs{
+		"/usr":           {"bin", "lib", "local"},
+		"/usr/local":     {"bin", "lib", "share"},
+		"/usr/local/bin": {"airlock", "tool", "link@"},
+	}
+	got := grantAround("/usr", []string{"/usr/local/bin/airlock", "/proc", "/usrx/y"}, fs)
+	want := []string{"/usr/bin", "/usr/lib", "/usr/local/bin/tool", "/usr/local/lib", "/usr/local/share"}
+	if !slices.Equal(got, want) {
+		t.Errorf("grantAround = %v, want %v", got, want)
+	}
+	if got := grantAround("/etc/ssl", []string{"/usr/local/bin/airlock"}, fs); !slices.Equal(got, []string{"/etc/ssl"}) {
+		t.Errorf("a root with nothing beneath it: %v", got)
+	}
+	if got := grantAround("/usr/local/bin", []string{"/usr/local/bin"}, fs); got != nil {
+		t.Errorf("a root that is itself a mount: %v", got)
+	}
+	if got := unescapeMount(`/mnt/a\040b`); got != "/mnt/a b" {
+		t.Errorf("unescapeMount = %q", got)
 	}
 }
