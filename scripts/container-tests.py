@@ -209,7 +209,12 @@ def engine_tests(configs):
                 "PASS" if p.returncode == 0 else "FAIL", name, p.returncode, skips))
             if p.returncode != 0:
                 ok = False
-                print("\n".join(fails) + "\n" + out[-4000:] + p.stderr.decode(errors="replace")[-2000:])
+                # What each failing test said (the lines before its "--- FAIL"), then the end.
+                lines = out.splitlines()
+                said = [l for i, l in enumerate(lines) if "_test.go:" in l and
+                        any(x.lstrip().startswith("--- FAIL") for x in lines[i:i + 40])]
+                print("\n".join(fails) + "\n" + "\n".join(said[-60:])[-6000:] + "\n" +
+                      out[-2000:] + p.stderr.decode(errors="replace")[-2000:])
     return ok
 
 
