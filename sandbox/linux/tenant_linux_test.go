@@ -311,7 +311,7 @@ func TestHostUIDsDistinct(t *testing.T) {
 	if !s.ids.isolated() {
 		t.Skipf("SKIPPING: the %s id scheme shares one host uid by design (TestTenantBudgets checks the probe says so)", s.ids.scheme)
 	}
-	other, err := New(sandbox.Options{})
+	other, err := New(sandbox.Options{Isolation: testTier()})
 	requireSandbox(t, err)
 	defer other.Close()
 	py := poolLanguages(t)["python"]
