@@ -403,24 +403,25 @@ func removeCgroup(t *testing.T, d string) {
 	}
 }
 
-// A per-run cgroup that cannot be created (its parent, the server's base dir, vanished)
-// is a structured sandbox_error naming the cgroup, never a run without limits; the
-// server keeps serving and recovers once the base is back.
+// A base dir that vanished (another airlock process removed it, empty, at its exit) is
+// made again for the next run. A per-run cgroup that cannot be created at all (a
+// read-only file system over the base) is a structured sandbox_error naming the
+// cgroup, never a run without limits; the server keeps serving and recovers once the
+// cgroup can be made.
 func TestFaultCgroupCreationFails(t *testing.T) {
 	bin := needSandbox(t)
 	if os.Geteuid() != 0 {
 		t.Skip("SKIPPING: cgroup v1 controllers need root")
 	}
-	// Our own cgroups, where every airlock started by this test binary (needSandbox's
-	// probe run included) has made its base dir.
-	ours := soak.CgroupBases(os.Getpid())
+	// Our own cgroups, where every airlock started by this test binary makes its base.
+	ours := soak.CgroupParents(os.Getpid())
 	if len(ours) == 0 {
-		t.Skip("SKIPPING: airlock made no cgroups on this host")
+		t.Skip("SKIPPING: no cgroup v1 hierarchy airlock uses is mounted here")
 	}
 	name := fmt.Sprintf("airlock-fault-%d-%d", os.Getpid(), time.Now().UnixNano())
 	var procs, private []string
-	for _, b := range ours {
-		d := filepath.Join(filepath.Dir(b), name)
+	for _, parent := range ours {
+		d := filepath.Join(parent, name)
 		if err := os.Mkdir(d, 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -473,8 +474,8 @@ func TestFaultCgroupCreationFails(t *testing.T) {
 	if a := call(); a.Status != "ok" || !strings.Contains(a.Stdout, "ran 42") {
 		t.Fatalf("before the fault: %+v", a)
 	}
-	// The pids base goes away, as a host cleanup might remove it: every new run cgroup
-	// under it fails with ENOENT. The previous run's cgroup may still be on its way out.
+	// The pids base goes away, as another airlock's exit may remove it: the next run
+	// makes it again. The previous run's cgroup may still be on its way out.
 	var gone string
 	for _, b := range bases {
 		if strings.Contains(b, "/pids/") {
@@ -495,6 +496,28 @@ func TestFaultCgroupCreationFails(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+	if a := call(); a.Status != "ok" || !strings.Contains(a.Stdout, "ran 42") {
+		t.Fatalf("after the base vanished: %+v", a)
+	}
+	if _, err := os.Stat(gone); err != nil {
+		t.Fatalf("the vanished base was not made again: %v", err)
+	}
+	// A read-only file system over the base: every new run cgroup under it fails. The
+	// previous run's cgroups go first (their removal follows its answer).
+	for deadline := time.Now().Add(5 * time.Second); len(soak.Cgroups(bases, pid)) > 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the previous run's cgroups stay: %v", soak.Cgroups(bases, pid))
+		}
+	}
+	if err := syscall.Mount("none", gone, "tmpfs", syscall.MS_RDONLY, "size=4k"); err != nil {
+		t.Fatalf("mount a read-only tmpfs over %s: %v", gone, err)
+	}
+	mounted := true
+	t.Cleanup(func() {
+		if mounted {
+			_ = syscall.Unmount(gone, syscall.MNT_DETACH)
+		}
+	})
 	a := call()
 	t.Logf("cgroup creation fails: status %s, detail %.200q", a.Status, a.Detail)
 	if a.Status != "sandbox_error" || !a.IsError || strings.Contains(a.Stdout, "ran 42") || !strings.Contains(a.Detail, gone+"/") {
@@ -503,9 +526,10 @@ func TestFaultCgroupCreationFails(t *testing.T) {
 	if left := soak.Cgroups(bases, pid); len(left) != 0 {
 		t.Errorf("the failed run left its other cgroups behind: %v", left)
 	}
-	if err := os.Mkdir(gone, 0o755); err != nil {
+	if err := syscall.Unmount(gone, 0); err != nil {
 		t.Fatal(err)
 	}
+	mounted = false
 	if a := call(); a.Status != "ok" || !strings.Contains(a.Stdout, "ran 42") {
 		t.Fatalf("after the base is back: %+v", a)
 	}

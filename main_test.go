@@ -24,6 +24,7 @@ import (
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/airlock-mcp/airlock/internal/sandboxtest"
 	"github.com/airlock-mcp/airlock/internal/soak"
 )
 
@@ -77,10 +78,7 @@ func needSandbox(t *testing.T) string {
 	t.Helper()
 	bin := binary(t)
 	if !sandboxOK {
-		if os.Getenv("AIRLOCK_REQUIRE_SANDBOX") == "1" {
-			t.Fatalf("sandbox unavailable and AIRLOCK_REQUIRE_SANDBOX=1: %s", sandboxWhy)
-		}
-		t.Skipf("SKIPPING: no usable sandbox on this host: %s", sandboxWhy)
+		sandboxtest.SkipOrFail(t, "no usable sandbox on this host: %s", sandboxWhy)
 	}
 	return bin
 }

@@ -9,29 +9,32 @@ import (
 	"time"
 
 	"github.com/airlock-mcp/airlock/config"
+	"github.com/airlock-mcp/airlock/internal/stamp"
 	"github.com/airlock-mcp/airlock/policy"
 	"github.com/airlock-mcp/airlock/probe"
 	"github.com/airlock-mcp/airlock/runner"
 	"github.com/airlock-mcp/airlock/sandbox"
-	"github.com/airlock-mcp/airlock/sandbox/host"
 	"github.com/airlock-mcp/airlock/tools"
 )
-
-// newSandbox is host.New; tests replace it.
-var newSandbox = host.New
 
 // build assembles the tools' dependencies. With strict set it fails closed: a sandbox
 // that cannot start or a required layer that is missing refuses, so code never runs with
 // less isolation than the backend requires. Which layers are required is the backend's
 // call (sandbox.Options.AllowDegraded relaxes the optional ones there); the runner only
-// marks results degraded. Without strict (probe, config) build reports instead.
-func build(ctx context.Context, cfg config.Config, strict bool) (tools.Deps, error) {
-	reg, err := policy.DetectWith(policy.Config{Enabled: cfg.Languages.Enabled, Interpreters: cfg.Languages.Interpreters})
+// marks results degraded. Without strict (probe, config) build reports instead. With
+// stamps (a one-shot run), checks that passed recently for the same inputs are reused
+// (cli/stamps.go).
+func build(ctx context.Context, cfg config.Config, strict bool, newSandbox func(sandbox.Options) (sandbox.Sandbox, error), stamps *stamp.Store) (tools.Deps, error) {
+	reg, err := policy.DetectWith(policy.Config{Enabled: cfg.Languages.Enabled, Interpreters: cfg.Languages.Interpreters,
+		Probe: stampedProbe(stamps)})
 	if err != nil {
 		return tools.Deps{}, fmt.Errorf("languages: %w", err)
 	}
 	// The backend's self-test runs each enabled language once, as a call would (macOS).
 	opts := cfg.SandboxOptions()
+	opts.Stamps = stamps
+	// Every call runs with the configured network mode: only its filter is compiled.
+	opts.Networks = []sandbox.Network{sandbox.Network(cfg.Network)}
 	for _, l := range reg.Languages() {
 		if l.Enabled && l.Installed {
 			opts.SelfTest = append(opts.SelfTest, l.Spec(nil, nil, sandbox.Limits{}, policy.BoundByRlimit))

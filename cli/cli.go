@@ -17,6 +17,8 @@ import (
 	"strings"
 
 	"github.com/airlock-mcp/airlock/config"
+	"github.com/airlock-mcp/airlock/sandbox"
+	"github.com/airlock-mcp/airlock/sandbox/host"
 )
 
 // Version and Commit are set at build time (the Makefile does) with -ldflags
@@ -40,6 +42,17 @@ type IO struct {
 	Stdin  io.Reader
 	Stdout io.Writer
 	Stderr io.Writer
+	// NewSandbox builds the isolation backend; nil means this host's (host.New). Tests
+	// pass a fake.
+	NewSandbox func(sandbox.Options) (sandbox.Sandbox, error)
+}
+
+// newSandbox is the backend constructor io was given, or this host's.
+func (stdio IO) newSandbox() func(sandbox.Options) (sandbox.Sandbox, error) {
+	if stdio.NewSandbox != nil {
+		return stdio.NewSandbox
+	}
+	return host.New
 }
 
 // commands are the subcommands in the order usage lists them; completion scripts are

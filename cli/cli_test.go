@@ -60,11 +60,9 @@ func run(t *testing.T, fn func(context.Context, sandbox.Spec) (sandbox.Result, e
 		fn = runnertest.Echo
 	}
 	fake := &runnertest.Sandbox{Fn: fn, Report: runnertest.Report()}
-	old := newSandbox
-	newSandbox = func(sandbox.Options) (sandbox.Sandbox, error) { return fake, nil }
-	t.Cleanup(func() { newSandbox = old })
+	newFake := func(sandbox.Options) (sandbox.Sandbox, error) { return fake, nil }
 	var out, errOut bytes.Buffer
-	code := Main(context.Background(), args, IO{Stdin: strings.NewReader(stdin), Stdout: &out, Stderr: &errOut})
+	code := Main(context.Background(), args, IO{Stdin: strings.NewReader(stdin), Stdout: &out, Stderr: &errOut, NewSandbox: newFake})
 	return result{code, out.String(), errOut.String()}
 }
 
@@ -349,12 +347,10 @@ func TestProbeKeepsStderrQuiet(t *testing.T) {
 
 func TestProbeUnavailableSandboxNamesThePlatform(t *testing.T) {
 	fail := errors.New("no user namespaces")
-	old := newSandbox
 	run(t, nil, "", "version") // clears the AIRLOCK_* environment
-	newSandbox = func(sandbox.Options) (sandbox.Sandbox, error) { return nil, fail }
-	t.Cleanup(func() { newSandbox = old })
+	failing := func(sandbox.Options) (sandbox.Sandbox, error) { return nil, fail }
 	var out, errOut bytes.Buffer
-	code := Main(context.Background(), []string{"probe"}, IO{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errOut})
+	code := Main(context.Background(), []string{"probe"}, IO{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errOut, NewSandbox: failing})
 	first, _, _ := strings.Cut(out.String(), "\n")
 	if code != exitFailed || first != "verdict: unsafe ("+runtime.GOOS+")" || !strings.Contains(out.String(), "no user namespaces") {
 		t.Errorf("exit %d:\n%s", code, out.String())

@@ -97,7 +97,7 @@ func serveHTTP(ctx context.Context, cfg config.Config, deps tools.Deps, l httpLi
 	default:
 	}
 	if err != nil {
-		log.Error("http", "error", err)
+		log.Error("http", "err", err)
 		return exitFailed
 	}
 	log.Info("http server stopped")

@@ -17,12 +17,11 @@ import (
 // serving. An escape that succeeds is never tolerated; a probe that cannot run is
 // tolerated only in degraded mode.
 func startupCheck(ctx context.Context, deps tools.Deps, cfg config.Config, log *slog.Logger) error {
-	suite, ok := deps.Prober.(*probe.Suite)
-	if !ok {
-		return nil
+	if deps.Prober == nil {
+		return fmt.Errorf("%w: no prober to run the startup probes", sandbox.ErrUnavailable)
 	}
 	start := time.Now()
-	rep, err := suite.Quick(ctx)
+	rep, err := deps.Prober.Quick(ctx)
 	if err != nil {
 		return fmt.Errorf("startup probes: %w", err)
 	}

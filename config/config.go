@@ -354,7 +354,9 @@ func (c Config) Validate() error {
 			bad("languages.interpreters."+name, "must be an absolute path, got %q", p)
 		}
 	}
-	c.Limits.validate(bad)
+	if err := c.PolicyBounds().Validate(); err != nil {
+		errs = append(errs, err)
+	}
 	switch sandbox.Network(c.Network) {
 	case sandbox.NetworkNone, sandbox.NetworkHost:
 	case sandbox.NetworkAllowlist:
@@ -488,43 +490,6 @@ func (e Egress) validate(bad func(field, format string, args ...any)) {
 	}
 	if e.MaxConnections < 1 || e.MaxConnections > 1024 {
 		bad("egress.max_connections", "must be between 1 and 1024, got %d", e.MaxConnections)
-	}
-}
-
-func (b Bounds) validate(bad func(field, format string, args ...any)) {
-	// Each value is written back in the units a person writes ("10m > 5m", "8GiB"),
-	// never as nanoseconds.
-	dur := func(v Duration) string { return policy.FormatDuration(time.Duration(v)) }
-	size := func(v Size) string { return policy.FormatSize(int64(v)) }
-	count := strconv.Itoa
-	type pair struct {
-		name     string
-		def, max int64
-		text     string // "default > max"
-	}
-	d, m := b.Default, b.Max
-	pairs := []pair{
-		{"wall", int64(d.Wall), int64(m.Wall), dur(d.Wall) + " > " + dur(m.Wall)},
-		{"cpu", int64(d.CPU), int64(m.CPU), dur(d.CPU) + " > " + dur(m.CPU)},
-		{"memory", int64(d.Memory), int64(m.Memory), size(d.Memory) + " > " + size(m.Memory)},
-		{"pids", int64(d.Pids), int64(m.Pids), count(d.Pids) + " > " + count(m.Pids)},
-		{"file_size", int64(d.FileSize), int64(m.FileSize), size(d.FileSize) + " > " + size(m.FileSize)},
-		{"open_files", int64(d.OpenFiles), int64(m.OpenFiles), count(d.OpenFiles) + " > " + count(m.OpenFiles)},
-		{"workspace", int64(d.Workspace), int64(m.Workspace), size(d.Workspace) + " > " + size(m.Workspace)},
-		{"output", int64(d.Output), int64(m.Output), size(d.Output) + " > " + size(m.Output)},
-	}
-	for _, p := range pairs {
-		if p.max <= 0 {
-			bad("limits.max."+p.name, "must be positive, got %d", p.max)
-		}
-		if p.def <= 0 {
-			bad("limits.default."+p.name, "must be positive, got %d", p.def)
-		} else if p.max > 0 && p.def > p.max {
-			bad("limits.default."+p.name, "must not exceed limits.max.%s (%s)", p.name, p.text)
-		}
-	}
-	if d.AddressSpace < 0 || m.AddressSpace < 0 {
-		bad("limits.address_space", "must not be negative")
 	}
 }
 

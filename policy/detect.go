@@ -27,6 +27,10 @@ type Config struct {
 	// Interpreters pins a language to an explicit binary instead of searching. The path
 	// is validated like a found one: a real executable, never a script or shim.
 	Interpreters map[string]string `json:"interpreters,omitempty"`
+	// Probe runs an interpreter's version probe (bin with args) and returns its stdout;
+	// nil runs it (Run). A one-shot command passes one that remembers recent answers
+	// for the same binary, so it does not start every interpreter each time.
+	Probe func(bin string, args []string) (string, error) `json:"-"`
 }
 
 // Detect resolves every known language's interpreter to a real binary (never a shim) and
@@ -50,6 +54,10 @@ func DetectWith(cfg Config) (*Registry, error) {
 		}
 		enabled[canon] = true
 	}
+	run := cfg.Probe
+	if run == nil {
+		run = Probe
+	}
 	pinned := map[string]string{}
 	for n, p := range cfg.Interpreters {
 		canon, ok := canonical(n)
@@ -66,7 +74,7 @@ func DetectWith(cfg Config) (*Registry, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			langs[i], errs[i] = detectOne(d, pinned[d.name], runtime.GOOS)
+			langs[i], errs[i] = detectOne(d, pinned[d.name], runtime.GOOS, run)
 			langs[i].Enabled = enabled[d.name]
 		}()
 	}
@@ -79,7 +87,7 @@ func DetectWith(cfg Config) (*Registry, error) {
 
 // detectOne fills one language. A missing interpreter is not an error (the language is
 // simply not installed); a bad pinned path is.
-func detectOne(d langDef, pinned, goos string) (Language, error) {
+func detectOne(d langDef, pinned, goos string, probe func(string, []string) (string, error)) (Language, error) {
 	l := Language{Name: d.name, File: d.file}
 	var bin string
 	if pinned != "" {
@@ -224,9 +232,9 @@ func isNativeBinary(magic []byte, goos string) bool {
 	return bytes.Equal(magic[:4], []byte{0x7f, 'E', 'L', 'F'})
 }
 
-// probe runs the interpreter once with an empty environment and no access to the server's
+// Probe runs the interpreter once with an empty environment and no access to the server's
 // stdio, and returns its stdout.
-func probe(bin string, args []string) (string, error) {
+func Probe(bin string, args []string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, args...)

@@ -199,7 +199,7 @@ func (e *Environment) inspectPython() error {
 	if err != nil {
 		return fmt.Errorf("interpreter: %w", err)
 	}
-	out, err := probe(host, pythonSite)
+	out, err := Probe(host, pythonSite)
 	if err != nil {
 		return err
 	}

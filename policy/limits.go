@@ -72,56 +72,42 @@ func DefaultBounds() Bounds {
 	}
 }
 
-// boundField is one limit seen as a number, for checks shared by every field.
-type boundField struct {
-	name        string
-	def, max    int64
-	zeroAllowed bool // AddressSpace: zero means "Memory"
-	isDuration  bool
-	isCount     bool // pids, open files: a number, not bytes
-}
-
-func (b Bounds) fields() []boundField {
-	d, m := b.Default, b.Max
-	return []boundField{
-		{name: "wall", def: int64(d.Wall), max: int64(m.Wall), isDuration: true},
-		{name: "cpu", def: int64(d.CPU), max: int64(m.CPU), isDuration: true},
-		{name: "memory", def: d.Memory, max: m.Memory},
-		{name: "pids", def: int64(d.Pids), max: int64(m.Pids), isCount: true},
-		{name: "file_size", def: d.FileSize, max: m.FileSize},
-		{name: "open_files", def: int64(d.OpenFiles), max: int64(m.OpenFiles), isCount: true},
-		{name: "workspace", def: d.Workspace, max: m.Workspace},
-		{name: "output", def: d.Output, max: m.Output},
-		{name: "address_space", def: d.AddressSpace, max: m.AddressSpace, zeroAllowed: true},
-	}
-}
-
-func (f boundField) text(v int64) string {
-	if f.isDuration {
-		return FormatDuration(time.Duration(v))
-	}
-	if f.isCount {
-		return strconv.FormatInt(v, 10)
-	}
-	return FormatSize(v)
-}
-
-// Validate checks that every Default is positive and within Max, naming each offending
-// field as it appears in the configuration (limits.max.memory).
+// Validate checks that every default and maximum is positive and no default is above
+// its maximum, naming each offending field as it appears in the configuration
+// (limits.max.memory) and writing values in the units a person writes ("10m > 5m",
+// "8GiB"), never as nanoseconds. It is the only check of the limits: the configuration
+// runs it.
 func (b Bounds) Validate() error {
+	dur := func(v int64) string { return FormatDuration(time.Duration(v)) }
+	count := func(v int64) string { return strconv.FormatInt(v, 10) }
+	d, m := b.Default, b.Max
 	var errs []error
-	for _, f := range b.fields() {
-		switch {
-		case f.max < 0 || (f.max == 0 && !f.zeroAllowed):
-			errs = append(errs, fmt.Errorf("limits.max.%s: must be > 0", f.name))
-		case f.def < 0 || (f.def == 0 && !f.zeroAllowed):
-			errs = append(errs, fmt.Errorf("limits.default.%s: must be > 0", f.name))
-		case f.max > 0 && f.def > f.max:
-			errs = append(errs, fmt.Errorf("limits.default.%s: %s is above limits.max.%s %s", f.name, f.text(f.def), f.name, f.text(f.max)))
+	for _, f := range []struct {
+		name     string
+		def, max int64
+		text     func(int64) string
+	}{
+		{"wall", int64(d.Wall), int64(m.Wall), dur},
+		{"cpu", int64(d.CPU), int64(m.CPU), dur},
+		{"memory", d.Memory, m.Memory, FormatSize},
+		{"pids", int64(d.Pids), int64(m.Pids), count},
+		{"file_size", d.FileSize, m.FileSize, FormatSize},
+		{"open_files", int64(d.OpenFiles), int64(m.OpenFiles), count},
+		{"workspace", d.Workspace, m.Workspace, FormatSize},
+		{"output", d.Output, m.Output, FormatSize},
+	} {
+		if f.max <= 0 {
+			errs = append(errs, fmt.Errorf("limits.max.%s: must be positive, got %d", f.name, f.max))
+		}
+		if f.def <= 0 {
+			errs = append(errs, fmt.Errorf("limits.default.%s: must be positive, got %d", f.name, f.def))
+		} else if f.max > 0 && f.def > f.max {
+			errs = append(errs, fmt.Errorf("limits.default.%s: must not exceed limits.max.%s (%s > %s)", f.name, f.name, f.text(f.def), f.text(f.max)))
 		}
 	}
-	if b.Max.Memory > 0 && b.Max.Memory < minMemory {
-		errs = append(errs, fmt.Errorf("limits.max.memory: %d is below the %d bytes an interpreter needs to start", b.Max.Memory, minMemory))
+	// Zero address space means "the memory limit".
+	if d.AddressSpace < 0 || m.AddressSpace < 0 {
+		errs = append(errs, errors.New("limits.address_space: must not be negative"))
 	}
 	return errors.Join(errs...)
 }

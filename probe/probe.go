@@ -1,11 +1,9 @@
-// Package probe describes the sandbox self-check: which isolation layers are active and
-// what each escape probe found. The probe catalogue itself lives here too once written;
-// this file holds the report shape and the verdict rule every caller shares.
+// Package probe is the sandbox self-check: which isolation layers are active and what
+// each escape probe of the catalogue found. This file holds the report shape and the
+// verdict rule every caller shares.
 package probe
 
 import (
-	"context"
-
 	"github.com/airlock-mcp/airlock/sandbox"
 )
 
@@ -160,17 +158,4 @@ func NewReport(sr sandbox.Report, results []Result) Report {
 		Platform: sr.Platform, Backend: sr.Backend, Isolation: sr.Isolation, Layers: layers, Probes: results,
 		Totals: Count(results), Verdict: Judge(layers, results), Fixes: Fixes(layers, results),
 	}
-}
-
-// Layers is the prober used until the escape catalogue exists: it reports the layers the
-// backend says are active and runs no escape attempts.
-type Layers struct{ Sandbox sandbox.Sandbox }
-
-// Run ignores the filter: there are no probes to select yet.
-func (p Layers) Run(ctx context.Context, _ Filter) (Report, error) {
-	sr, err := p.Sandbox.Probe(ctx)
-	if err != nil {
-		return Report{}, err
-	}
-	return NewReport(sr, nil), nil
 }

@@ -2,7 +2,6 @@ package probe
 
 import (
 	"context"
-	"errors"
 	"net"
 	"os"
 	"os/user"
@@ -14,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/airlock-mcp/airlock/internal/sandboxtest"
 	"github.com/airlock-mcp/airlock/policy"
 	"github.com/airlock-mcp/airlock/runner"
 	"github.com/airlock-mcp/airlock/sandbox"
@@ -22,7 +22,7 @@ import (
 )
 
 // The test binary is its own sandbox spawner and init: re-executed with the init's
-// argv[0], its C constructor (sandbox/linux/init_linux.c) runs them before the Go runtime
+// argv[0], its C constructor (sandbox/linux/zygote_linux.c) runs them before the Go runtime
 // starts, so the tests never run there. sandbox.Init dispatches the roles other backends
 // register.
 func TestMain(m *testing.M) {
@@ -44,12 +44,7 @@ var (
 func realSandbox(t *testing.T) sandbox.Sandbox {
 	t.Helper()
 	sbOnce.Do(func() { sbInst, sbErr = host.New(sandbox.Options{}) })
-	if sbErr != nil {
-		if errors.Is(sbErr, sandbox.ErrUnavailable) && os.Getenv("AIRLOCK_REQUIRE_SANDBOX") != "1" {
-			t.Skipf("SKIPPING: THIS KERNEL CANNOT BUILD THE SANDBOX, SO NO PROBE IS TESTED AGAINST IT: %v (set AIRLOCK_REQUIRE_SANDBOX=1 to make this a failure)", sbErr)
-		}
-		t.Fatalf("sandbox unavailable: %v", sbErr)
-	}
+	sandboxtest.Require(t, sbErr)
 	return sbInst
 }
 
@@ -339,12 +334,7 @@ func TestAllowlistNetworkProbes(t *testing.T) {
 // verdict is degraded, with the weaker layers listed.
 func TestLandlockTierVerdicts(t *testing.T) {
 	sb, err := host.New(sandbox.Options{Isolation: sandbox.IsolationLandlock})
-	if err != nil {
-		if errors.Is(err, sandbox.ErrUnavailable) && os.Getenv("AIRLOCK_REQUIRE_SANDBOX") != "1" {
-			t.Skipf("SKIPPING: THIS KERNEL CANNOT BUILD THE LANDLOCK TIER, SO NOTHING HERE IS TESTED: %v (set AIRLOCK_REQUIRE_SANDBOX=1 to make this a failure)", err)
-		}
-		t.Fatalf("the Landlock tier: %v", err)
-	}
+	sandboxtest.Require(t, err)
 	defer sb.(sandbox.Warmer).Close()
 	rep := run(t, NewSuite(newRunner(t, sb)), Filter{})
 	if rep.Isolation != sandbox.IsolationLandlock || rep.Backend != "linux-landlock" {

@@ -119,8 +119,8 @@ func (r *Runner) Run(ctx context.Context, call Call) (Outcome, error) {
 
 	out, err := r.run(ctx, call, out)
 	if r.Audit != nil {
-		if aerr := r.Audit.Write(r.record(start, call, hex.EncodeToString(sum[:]), out, err)); aerr != nil {
-			log.Error("audit line not written; withholding the result", "error", aerr)
+		if aerr := r.Audit.Write(r.record(ctx, start, call, hex.EncodeToString(sum[:]), out, err)); aerr != nil {
+			log.Error("audit line not written; withholding the result", "err", aerr)
 			if err == nil {
 				out.Result = sandbox.Result{ID: out.ID, Status: sandbox.StatusSandboxError, ExitCode: -1,
 					Detail: "the run's audit line could not be written (" + aerr.Error() + "), so its result is withheld; tell the operator"}
@@ -142,7 +142,7 @@ func (r *Runner) Run(ctx context.Context, call Call) (Outcome, error) {
 	}
 	switch {
 	case err != nil:
-		log.Warn("run refused", append(attrs, "error", err)...)
+		log.Warn("run refused", append(attrs, "err", err)...)
 	default:
 		attrs = append(attrs, "status", out.Result.Status, "exit_code", out.Result.ExitCode,
 			"wall", out.Result.Wall, "cpu", out.Result.CPU, "peak_memory", out.Result.PeakMemory,
@@ -155,7 +155,7 @@ func (r *Runner) Run(ctx context.Context, call Call) (Outcome, error) {
 
 // record is the audit line of one call. A call that ran nothing is "refused" when the
 // request was at fault or the server busy, "sandbox_error" when the host failed.
-func (r *Runner) record(start time.Time, call Call, sum string, out Outcome, err error) AuditRecord {
+func (r *Runner) record(ctx context.Context, start time.Time, call Call, sum string, out Outcome, err error) AuditRecord {
 	res := out.Result
 	rec := AuditRecord{Time: start.UTC(), ID: out.ID, Transport: call.Transport, Client: call.Client, Principal: call.Principal,
 		Language: call.Language, CodeSHA256: sum, CodeBytes: len(call.Code),
@@ -171,8 +171,10 @@ func (r *Runner) record(start time.Time, call Call, sum string, out Outcome, err
 	}
 	rec.Egress = res.Network
 	if err != nil {
+		// The audit log tells the server's failures from every call that did not run
+		// for a reason of its own (refused, busy, cancelled).
 		rec.Status, rec.Error = "refused", err.Error()
-		if !IsRefusal(err) && !errors.Is(err, ErrBusy) && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+		if FailureOf(ctx, err) == HostFailure {
 			rec.Status = string(sandbox.StatusSandboxError)
 		}
 	}
@@ -181,17 +183,10 @@ func (r *Runner) record(start time.Time, call Call, sum string, out Outcome, err
 
 // observedStatus is the status metrics count a call under.
 func observedStatus(ctx context.Context, out Outcome, err error) string {
-	switch {
-	case err == nil:
+	if err == nil {
 		return string(out.Result.Status)
-	case errors.Is(err, ErrBusy):
-		return "busy"
-	case IsRefusal(err):
-		return "refused"
-	case ctx.Err() != nil:
-		return "cancelled"
 	}
-	return string(sandbox.StatusSandboxError)
+	return string(FailureOf(ctx, err))
 }
 
 func (r *Runner) run(ctx context.Context, call Call, out Outcome) (Outcome, error) {
@@ -367,6 +362,31 @@ func (r *Runner) logger() *slog.Logger {
 	return slog.Default().With("component", "runner")
 }
 
+// Failure says why a call that returned an error did not run. The audit log, the
+// metrics and the tool result take it from FailureOf, so they cannot disagree about
+// whose failure it was.
+type Failure string
+
+const (
+	Refused     Failure = "refused"       // the request itself was bad: the caller can fix it
+	Busy        Failure = "busy"          // no sandbox slot in time: the caller may retry
+	Cancelled   Failure = "cancelled"     // the caller cancelled, or its deadline passed
+	HostFailure Failure = "sandbox_error" // the server's side failed: nothing reliable ran
+)
+
+// FailureOf classifies the error of a call made under ctx.
+func FailureOf(ctx context.Context, err error) Failure {
+	switch {
+	case errors.Is(err, ErrBusy):
+		return Busy
+	case IsRefusal(err):
+		return Refused
+	case ctx.Err() != nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
+		return Cancelled
+	}
+	return HostFailure
+}
+
 // IsRefusal reports whether err means the request itself was bad (the caller can fix it).
 func IsRefusal(err error) bool {
 	for _, e := range []error{policy.ErrInvalidRequest, policy.ErrCodeTooLarge,
@@ -411,6 +431,8 @@ func (r *Runner) spec(lang policy.Language, env *policy.Environment, code []byte
 // limits and no code. A call with default (or lower) limits and no import policy in the
 // way is served by a sandbox prepared from one of them.
 func (r *Runner) Templates() []sandbox.Spec {
+	// The limits of a call that asks for nothing: every one filled, as the backend needs.
+	limits := r.Bounds.Clamp(policy.Request{})
 	var out []sandbox.Spec
 	for _, name := range r.Languages.Enabled() {
 		lang, err := r.Languages.Lookup(name)
@@ -421,14 +443,14 @@ func (r *Runner) Templates() []sandbox.Spec {
 		if e, ok := r.Environments.Default(lang.Name); ok {
 			env = &e
 		}
-		out = append(out, r.Imports.Apply(r.spec(lang, env, nil, nil, r.Bounds.Default)))
+		out = append(out, r.Imports.Apply(r.spec(lang, env, nil, nil, limits)))
 	}
 	for _, e := range r.Environments.Usable() {
 		lang, err := r.Languages.Lookup(e.Language)
 		if err != nil || e.Default {
 			continue
 		}
-		out = append(out, r.Imports.Apply(r.spec(lang, &e, nil, nil, r.Bounds.Default)))
+		out = append(out, r.Imports.Apply(r.spec(lang, &e, nil, nil, limits)))
 	}
 	return out
 }

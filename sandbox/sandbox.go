@@ -10,8 +10,12 @@ package sandbox
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
+	"strings"
 	"time"
+
+	"github.com/airlock-mcp/airlock/internal/stamp"
 )
 
 // Sandbox runs one program in a fresh, disposable sandbox per call.
@@ -83,8 +87,9 @@ type NetworkUse struct {
 // path, and the host's directory layout stays out of the sandbox.
 const EnvironmentDir = "/env"
 
-// Limits bound one run. A zero field means "use the backend's built-in floor", never
-// "unlimited": policy always fills every field.
+// Limits bound one run. Policy fills every field; a backend refuses a spec with a zero
+// (Validate), because a zero must never mean "unlimited" and a backend's guess would be
+// a second set of defaults.
 type Limits struct {
 	Wall      time.Duration `json:"wall"`       // wall-clock timeout, counted from program start
 	CPU       time.Duration `json:"cpu"`        // CPU time (RLIMIT_CPU, cgroup quota accounting)
@@ -97,6 +102,36 @@ type Limits struct {
 	// AddressSpace is RLIMIT_AS, applied only where no memory cgroup enforces Memory.
 	// Zero means Memory. Languages that reserve large virtual memory (node) raise it.
 	AddressSpace int64 `json:"address_space"`
+}
+
+// Validate refuses a zero or negative limit, naming it; only AddressSpace may be zero.
+func (l Limits) Validate() error {
+	var bad []string
+	for _, f := range []struct {
+		name string
+		v    int64
+	}{
+		{"wall", int64(l.Wall)}, {"cpu", int64(l.CPU)}, {"memory", l.Memory}, {"pids", int64(l.Pids)},
+		{"file_size", l.FileSize}, {"open_files", int64(l.OpenFiles)}, {"workspace", l.Workspace}, {"output", l.Output},
+	} {
+		if f.v <= 0 {
+			bad = append(bad, f.name)
+		}
+	}
+	if l.AddressSpace < 0 {
+		bad = append(bad, "address_space")
+	}
+	if len(bad) > 0 {
+		return fmt.Errorf("%w: limits %s must be positive (policy fills every limit)", ErrInvalidSpec, strings.Join(bad, ", "))
+	}
+	return nil
+}
+
+// SelfTestLimits bound a backend's own start-up runs, to which no call's limits apply:
+// they start an interpreter at most.
+func SelfTestLimits() Limits {
+	return Limits{Wall: 30 * time.Second, CPU: 10 * time.Second, Memory: 512 << 20, Pids: 32,
+		FileSize: 16 << 20, OpenFiles: 64, Workspace: 64 << 20, Output: 64 << 10}
 }
 
 // File is an input file placed in the workspace before the program starts.
@@ -331,4 +366,12 @@ type Options struct {
 	// call would run it (argv, env, mounts). The darwin backend runs them; Linux does not
 	// need them. Their Limits are the backend's own.
 	SelfTest []Spec `json:"-"`
+	// Stamps, when set, lets the backend reuse a self-check that passed recently for the
+	// same binary, kernel and settings instead of building one more sandbox, and record
+	// the one it passes (a one-shot command: `airlock run`). Nil: always check in full.
+	Stamps *stamp.Store `json:"-"`
+	// Networks are the network modes calls will use; a backend may prepare only those
+	// (Linux compiles a seccomp filter per mode) and refuse a spec with another. Empty:
+	// every mode.
+	Networks []Network `json:"-"`
 }

@@ -13,21 +13,21 @@ import (
 	"time"
 
 	"github.com/airlock-mcp/airlock/config"
-	"github.com/airlock-mcp/airlock/probe"
+	"github.com/airlock-mcp/airlock/probe/probetest"
 	"github.com/airlock-mcp/airlock/runner"
 	"github.com/airlock-mcp/airlock/runner/runnertest"
 	"github.com/airlock-mcp/airlock/sandbox"
 	"github.com/airlock-mcp/airlock/tools"
 )
 
-var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+var quiet = slog.New(slog.DiscardHandler)
 
 func fakeDeps(fn func(context.Context, sandbox.Spec) (sandbox.Result, error), parallel int) tools.Deps {
 	sb := &runnertest.Sandbox{Fn: fn, Report: runnertest.Report()}
 	r := &runner.Runner{Sandbox: sb, Languages: runnertest.Python(), Bounds: runnertest.Bounds(),
 		Network: sandbox.NetworkNone, MaxCodeBytes: 1 << 20, MaxStdinBytes: 1 << 20,
 		Limiter: runner.NewLimiter(parallel, 256, 5*time.Second), Log: quiet}
-	return tools.Deps{Runner: r, Prober: probe.Layers{Sandbox: sb}, Config: config.Default(), Version: "test"}
+	return tools.Deps{Runner: r, Prober: probetest.Layers{Sandbox: sb}, Config: config.Default(), Version: "test"}
 }
 
 // pipeServer runs Stdio over pipes and returns a line writer, a line reader and a

@@ -281,18 +281,18 @@ func (w *writer) drainLocked() {
 func (w *writer) writeLocked(msg any) {
 	b, err := json.Marshal(msg)
 	if err != nil {
-		w.log.Error("marshal message", "error", err)
+		w.log.Error("marshal message", "err", err)
 		return
 	}
 	b = append(b, '\n')
 	if _, err := w.out.Write(b); err != nil {
-		w.log.Debug("write stdout", "error", err)
+		w.log.Debug("write stdout", "err", err)
 	}
 }
 
 func (w *writer) flushLocked() {
 	if err := w.out.Flush(); err != nil {
-		w.log.Debug("flush stdout", "error", err)
+		w.log.Debug("flush stdout", "err", err)
 	}
 }
 

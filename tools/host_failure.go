@@ -2,11 +2,9 @@ package tools
 
 import (
 	"context"
-	"errors"
 
 	"github.com/mark3labs/mcp-go/mcp"
 
-	"github.com/airlock-mcp/airlock/policy"
 	"github.com/airlock-mcp/airlock/runner"
 	"github.com/airlock-mcp/airlock/sandbox"
 	"github.com/airlock-mcp/airlock/sanitize"
@@ -18,7 +16,7 @@ import (
 // returns nil for errors that are the caller's (refusals), the server's load (busy) or
 // a cancellation: those keep their own messages.
 func hostFailure(ctx context.Context, out runner.Outcome, err error) *mcp.CallToolResult {
-	if runner.IsRefusal(err) || errors.Is(err, runner.ErrBusy) || errors.Is(err, policy.ErrCodeTooLarge) || ctx.Err() != nil {
+	if runner.FailureOf(ctx, err) != runner.HostFailure {
 		return nil
 	}
 	res := ResultOf(out)

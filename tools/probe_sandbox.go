@@ -12,9 +12,12 @@ import (
 	"github.com/airlock-mcp/airlock/sandbox"
 )
 
-// Prober runs the sandbox self-check.
+// Prober runs the sandbox self-check. Quick is the startup subset, and every prober has
+// it: `airlock serve` refuses to serve on what it reports, so no prober can leave the
+// startup probes out by being of another type.
 type Prober interface {
 	Run(ctx context.Context, f probe.Filter) (probe.Report, error)
+	Quick(ctx context.Context) (probe.Report, error)
 }
 
 // ProbeArgs are probe_sandbox's arguments.

@@ -3,8 +3,6 @@ package tools
 import (
 	"bytes"
 	"context"
-	"errors"
-	"io"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -13,8 +11,9 @@ import (
 	"time"
 
 	"github.com/airlock-mcp/airlock/config"
+	"github.com/airlock-mcp/airlock/internal/sandboxtest"
 	"github.com/airlock-mcp/airlock/policy"
-	"github.com/airlock-mcp/airlock/probe"
+	"github.com/airlock-mcp/airlock/probe/probetest"
 	"github.com/airlock-mcp/airlock/runner"
 	"github.com/airlock-mcp/airlock/sandbox"
 	"github.com/airlock-mcp/airlock/sandbox/host"
@@ -36,21 +35,16 @@ func realDeps(t *testing.T) Deps {
 	if err == nil {
 		_, err = sb.Probe(context.Background())
 	}
-	if err != nil {
-		if errors.Is(err, sandbox.ErrUnavailable) && os.Getenv("AIRLOCK_REQUIRE_SANDBOX") != "1" {
-			t.Skipf("SKIPPING real-sandbox test: %v", err)
-		}
-		t.Fatalf("sandbox: %v", err)
-	}
+	sandboxtest.Require(t, err)
 	reg, err := policy.Detect([]string{"python"})
 	if err != nil || len(reg.Enabled()) == 0 {
 		t.Skipf("SKIPPING real-sandbox test: no python interpreter (%v)", err)
 	}
 	r := &runner.Runner{Sandbox: sb, Languages: reg, Bounds: cfg.PolicyBounds(), Network: sandbox.NetworkNone,
 		MaxCodeBytes: 1 << 20, MaxStdinBytes: 1 << 20, Limiter: runner.NewLimiter(2, 8, 30*time.Second),
-		Log:      slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Log:      slog.New(slog.DiscardHandler),
 		FileCaps: cfg.FileCaps(), OutDir: cfg.Artifacts.Dir, Artifacts: cfg.ArtifactLimits()}
-	return Deps{Runner: r, Prober: probe.Layers{Sandbox: sb}, Config: cfg, Version: "test"}
+	return Deps{Runner: r, Prober: probetest.Layers{Sandbox: sb}, Config: cfg, Version: "test"}
 }
 
 func TestRealRunCode(t *testing.T) {

@@ -311,18 +311,18 @@ func timeoutOf(secs *float64) (time.Duration, error) {
 // refusal is the result of a call the runner refused before the program started, with
 // the status and text a model can act on.
 func refusal(ctx context.Context, id string, err error) *mcp.CallToolResult {
-	switch {
-	case errors.Is(err, policy.ErrCodeTooLarge):
-		return refused(id, statusInvalidRequest, "code too large: "+err.Error()+"; shorten it or split it into several calls")
-	case errors.Is(err, policy.ErrLanguageNotEnabled), errors.Is(err, policy.ErrLanguageNotInstalled):
+	switch runner.FailureOf(ctx, err) {
+	case runner.Refused:
+		if errors.Is(err, policy.ErrCodeTooLarge) {
+			return refused(id, statusInvalidRequest, "code too large: "+err.Error()+"; shorten it or split it into several calls")
+		}
 		return refused(id, statusInvalidRequest, err.Error())
-	case runner.IsRefusal(err):
-		return refused(id, statusInvalidRequest, err.Error())
-	case errors.Is(err, runner.ErrBusy):
+	case runner.Busy:
 		return refused(id, statusBusy, "server busy: "+err.Error()+"; retry in a few seconds")
-	case ctx.Err() != nil:
+	case runner.Cancelled:
 		return refused(id, string(sandbox.StatusCancelled), "cancelled before the program started")
-	case errors.Is(err, sandbox.ErrUnavailable):
+	}
+	if errors.Is(err, sandbox.ErrUnavailable) {
 		return refused(id, string(sandbox.StatusSandboxError), "sandbox unavailable, nothing was run: "+err.Error())
 	}
 	return refused(id, string(sandbox.StatusSandboxError), "sandbox error, nothing reliable ran: "+err.Error())

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -23,6 +22,7 @@ import (
 
 	"github.com/airlock-mcp/airlock/config"
 	"github.com/airlock-mcp/airlock/probe"
+	"github.com/airlock-mcp/airlock/probe/probetest"
 	"github.com/airlock-mcp/airlock/runner"
 	"github.com/airlock-mcp/airlock/runner/runnertest"
 	"github.com/airlock-mcp/airlock/sandbox"
@@ -36,9 +36,9 @@ func fakeDeps(fn func(context.Context, sandbox.Spec) (sandbox.Result, error)) De
 	cfg.HTTP.AuthToken = "super-secret-token"
 	r := &runner.Runner{Sandbox: sb, Languages: runnertest.Python(), Bounds: runnertest.Bounds(),
 		Network: sandbox.NetworkNone, MaxCodeBytes: 1 << 10, MaxStdinBytes: 1 << 10,
-		Limiter: runner.NewLimiter(1, 1, 50*time.Millisecond), Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Limiter: runner.NewLimiter(1, 1, 50*time.Millisecond), Log: slog.New(slog.DiscardHandler),
 		FileCaps: cfg.FileCaps(), OutDir: cfg.Artifacts.Dir, Artifacts: cfg.ArtifactLimits()}
-	return Deps{Runner: r, Prober: probe.Layers{Sandbox: sb}, Config: cfg, Version: "test"}
+	return Deps{Runner: r, Prober: probetest.Layers{Sandbox: sb}, Config: cfg, Version: "test"}
 }
 
 func startClient(t *testing.T, d Deps) *client.Client {

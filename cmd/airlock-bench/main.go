@@ -48,9 +48,17 @@ func main() {
 	parallel := flag.Int("parallel", 8, "concurrent clients in the throughput test")
 	dur := flag.Duration("duration", 5*time.Second, "length of each throughput measurement")
 	envOnly := flag.Bool("environment-only", false, "run only the environment benchmark")
+	cliOnly := flag.Bool("cli-only", false, "run only the CLI benchmark (airlock run FILE)")
 	flag.Parse()
 	var err error
-	if *envOnly {
+	if *cliOnly {
+		var c cliStats
+		if c, err = cliBench(*bin, *rounds); err == nil {
+			c.print(os.Stderr)
+			ok, text := c.goal()
+			fmt.Fprintf(os.Stderr, "  %-8s %s\n", map[bool]string{true: "met:", false: "NOT MET:"}[ok], text)
+		}
+	} else if *envOnly {
 		var r float64
 		if r, err = environmentBench(context.Background(), *bin, max(*rounds/4, 8)); err == nil {
 			fmt.Fprintf(os.Stderr, "pooled in the environment %.3f× bare (goal ≤ 0.1×)\n", r)
@@ -303,6 +311,13 @@ func run(bin string, rounds, parallel int, dur time.Duration) error {
 	fmt.Fprintf(os.Stderr, "warm pool idle cost (pool=2, 3 languages): %.1f MiB held by waiting sandboxes, %.1f ms CPU per second of the server tree while idle\n",
 		mib(idleMem), float64(idleCPU.Microseconds())/1000/2)
 
+	cli, cliErr := cliBench(bin, rounds)
+	if cliErr != nil {
+		fmt.Fprintf(os.Stderr, "\nCLI benchmark failed: %v\n", cliErr)
+	} else {
+		cli.print(os.Stderr)
+	}
+
 	envRatio, envErr := environmentBench(ctx, bin, max(rounds/4, 8))
 	if envErr != nil {
 		fmt.Fprintf(os.Stderr, "\nenvironment benchmark skipped: %v\n", envErr)
@@ -316,6 +331,10 @@ func run(bin string, rounds, parallel int, dur time.Duration) error {
 			verdict = "met"
 		}
 		fmt.Fprintf(os.Stderr, "  %-8s %s\n", verdict+":", fmt.Sprintf(text, args...))
+	}
+	if cliErr == nil {
+		ok, text := cli.goal()
+		goal(ok, "%s", text)
 	}
 	if envErr == nil {
 		goal(envRatio <= 0.1, "pooled import pandas, matplotlib.pyplot in a preloaded environment, median %.3f× bare (goal ≤ 0.1×)", envRatio)

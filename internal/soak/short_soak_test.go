@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/airlock-mcp/airlock/internal/sandboxtest"
 )
 
 // buildAirlock builds the server binary, and skips loudly (or fails under
@@ -17,7 +19,7 @@ import (
 func buildAirlock(t *testing.T) string {
 	t.Helper()
 	if runtime.GOOS != "linux" || os.Geteuid() != 0 {
-		skipOrFail(t, "the soak reads /proc of the server's sandboxes: needs root on Linux")
+		sandboxtest.SkipOrFail(t, "the soak reads /proc of the server's sandboxes: needs root on Linux")
 	}
 	bin := filepath.Join(t.TempDir(), "airlock")
 	out, err := exec.Command("go", "build", "-o", bin, "github.com/airlock-mcp/airlock").CombinedOutput()
@@ -30,17 +32,9 @@ func buildAirlock(t *testing.T) string {
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Run(); err != nil {
-		skipOrFail(t, "no usable sandbox: "+err.Error()+": "+stderr.String())
+		sandboxtest.SkipOrFail(t, "no usable sandbox: %v: %s", err, stderr.String())
 	}
 	return bin
-}
-
-func skipOrFail(t *testing.T, why string) {
-	t.Helper()
-	if os.Getenv("AIRLOCK_REQUIRE_SANDBOX") == "1" {
-		t.Fatalf("AIRLOCK_REQUIRE_SANDBOX=1: %s", why)
-	}
-	t.Skipf("SKIPPING: %s", why)
 }
 
 // TestShortSoak is the soak in miniature: 200 calls of every kind, half of them 8 at a

@@ -126,37 +126,40 @@ type outcome struct {
 	// denied is set when sandbox-exec itself refused (profile did not compile, exec of
 	// the interpreter denied): its own message on stderr, before any user output.
 	denied string
+	stderr sandbox.Stream
+	// memory: RLIMIT_AS and RLIMIT_DATA bounded the run's memory.
+	memory bool
+	limits sandbox.Limits // the run's, for the detail (cpuLimit is its CPU)
 }
 
-// classify maps an outcome to a Status, an exit code and a one-line detail. The order
-// matters: our own reasons for killing outrank the signal that did the killing.
+// classify maps an outcome to a Status, an exit code and a one-line detail, by
+// sandbox.Classify. Our own reasons for killing outrank the signal that did the killing,
+// and the caller's cancel outranks them.
 func classify(o outcome) (sandbox.Status, int, string) {
 	code := o.code
 	if !o.exited {
 		code = -1
 	}
-	switch {
-	case o.setupErr != "":
-		return sandbox.StatusSandboxError, code, "sandbox setup failed: " + o.setupErr
-	case o.cancelled:
-		return sandbox.StatusCancelled, code, "cancelled by the caller"
-	case o.outputLimit:
-		return sandbox.StatusOutputLimit, code, "killed: output passed the ceiling"
-	case o.wallLimit:
-		return sandbox.StatusTimeout, code, "killed at the wall-clock limit"
-	case o.signal == "SIGXCPU" || (!o.exited && o.cpuLimit > 0 && o.cpuUsed >= o.cpuLimit):
-		return sandbox.StatusTimeout, code, "killed at the CPU-time limit (RLIMIT_CPU)"
-	case o.denied != "":
-		return sandbox.StatusSandboxError, code, "sandbox-exec refused: " + o.denied
-	case o.signal == "SIGXFSZ":
-		return sandbox.StatusKilled, code, "killed at the file size limit (RLIMIT_FSIZE)"
-	case !o.exited:
-		return sandbox.StatusKilled, code, "killed by " + o.signal
-	case o.code == 0:
-		return sandbox.StatusOK, 0, ""
-	default:
-		return sandbox.StatusError, code, fmt.Sprintf("exited with code %d", code)
+	so := sandbox.Outcome{Ended: true, Exited: o.exited, Code: o.code, Signal: o.signal,
+		CPU: o.cpuUsed, Stderr: o.stderr, RlimitMemory: o.memory}
+	if o.setupErr != "" {
+		so.Setup = "sandbox setup failed: " + o.setupErr
 	}
+	if o.denied != "" {
+		so.Refused = "sandbox-exec refused: " + o.denied
+	}
+	switch {
+	case o.cancelled:
+		so.Stopped, so.StopDetail = sandbox.StatusCancelled, "cancelled by the caller"
+	case o.outputLimit:
+		so.Stopped, so.StopDetail = sandbox.StatusOutputLimit, "killed: output passed the ceiling"
+	case o.wallLimit:
+		so.Stopped, so.StopDetail = sandbox.StatusTimeout, "killed at the wall-clock limit"
+	}
+	lim := o.limits
+	lim.CPU = o.cpuLimit
+	status, detail := sandbox.Classify(so, lim)
+	return status, code, detail
 }
 
 // sandboxExecFailure recognises sandbox-exec's own complaint (a profile that does not

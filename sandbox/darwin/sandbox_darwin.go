@@ -23,17 +23,7 @@ import (
 	"github.com/airlock-mcp/airlock/sandbox"
 )
 
-// Floors for zero Limits fields: zero never means unlimited.
 const (
-	floorWall      = 10 * time.Second
-	floorCPU       = 10 * time.Second
-	floorMemory    = 512 << 20
-	floorPids      = 32
-	floorFileSize  = 16 << 20
-	floorOpenFiles = 64
-	floorOutput    = 64 << 10
-	// outputCeiling × Limits.Output is where a flooding program is killed.
-	outputCeiling = 16
 	// sweepEvery is how often the process table is scanned for descendants when no
 	// tracked process forks (a fork triggers a scan at once).
 	sweepEvery = 25 * time.Millisecond
@@ -118,10 +108,17 @@ func (s *Sandbox) workspaceParent() (string, error) {
 // Self-test limits: the smallest memory limit policy hands out, and room for node, which
 // needs an address space of its heap plus about 1 GiB (policy.nodeAddressReserve).
 const (
-	selfTestMemory       = floorMemory
+	selfTestMemory       = 512 << 20
 	selfTestAddressSpace = 2 << 30
 	selfTestWall         = 30 * time.Second
 )
+
+// selfTestLimits are sandbox.SelfTestLimits with the self-test's memory and wall clock.
+func selfTestLimits(memory, addressSpace int64) sandbox.Limits {
+	l := sandbox.SelfTestLimits()
+	l.Memory, l.AddressSpace, l.Wall = memory, addressSpace, selfTestWall
+	return l
+}
 
 // selfTest runs before the server accepts a call: every variant of the profile compiles
 // and confines (smoke, network none and host), the memory rlimits are tried where they
@@ -159,7 +156,7 @@ func networkName(on bool) string {
 // checkMemory runs /usr/bin/true with the memory shim at the smallest limit: whether XNU
 // accepts RLIMIT_AS and RLIMIT_DATA decides whether runs set them.
 func (s *Sandbox) checkMemory(ctx context.Context) memoryCheck {
-	lim := sandbox.Limits{Memory: selfTestMemory, Wall: selfTestWall}
+	lim := selfTestLimits(selfTestMemory, 0)
 	res, err := s.run(ctx, sandbox.Spec{Language: "self-test", Argv: []string{"/usr/bin/true"}, Limits: lim}, true)
 	switch {
 	case err != nil:
@@ -183,7 +180,7 @@ func (s *Sandbox) startInterpreter(ctx context.Context, spec sandbox.Spec) error
 	interp := spec.Argv[0]
 	spec.ID = ""
 	spec.Network = sandbox.NetworkNone
-	spec.Limits = sandbox.Limits{Memory: selfTestMemory, AddressSpace: selfTestAddressSpace, Wall: selfTestWall}
+	spec.Limits = selfTestLimits(selfTestMemory, selfTestAddressSpace)
 	res, err := s.run(ctx, spec, s.memory.ok)
 	if err == nil && res.Status != sandbox.StatusOK && s.memory.ok {
 		if again, err2 := s.run(ctx, spec, false); err2 == nil && again.Status == sandbox.StatusOK {
@@ -313,7 +310,10 @@ func (s *Sandbox) run(ctx context.Context, spec sandbox.Spec, memory bool) (sand
 		// Seatbelt filters paths but cannot show a directory at another one.
 		return sandbox.Result{}, fmt.Errorf("%w: environments are not supported by the macOS backend", sandbox.ErrInvalidSpec)
 	}
-	lim := floors(spec.Limits)
+	if err := spec.Limits.Validate(); err != nil {
+		return sandbox.Result{}, err
+	}
+	lim := spec.Limits
 	ws, err := newWorkspace(s.wsParent, spec)
 	if err != nil {
 		return sandbox.Result{}, err
@@ -428,7 +428,7 @@ func (s *Sandbox) rlimits(lim sandbox.Limits) ([]childRlimit, error) {
 	if err != nil {
 		return nil, fmt.Errorf("count processes for RLIMIT_NPROC: %w", err)
 	}
-	// Every limit is positive here: policy clamps them and withDefaults fills zeros.
+	// Every limit is positive here: policy fills them and run refuses a zero.
 	cpu := nonNeg(int64((lim.CPU + time.Second - 1) / time.Second))
 	one := func(name string, res int, v uint64) childRlimit {
 		return childRlimit{Name: name, Resource: res, Cur: v, Max: v}
@@ -520,7 +520,7 @@ func (s *Sandbox) launch(ctx context.Context, spec sandbox.Spec, lim sandbox.Lim
 	tick := time.NewTicker(time.Second) // progress reports; the tracker scans on its own
 	defer tick.Stop()
 	var o outcome
-	o.cpuLimit = lim.CPU
+	o.cpuLimit, o.limits, o.memory = lim.CPU, lim, cfg.Memory > 0
 	cancel := ctx.Done()
 	var waitErr error
 loop:
@@ -573,13 +573,14 @@ loop:
 		o.setupErr = "init exited before exec without a reason"
 	}
 	o.denied = sandboxExecFailure(o.code, res.Stderr.Head)
+	o.stderr = res.Stderr
 	res.Status, res.ExitCode, res.Detail = classify(o)
 	res.Signal = o.signal
 	return res, nil
 }
 
 // stream is one output pipe: a size-capped Capture that also reports when the program
-// has written outputCeiling times the cap, so the flood can be stopped.
+// has written sandbox.OutputCeiling times the cap, so the flood can be stopped.
 type stream struct {
 	c       *sandbox.Capture
 	ceiling int64
@@ -587,7 +588,7 @@ type stream struct {
 }
 
 func newStream(limit int64, hit func()) *stream {
-	return &stream{c: sandbox.NewCapture(limit), ceiling: limit * outputCeiling, hit: hit}
+	return &stream{c: sandbox.NewCapture(limit), ceiling: limit * sandbox.OutputCeiling, hit: hit}
 }
 
 func (s *stream) Write(p []byte) (int, error) {
@@ -596,30 +597,6 @@ func (s *stream) Write(p []byte) (int, error) {
 		s.hit()
 	}
 	return n, nil
-}
-
-func floors(l sandbox.Limits) sandbox.Limits {
-	set := func(v *int64, f int64) {
-		if *v <= 0 {
-			*v = f
-		}
-	}
-	if l.Wall <= 0 {
-		l.Wall = floorWall
-	}
-	if l.CPU <= 0 {
-		l.CPU = floorCPU
-	}
-	set(&l.Memory, floorMemory)
-	set(&l.FileSize, floorFileSize)
-	set(&l.Output, floorOutput)
-	if l.Pids <= 0 {
-		l.Pids = floorPids
-	}
-	if l.OpenFiles <= 0 {
-		l.OpenFiles = floorOpenFiles
-	}
-	return l
 }
 
 // clearFlags removes user immutable/append flags (chflags uchg) that hostile code can set

@@ -228,13 +228,34 @@ func runNet(t *testing.T, s *Sandbox, role, arg string, lim sandbox.Limits, netw
 	res, err := s.Run(context.Background(), sandbox.Spec{
 		Language: "test", Argv: []string{self},
 		Env:     []string{"AIRLOCK_TEST_ROLE=" + role, "AIRLOCK_TEST_ARG=" + arg},
-		Limits:  lim,
+		Limits:  filled(lim),
 		Network: network,
 	})
 	if err != nil {
 		t.Fatalf("Run(%s): %v", role, err)
 	}
 	return res
+}
+
+// filled gives each zero limit of a test the self-test's value (the floors these tests
+// were written against): the backend refuses a zero limit.
+func filled(l sandbox.Limits) sandbox.Limits {
+	d := sandbox.SelfTestLimits()
+	for _, f := range []struct{ v, d *int64 }{
+		{(*int64)(&l.Wall), (*int64)(&d.Wall)}, {(*int64)(&l.CPU), (*int64)(&d.CPU)},
+		{&l.Memory, &d.Memory}, {&l.FileSize, &d.FileSize}, {&l.Workspace, &d.Workspace}, {&l.Output, &d.Output},
+	} {
+		if *f.v <= 0 {
+			*f.v = *f.d
+		}
+	}
+	if l.Pids <= 0 {
+		l.Pids = d.Pids
+	}
+	if l.OpenFiles <= 0 {
+		l.OpenFiles = d.OpenFiles
+	}
+	return l
 }
 
 func requireBlocked(t *testing.T, res sandbox.Result) {
@@ -445,7 +466,7 @@ func TestPackageManagerDataDenied(t *testing.T) {
 		}
 		res, err := s.Run(context.Background(), sandbox.Spec{Language: "test", Argv: []string{self},
 			Env: []string{"AIRLOCK_TEST_ROLE=readdir", "AIRLOCK_TEST_ARG=" + dir}, Mounts: []string{filepath.Dir(dir)},
-			Limits: sandbox.Limits{Wall: 10 * time.Second}})
+			Limits: filled(sandbox.Limits{Wall: 10 * time.Second})})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -532,7 +553,7 @@ func TestAppleStubPython(t *testing.T) {
 		requireFeature(t, "no Command Line Tools or Xcode python3 on this Mac")
 	}
 	res, err := newTestSandbox(t).Run(context.Background(), sandbox.Spec{Language: "python", Argv: []string{"/usr/bin/python3", "-c", "import ssl, sqlite3; print(6*7)"},
-		Limits: sandbox.Limits{Wall: 30 * time.Second, AddressSpace: 2 << 30}})
+		Limits: filled(sandbox.Limits{Wall: 30 * time.Second, AddressSpace: 2 << 30})})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -559,7 +580,7 @@ func TestRosettaInterpreter(t *testing.T) {
 		requireFeature(t, "no x86_64-only python3 or node under /usr/local (Intel Homebrew)")
 	}
 	res, err := newTestSandbox(t).Run(context.Background(), sandbox.Spec{Language: "x86", Argv: []string{interp, "--version"},
-		Limits: sandbox.Limits{Wall: 60 * time.Second, AddressSpace: 4 << 30}})
+		Limits: filled(sandbox.Limits{Wall: 60 * time.Second, AddressSpace: 4 << 30})})
 	if err != nil {
 		t.Fatal(err)
 	}

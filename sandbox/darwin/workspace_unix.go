@@ -15,6 +15,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"strings"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -22,14 +23,9 @@ import (
 	"github.com/airlock-mcp/airlock/sandbox"
 )
 
-// Artifact floors for a zero ArtifactLimits field (policy normally fills them).
-const (
-	floorArtifactFiles = 16
-	floorArtifactFile  = 1 << 20
-	floorArtifactTotal = 4 << 20
-	// maxWalk bounds the directory walk: hostile code can leave millions of entries.
-	maxWalk = 10000
-)
+// pathMax is the longest relative path the walker lists, as the Linux walker's
+// PATH_MAX buffer bounds it.
+const pathMax = 4096
 
 // maxSocketPath is the longest unix socket path macOS accepts (sun_path is 104 bytes,
 // NUL included).
@@ -164,10 +160,12 @@ func writeNew(root *os.Root, name string, data []byte, perm fs.FileMode) error {
 	return nil
 }
 
-// artifacts returns the regular files under outDir. Everything in the workspace was
-// written by hostile code: a symlink, FIFO, device or hard link (nlink > 1: it could be a
-// second name of a host file) is listed as skipped, never opened or followed. The type is
-// checked by lstat and again by fstat on the O_NOFOLLOW|O_NONBLOCK descriptor.
+// artifacts returns the regular files under outDir, decided by the rules every OS
+// shares (sandbox/artifacts.go), so a client gets the same list and the same reasons
+// here as from the Linux walker. Everything in the workspace was written by hostile
+// code: a symlink, FIFO, device or hard link (nlink > 1: it could be a second name of a
+// host file) is listed as skipped, never opened or followed. The type is checked by
+// lstat and again by fstat on the O_NOFOLLOW|O_NONBLOCK descriptor.
 func (ws *workspace) artifacts(outDir string, lim sandbox.ArtifactLimits) ([]sandbox.Artifact, error) {
 	if outDir == "" {
 		return nil, nil
@@ -176,7 +174,6 @@ func (ws *workspace) artifacts(outDir string, lim sandbox.ArtifactLimits) ([]san
 	if err != nil {
 		return nil, err
 	}
-	lim = artifactFloors(lim)
 	root, err := os.OpenRoot(ws.dir)
 	if err != nil {
 		return nil, fmt.Errorf("open workspace: %w", err)
@@ -186,86 +183,107 @@ func (ws *workspace) artifacts(outDir string, lim sandbox.ArtifactLimits) ([]san
 		// Removed or replaced by a symlink or file: there is nothing trustworthy to return.
 		return nil, nil
 	}
-	var out []sandbox.Artifact
-	var total int64
+	w := &walker{root: root, lim: lim.WithFloors()}
+	top := filepath.ToSlash(local)
 	visited := 0
-	err = fs.WalkDir(root.FS(), filepath.ToSlash(local), func(p string, d fs.DirEntry, err error) error {
+	err = fs.WalkDir(root.FS(), top, func(p string, d fs.DirEntry, err error) error {
 		visited++
-		if visited > maxWalk {
+		if visited > sandbox.MaxArtifactWalk {
 			return fs.SkipAll
 		}
-		if err != nil || d.IsDir() {
+		if err != nil || p == top {
 			return nil // an unreadable subdirectory costs only its own files
 		}
-		rel, _ := filepath.Rel(local, filepath.FromSlash(p))
-		a := sandbox.Artifact{Path: filepath.ToSlash(rel)}
-		if len(out) >= lim.MaxFiles {
-			a.Skipped = "over max_files"
-			out = append(out, a)
-			return fs.SkipAll
+		rel := strings.TrimPrefix(p, top+"/")
+		switch {
+		case len(rel) >= pathMax:
+			w.skip(d.Name(), 0, sandbox.SkipPathTooLong)
+		case d.IsDir():
+			if strings.Count(rel, "/")+1 >= sandbox.MaxArtifactDepth {
+				w.skip(rel, 0, sandbox.SkipTooDeep)
+				return fs.SkipDir
+			}
+		case d.Type()&fs.ModeSymlink != 0:
+			w.skip(rel, 0, sandbox.SkipSymlink)
+		case !d.Type().IsRegular():
+			w.skip(rel, 0, sandbox.SkipNotRegular)
+		default:
+			w.file(filepath.FromSlash(p), rel, d)
 		}
-		a.Size, a.SHA256, a.Data, a.Skipped = readArtifact(root, filepath.FromSlash(p), d, lim.MaxFileBytes, lim.MaxTotal-total)
-		total += int64(len(a.Data))
-		out = append(out, a)
 		return nil
 	})
-	if err != nil {
-		return out, fmt.Errorf("walk output dir: %w", err)
+	if w.unlisted > 0 {
+		w.out = append(w.out, sandbox.UnlistedArtifact(w.unlisted))
 	}
-	return out, nil
+	if err != nil {
+		return w.out, fmt.Errorf("walk output dir: %w", err)
+	}
+	return w.out, nil
 }
 
-func artifactFloors(lim sandbox.ArtifactLimits) sandbox.ArtifactLimits {
-	if lim.MaxFiles <= 0 {
-		lim.MaxFiles = floorArtifactFiles
-	}
-	if lim.MaxFileBytes <= 0 {
-		lim.MaxFileBytes = floorArtifactFile
-	}
-	if lim.MaxTotal <= 0 {
-		lim.MaxTotal = floorArtifactTotal
-	}
-	return lim
+// walker is one walk of the output directory: what it listed and returned so far.
+type walker struct {
+	root     *os.Root
+	lim      sandbox.ArtifactLimits
+	out      []sandbox.Artifact
+	returned int
+	total    int64
+	unlisted int
 }
 
-func readArtifact(root *os.Root, name string, d fs.DirEntry, maxFile, room int64) (size int64, sum string, data []byte, skipped string) {
-	if d.Type()&fs.ModeSymlink != 0 {
-		return 0, "", nil, "symlink"
+// full reports whether the list is at MaxArtifactEntries, counting the entry left out.
+func (w *walker) full() bool {
+	if len(w.out) < sandbox.MaxArtifactEntries {
+		return false
 	}
-	if !d.Type().IsRegular() {
-		return 0, "", nil, "not a regular file"
+	w.unlisted++
+	return true
+}
+
+func (w *walker) skip(rel string, size int64, why sandbox.Skip) {
+	if !w.full() {
+		w.out = append(w.out, sandbox.Artifact{Path: rel, Size: size, Skipped: why.Reason()})
 	}
-	f, err := root.OpenFile(name, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+}
+
+// file decides about one regular file from its lstat, then reads it through a
+// descriptor that must still be that file.
+func (w *walker) file(name, rel string, d fs.DirEntry) {
+	if w.full() {
+		return
+	}
+	fi, err := d.Info()
 	if err != nil {
-		return 0, "", nil, "cannot open"
+		return // gone since the directory was read
+	}
+	size, links := fi.Size(), uint64(2) // without a link count, as a hard link
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		links = uint64(st.Nlink)
+	}
+	if why := w.lim.Check(w.returned, w.total, size, links); why != sandbox.SkipNone {
+		w.skip(rel, size, why)
+		return
+	}
+	f, err := w.root.OpenFile(name, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		w.skip(rel, size, sandbox.SkipUnreadable)
+		return
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return 0, "", nil, "cannot stat"
+	if fi2, err := f.Stat(); err != nil || !os.SameFile(fi, fi2) || !fi2.Mode().IsRegular() {
+		w.skip(rel, size, sandbox.SkipChanged)
+		return
 	}
-	size = fi.Size()
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	switch {
-	case !fi.Mode().IsRegular():
-		return size, "", nil, "not a regular file"
-	case !ok || uint64(st.Nlink) != 1:
-		return size, "", nil, "hard link"
-	case size > maxFile:
-		return size, "", nil, "over max_file_bytes"
-	case size > room:
-		return size, "", nil, "over max_total"
+	// One byte past the size: a file that grew since the lstat is not the file decided on.
+	data, err := io.ReadAll(io.LimitReader(f, size+1))
+	if err != nil || int64(len(data)) != size {
+		w.skip(rel, size, sandbox.SkipChanged)
+		return
 	}
-	// The file is read up to the cap even if it grows meanwhile.
-	data, err = io.ReadAll(io.LimitReader(f, min(maxFile, room)+1))
-	if err != nil {
-		return size, "", nil, "read failed"
-	}
-	if int64(len(data)) > min(maxFile, room) {
-		return int64(len(data)), "", nil, "grew past the cap while read"
-	}
+	w.returned++
+	w.total += size
 	h := sha256.Sum256(data)
-	return int64(len(data)), hex.EncodeToString(h[:]), data, ""
+	w.out = append(w.out, sandbox.Artifact{Path: rel, Size: size, SHA256: hex.EncodeToString(h[:]), Data: data})
 }
 
 // remove deletes the workspace. Hostile code may have made directories unwritable or

@@ -87,7 +87,7 @@ func TestArtifacts(t *testing.T) {
 	if a := got["plot.png"]; string(a.Data) != "png" || a.Skipped != "" || len(a.SHA256) != 64 {
 		t.Errorf("plot.png = %+v", a)
 	}
-	for name, reason := range map[string]string{"sub/big.bin": "over max_file_bytes", "link": "symlink", "hard": "hard link", "fifo": "not a regular file"} {
+	for name, reason := range map[string]string{"sub/big.bin": "file too large", "link": "symlink", "hard": "hard link", "fifo": "not a regular file"} {
 		if a, ok := got[name]; !ok || a.Skipped != reason || a.Data != nil {
 			t.Errorf("%s = %+v, want skipped %q", name, a, reason)
 		}
@@ -122,8 +122,17 @@ func TestArtifactCaps(t *testing.T) {
 			total += len(a.Data)
 		}
 	}
-	if kept != 2 || total > 25 || len(arts) != 4 || arts[2].Skipped != "over max_total" || arts[3].Skipped != "over max_files" {
+	// The reasons are the ones every OS gives (sandbox/artifacts.go): c and d would both
+	// take the total past 25.
+	if kept != 2 || total > 25 || len(arts) != 4 || arts[2].Skipped != "total size cap reached" || arts[3].Skipped != "total size cap reached" {
 		t.Errorf("caps not applied: %+v", arts)
+	}
+	arts, err = ws.artifacts("out", sandbox.ArtifactLimits{MaxFiles: 1, MaxFileBytes: 10, MaxTotal: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(arts) != 4 || arts[0].Data == nil || arts[1].Skipped != "too many files" || arts[3].Skipped != "too many files" {
+		t.Errorf("max_files not applied: %+v", arts)
 	}
 }
 

@@ -9,7 +9,7 @@ import (
 )
 
 // A program that leaves thousands of files in out/ gets a bounded list back: the
-// returned files, then skipped entries up to maxArtifactEntries, then one entry counting
+// returned files, then skipped entries up to sandbox.MaxArtifactEntries, then one entry counting
 // the rest. The result must not grow with what the program wrote.
 func TestArtifactListIsBounded(t *testing.T) {
 	recordTier(t)
@@ -18,12 +18,12 @@ func TestArtifactListIsBounded(t *testing.T) {
 	spec := pySpec("for i in range(5000): open('out/f%05d' % i, 'w').write('x')", newMarker())
 	spec.OutDir = "out"
 	spec.Artifacts = sandbox.ArtifactLimits{MaxFiles: 5, MaxFileBytes: 1 << 20, MaxTotal: 1 << 20}
-	res, err := s.Run(context.Background(), spec)
+	res, err := s.Run(context.Background(), withDefaults(spec))
 	if err != nil || res.Status != sandbox.StatusOK {
 		t.Fatalf("%v %s %s", err, res.Status, brief(res))
 	}
-	if len(res.Artifacts) != maxArtifactEntries+1 {
-		t.Fatalf("%d artifacts listed, want %d plus one summary", len(res.Artifacts), maxArtifactEntries)
+	if len(res.Artifacts) != sandbox.MaxArtifactEntries+1 {
+		t.Fatalf("%d artifacts listed, want %d plus one summary", len(res.Artifacts), sandbox.MaxArtifactEntries)
 	}
 	returned := 0
 	for _, a := range res.Artifacts {

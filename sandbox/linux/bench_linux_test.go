@@ -41,7 +41,7 @@ func BenchmarkRootPlan(b *testing.B) {
 func BenchmarkSetupOnly(b *testing.B) {
 	s := benchSandbox(b)
 	for b.Loop() {
-		if _, err := s.selfTest(context.Background()); err != nil {
+		if _, err := s.selfTest(context.Background(), nil); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -51,7 +51,7 @@ func BenchmarkSetupOnly(b *testing.B) {
 func BenchmarkColdRunTrue(b *testing.B) {
 	s := benchSandbox(b)
 	for b.Loop() {
-		res, err := s.Run(context.Background(), sandbox.Spec{Argv: []string{"/usr/bin/true"}})
+		res, err := s.Run(context.Background(), withDefaults(sandbox.Spec{Argv: []string{"/usr/bin/true"}}))
 		if err != nil || res.Status != sandbox.StatusOK {
 			b.Fatal(err, res.Status, res.Detail)
 		}
@@ -72,7 +72,7 @@ func BenchmarkPooledRunTrue(b *testing.B) {
 			time.Sleep(time.Millisecond)
 		}
 		b.StartTimer()
-		res, err := s.Run(context.Background(), tmpl)
+		res, err := s.Run(context.Background(), withDefaults(tmpl))
 		if err != nil || res.Status != sandbox.StatusOK {
 			b.Fatal(err, res.Status, res.Detail)
 		}

@@ -33,6 +33,7 @@ type cgroups struct {
 	v2      string            // our base dir in the unified hierarchy
 	reason  string            // why cgroups are not used (version 0)
 	ctrls   []string          // controllers in use, for the report
+	created []string          // base dirs this process made, removed at Close if empty
 }
 
 // detectCgroups finds a hierarchy airlock may create cgroups in: a delegated cgroup v2
@@ -151,11 +152,15 @@ func setupV1(dirs map[string]string) (*cgroups, error) {
 			continue
 		}
 		base := filepath.Join(dir, cgroupDir)
-		if err := usableBase(base); err != nil {
+		made, err := usableBase(base)
+		if err != nil {
 			if c == "memory" || c == "pids" {
 				return nil, err
 			}
 			continue
+		}
+		if made {
+			cg.created = append(cg.created, base)
 		}
 		cg.v1[c] = base
 		cg.ctrls = append(cg.ctrls, c)
@@ -166,17 +171,18 @@ func setupV1(dirs map[string]string) (*cgroups, error) {
 // usableBase creates airlock's base cgroup dir, or accepts one left by an earlier server
 // only if this one may create cgroups in it: a root of a user namespace whose host uid is
 // not the dir's owner (unshare -r, rootless podman) finds it but cannot.
-func usableBase(base string) error {
+// made says this process created it.
+func usableBase(base string) (made bool, err error) {
 	if err := os.Mkdir(base, 0o755); err == nil {
-		return nil
+		return true, nil
 	} else if !errors.Is(err, os.ErrExist) {
-		return fmt.Errorf("create %s: %w", base, err)
+		return false, fmt.Errorf("create %s: %w", base, err)
 	}
 	trial := filepath.Join(base, fmt.Sprintf("%d-probe", os.Getpid()))
 	if err := os.Mkdir(trial, 0o755); err != nil {
-		return fmt.Errorf("create a cgroup in %s: %w", base, err)
+		return false, fmt.Errorf("create a cgroup in %s: %w", base, err)
 	}
-	return os.Remove(trial)
+	return false, os.Remove(trial)
 }
 
 func setupV2(dir string) (*cgroups, error) {
@@ -189,7 +195,8 @@ func setupV2(dir string) (*cgroups, error) {
 		return nil, fmt.Errorf("memory and pids controllers not delegated to %s (have %q)", dir, have)
 	}
 	base := filepath.Join(dir, cgroupDir)
-	if err := usableBase(base); err != nil {
+	made, err := usableBase(base)
+	if err != nil {
 		return nil, err
 	}
 	want := []string{"memory", "pids"}
@@ -214,7 +221,11 @@ func setupV2(dir string) (*cgroups, error) {
 	if err := enableV2(base, want); err != nil {
 		return nil, err
 	}
-	return &cgroups{version: 2, v2: base, ctrls: want}, nil
+	cg := &cgroups{version: 2, v2: base, ctrls: want}
+	if made {
+		cg.created = []string{base}
+	}
+	return cg, nil
 }
 
 func enableV2(dir string, ctrls []string) error {
@@ -267,7 +278,7 @@ func (m *cgroups) create(id string, l sandbox.Limits) (*cgroup, error) {
 		cg.dirs = map[string]string{}
 		for c, base := range m.v1 {
 			d := filepath.Join(base, name)
-			if err := os.Mkdir(d, 0o755); err != nil {
+			if err := m.makeIn(base, d); err != nil {
 				_ = cg.destroy()
 				return nil, fmt.Errorf("create cgroup %s: %w", d, err)
 			}
@@ -294,19 +305,25 @@ func (m *cgroups) create(id string, l sandbox.Limits) (*cgroup, error) {
 		}
 	case 2:
 		cg.dir = filepath.Join(m.v2, name)
-		if err := os.Mkdir(cg.dir, 0o755); err != nil {
+		if err := m.makeIn(m.v2, cg.dir); err != nil {
 			return nil, fmt.Errorf("create cgroup %s: %w", cg.dir, err)
 		}
-		sets := []struct{ file, val string }{
-			{"memory.max", mem},
-			{"memory.swap.max", "0"},
-			{"memory.oom.group", "1"},
-			{"pids.max", pids},
-			{"cpu.max", "100000 100000"},
+		// memory.max and pids.max exist wherever their controllers are enabled, which
+		// setupV2 checked: one missing is a base made again without them (makeIn), never
+		// a sandbox without limits. The others depend on swap accounting and cpu.
+		sets := []struct {
+			file, val string
+			required  bool
+		}{
+			{"memory.max", mem, true},
+			{"memory.swap.max", "0", false},
+			{"memory.oom.group", "1", false},
+			{"pids.max", pids, true},
+			{"cpu.max", "100000 100000", false},
 		}
 		for _, s := range sets {
 			err := os.WriteFile(filepath.Join(cg.dir, s.file), []byte(s.val), 0)
-			if err != nil && !errors.Is(err, os.ErrNotExist) {
+			if err != nil && (s.required || !errors.Is(err, os.ErrNotExist)) {
 				_ = cg.destroy()
 				return nil, fmt.Errorf("set %s=%s: %w", s.file, s.val, err)
 			}

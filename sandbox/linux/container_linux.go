@@ -20,7 +20,7 @@ import (
 //	clone3, user ns       Docker's seccomp profile                 refuses: settings per engine
 //	kill-process action   gVisor                                   kills the thread (seccomp)
 //	setgroups             a user namespace with one id mapped      refuses: /etc/subuid
-//	a /usr bind           a file bound under /usr (locked mounts)  binds the tree (init_linux.c)
+//	a /usr bind           a file bound under /usr (locked mounts)  binds the tree (root_linux.c)
 //
 // Each substitute is found by the startup self-test, logged, and reported by probe.
 

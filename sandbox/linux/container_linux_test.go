@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/airlock-mcp/airlock/internal/sandboxtest"
 	"github.com/airlock-mcp/airlock/sandbox"
 )
 
@@ -191,7 +192,7 @@ func TestSingleUIDNamespace(t *testing.T) {
 	out, _ := cmd.CombinedOutput()
 	_, result, ok := strings.Cut(string(out), "SINGLE-UID-RESULT ")
 	if !ok {
-		requireSandbox(t, fmt.Errorf("%w: no single-uid user namespace here: %s", sandbox.ErrUnavailable, out))
+		sandboxtest.Require(t, fmt.Errorf("%w: no single-uid user namespace here: %s", sandbox.ErrUnavailable, out))
 	}
 	result, _, _ = strings.Cut(result, "\n")
 	for _, w := range []string{"setgroups", "/etc/subuid", "newuidmap"} {

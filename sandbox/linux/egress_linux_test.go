@@ -28,6 +28,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/airlock-mcp/airlock/internal/sandboxtest"
 	"github.com/airlock-mcp/airlock/sandbox"
 )
 
@@ -79,7 +80,7 @@ func egressSandbox(t *testing.T) *Sandbox {
 			egressInst.resolver = egressDNS
 		}
 	})
-	requireSandbox(t, egressErr)
+	sandboxtest.Require(t, egressErr)
 	return egressInst
 }
 
@@ -258,7 +259,7 @@ func TestEgressAllowlist(t *testing.T) {
 		Network: sandbox.NetworkAllowlist, Egress: e.egress(maxBytes),
 		Limits: sandbox.Limits{Wall: 60 * time.Second},
 	}
-	res, err := sb.Run(context.Background(), spec)
+	res, err := sb.Run(context.Background(), withDefaults(spec))
 	if err != nil {
 		t.Fatalf("Run: %v", err)
 	}
@@ -360,7 +361,7 @@ func TestEgressPipAndNode(t *testing.T) {
 		Limits: sandbox.Limits{Wall: 60 * time.Second, Memory: 512 << 20},
 		OutDir: "dl", Artifacts: sandbox.ArtifactLimits{MaxFiles: 4, MaxFileBytes: 1 << 20, MaxTotal: 1 << 20},
 	}
-	res, err := sb.Run(context.Background(), pip)
+	res, err := sb.Run(context.Background(), withDefaults(pip))
 	if err != nil || res.Status != sandbox.StatusOK {
 		t.Fatalf("pip download: %v %s", err, brief(res))
 	}
@@ -395,7 +396,7 @@ req.end();
 		Files:   []sandbox.File{{Path: "ca.pem", Data: e.caPEM}},
 		Network: sandbox.NetworkAllowlist, Egress: e.egress(8 << 20),
 		Limits: sandbox.Limits{Wall: 60 * time.Second, Memory: 1 << 30, AddressSpace: 16 << 30}}
-	res, err = sb.Run(context.Background(), ns)
+	res, err = sb.Run(context.Background(), withDefaults(ns))
 	if err != nil || res.Status != sandbox.StatusOK {
 		t.Fatalf("node: %v %s", err, brief(res))
 	}
@@ -436,8 +437,8 @@ func TestEgressTwoCallsInFlight(t *testing.T) {
 			if i%2 == 1 {
 				eg = narrow
 			}
-			res, err := sb.Run(context.Background(), sandbox.Spec{Argv: []string{python, "-I", "-S", "main.py", u},
-				Code: []byte(fetchProgram), CodeFile: "main.py", Network: sandbox.NetworkAllowlist, Egress: eg})
+			res, err := sb.Run(context.Background(), withDefaults(sandbox.Spec{Argv: []string{python, "-I", "-S", "main.py", u},
+				Code: []byte(fetchProgram), CodeFile: "main.py", Network: sandbox.NetworkAllowlist, Egress: eg}))
 			if err != nil {
 				t.Errorf("run %d: %v", i, err)
 			}
@@ -461,7 +462,7 @@ func TestEgressTwoCallsInFlight(t *testing.T) {
 func TestEgressWarmPool(t *testing.T) {
 	egressSandbox(t)
 	sb, err := New(sandbox.Options{})
-	requireSandbox(t, err)
+	sandboxtest.Require(t, err)
 	defer sb.Close()
 	sb.resolver = egressDNS
 	e := newEgressServers(t)
@@ -482,7 +483,7 @@ func TestEgressWarmPool(t *testing.T) {
 		spec.Argv = append(slices.Clone(tmpl.Argv), "main.py", fmt.Sprintf("http://allowed.test:%d/", e.port(e.plain)))
 		spec.Code, spec.Egress = []byte(fetchProgram), tc.eg
 		before := sb.PoolStats().Hits
-		res, err := sb.Run(context.Background(), spec)
+		res, err := sb.Run(context.Background(), withDefaults(spec))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -541,10 +542,10 @@ func TestEgressFloodFromOneCall(t *testing.T) {
 	sb := egressSandbox(t)
 	e := newEgressServers(t)
 	before := runtime.NumGoroutine()
-	res, err := sb.Run(context.Background(), sandbox.Spec{
+	res, err := sb.Run(context.Background(), withDefaults(sandbox.Spec{
 		Argv: []string{python, "-I", "-S", "main.py", fmt.Sprintf("http://allowed.test:%d/", e.port(e.plain))},
 		Code: []byte(floodProgram), CodeFile: "main.py", Network: sandbox.NetworkAllowlist, Egress: e.egress(1 << 20),
-		Limits: sandbox.Limits{Wall: 60 * time.Second}})
+		Limits: sandbox.Limits{Wall: 60 * time.Second}}))
 	if err != nil || res.Status != sandbox.StatusOK {
 		t.Fatalf("flood: %v %s", err, brief(res))
 	}

@@ -69,9 +69,9 @@ func TestEgressSocketsInAllowlist(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			res, err := sb.Run(context.Background(), sandbox.Spec{Argv: []string{python, "-I", "-S", "main.py", mode},
+			res, err := sb.Run(context.Background(), withDefaults(sandbox.Spec{Argv: []string{python, "-I", "-S", "main.py", mode},
 				Code: []byte(socketsProgram), CodeFile: "main.py", Network: sandbox.NetworkAllowlist, Egress: e.egress(1 << 20),
-				Limits: sandbox.Limits{Wall: 30 * time.Second}})
+				Limits: sandbox.Limits{Wall: 30 * time.Second}}))
 			if err != nil {
 				t.Errorf("%s: %v", mode, err)
 				return

@@ -124,7 +124,7 @@ func TestHostFilesUnreachable(t *testing.T) {
 	}
 	if mountPoint(t, self) && !inLandlockTier() {
 		// A file a container engine bound under /usr comes along with /usr, covered
-		// (init_linux.c, cover_submounts): there, but nothing can be read from it.
+		// (root_linux.c, cover_submounts): there, but nothing can be read from it.
 		want[self] = "EACCES"
 	}
 	for p, v := range got {
@@ -911,7 +911,7 @@ time.sleep(float(sys.argv[2]) if len(sys.argv) > 2 else 0)
 	spec.Argv = append(spec.Argv, "0.6")
 	done := make(chan sandbox.Result, 1)
 	go func() {
-		res, _ := testSandbox(t).Run(t.Context(), spec)
+		res, _ := testSandbox(t).Run(t.Context(), withDefaults(spec))
 		done <- res
 	}()
 	// From the host, while it sleeps: the program runs as the unprivileged host id.

@@ -12,13 +12,11 @@ import (
 
 // A workspace tmpfs that cannot be mounted is a setup failure with its stage and errno,
 // reported as a sandbox_error in which nothing ran; the next sandbox is unaffected.
-// Not parallel: the fault switch is the package's while it is on.
 func TestFaultWorkspaceMount(t *testing.T) {
+	t.Parallel()
 	s := testSandbox(t)
-	faultWorkspaceMount.Store(true)
 	spec := pySpec("print('ran')", newMarker())
-	res, err := s.Run(context.Background(), spec)
-	faultWorkspaceMount.Store(false)
+	res, err := s.runSpec(context.Background(), withDefaults(spec), func(cfg *initConfig) { cfg.faultWorkspaceMount = true })
 
 	var se *SetupError
 	if !errors.As(err, &se) || se.Stage != "mount /workspace" || !errors.Is(err, syscall.EINVAL) {
@@ -30,7 +28,7 @@ func TestFaultWorkspaceMount(t *testing.T) {
 	if !strings.Contains(res.Detail, "mount /workspace") {
 		t.Errorf("detail %q does not name the stage", res.Detail)
 	}
-	res, err = s.Run(context.Background(), pySpec("print('ran')", newMarker()))
+	res, err = s.Run(context.Background(), withDefaults(pySpec("print('ran')", newMarker())))
 	if err != nil || res.Status != sandbox.StatusOK {
 		t.Fatalf("the next run: %v %s %s", err, res.Status, res.Detail)
 	}
@@ -42,7 +40,7 @@ func TestExecFailureIsReported(t *testing.T) {
 	t.Parallel()
 	s := testSandbox(t)
 	for argv0, want := range map[string]syscall.Errno{"/nonexistent": syscall.ENOENT, "/etc/passwd": syscall.EACCES} {
-		res, err := s.Run(context.Background(), sandbox.Spec{Argv: []string{argv0}})
+		res, err := s.Run(context.Background(), withDefaults(sandbox.Spec{Argv: []string{argv0}}))
 		var se *SetupError
 		if !errors.As(err, &se) || se.Stage != "exec "+argv0 || !errors.Is(err, want) {
 			t.Errorf("%s: err = %v, want a setup error at exec %s with %v", argv0, err, argv0, want)

@@ -6,7 +6,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -15,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/airlock-mcp/airlock/internal/sandboxtest"
+	"github.com/airlock-mcp/airlock/policy"
 	"github.com/airlock-mcp/airlock/sandbox"
 )
 
@@ -34,7 +35,7 @@ var (
 func testSandbox(t *testing.T) *Sandbox {
 	t.Helper()
 	sbOnce.Do(func() { sbInst, sbErr = New(sandbox.Options{Isolation: testTier()}) })
-	requireSandbox(t, sbErr)
+	sandboxtest.Require(t, sbErr)
 	return sbInst
 }
 
@@ -63,19 +64,6 @@ func notInTier(t *testing.T, why string) {
 
 const notApplicable = "NOT APPLICABLE IN THE LANDLOCK TIER: "
 
-// requireSandbox skips when the kernel truly lacks isolation (sandbox.ErrUnavailable),
-// loudly, and fails instead when AIRLOCK_REQUIRE_SANDBOX=1 or for any other error.
-func requireSandbox(t *testing.T, err error) {
-	t.Helper()
-	if err == nil {
-		return
-	}
-	if errors.Is(err, sandbox.ErrUnavailable) && os.Getenv("AIRLOCK_REQUIRE_SANDBOX") != "1" {
-		t.Skipf("SKIPPING: THIS KERNEL CANNOT BUILD THE SANDBOX, SO NOTHING HERE IS TESTED: %v (set AIRLOCK_REQUIRE_SANDBOX=1 to make this a failure)", err)
-	}
-	t.Fatalf("sandbox unavailable: %v", err)
-}
-
 func randHex(n int) string {
 	b := make([]byte, n)
 	rand.Read(b)
@@ -87,6 +75,35 @@ func randHex(n int) string {
 func newMarker() string { return "airlock-mark-" + randHex(8) }
 
 // pySpec runs code with the real interpreter (isolated, no site) and marker as argv[1].
+// withDefaults gives a test spec what policy gives every call: each zero limit its
+// default (the CPU limit follows the wall clock, as a call's timeout does) and a network
+// mode. The backend refuses a zero limit.
+func withDefaults(spec sandbox.Spec) sandbox.Spec {
+	l, d := &spec.Limits, policy.DefaultBounds().Default
+	if l.Wall <= 0 {
+		l.Wall = d.Wall
+	}
+	if l.CPU <= 0 {
+		l.CPU = l.Wall
+	}
+	fill := func(v *int64, d int64) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	fill(&l.Memory, d.Memory)
+	fill(&l.FileSize, d.FileSize)
+	fill(&l.Workspace, d.Workspace)
+	fill(&l.Output, d.Output)
+	if l.Pids <= 0 {
+		l.Pids = d.Pids
+	}
+	if l.OpenFiles <= 0 {
+		l.OpenFiles = d.OpenFiles
+	}
+	return withDefaultNetwork(spec)
+}
+
 func pySpec(code, marker string) sandbox.Spec {
 	return sandbox.Spec{
 		Argv: []string{python, "-I", "-S", "-c", code, marker},
@@ -107,7 +124,7 @@ func run(t *testing.T, spec sandbox.Spec) sandbox.Result {
 func runCtx(t *testing.T, ctx context.Context, spec sandbox.Spec) sandbox.Result {
 	t.Helper()
 	s := testSandbox(t)
-	res, err := s.Run(ctx, spec)
+	res, err := s.Run(ctx, withDefaults(spec))
 	if err != nil {
 		t.Fatalf("Run: %v (result %+v)", err, brief(res))
 	}

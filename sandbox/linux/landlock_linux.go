@@ -1,5 +1,8 @@
 package linux
 
+// #include "protocol_linux.h"
+import "C"
+
 import (
 	"errors"
 	"fmt"
@@ -29,15 +32,14 @@ import (
 //
 // What it cannot give is in weaker (probe, README "Security").
 
-// Bits of the landlock frame's want field (LL_NET, LL_SCOPE in landlock_linux.h).
+// Bits of the landlock frame's want field (protocol_linux.h).
 const (
-	llNet   = 1
-	llScope = 2
+	llNet   = C.LL_NET
+	llScope = C.LL_SCOPE
 )
 
-// cfgLandlock is CFG_LANDLOCK in landlock_linux.h: a landlock frame follows the cgroup
-// frame.
-const cfgLandlock = 4
+// cfgLandlock: a landlock frame follows the cgroup frame (protocol_linux.h).
+const cfgLandlock = C.CFG_LANDLOCK
 
 // landlockWeaker is what this tier gives up against the namespace tier, each piece as
 // probe lists it: the verdict is degraded, never isolated.

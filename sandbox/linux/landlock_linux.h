@@ -7,14 +7,7 @@
 
 #include <stdint.h>
 
-// Config flag (CFG_LANDLOCK, cfgLandlock in protocol_linux.go): the sandbox is this tier;
-// a landlock frame follows the cgroup frame.
-#define CFG_LANDLOCK 4
-
-// What the landlock frame asks for (llNet, llScope in landlock_linux.go). The file
-// system is always restricted.
-#define LL_NET 1   // deny TCP bind and connect (ABI 4)
-#define LL_SCOPE 2 // scope abstract unix sockets and signals to the sandbox (ABI 6)
+#include "protocol_linux.h" // CFG_LANDLOCK, LL_NET, LL_SCOPE
 
 // ll_plan is the landlock frame: the run's directories and the paths it may use.
 struct ll_plan {

@@ -121,7 +121,7 @@ print(json.dumps(out))
 	s := testSandbox(t)
 	first := make(chan sandbox.Result, 1)
 	go func() {
-		res, _ := s.Run(t.Context(), vspec)
+		res, _ := s.Run(t.Context(), withDefaults(vspec))
 		first <- res
 	}()
 	// The victim prints its facts before it sleeps; the host finds it by its marker.
@@ -386,7 +386,7 @@ func BenchmarkTiers(b *testing.B) {
 					spec = py
 				}
 				start := time.Now()
-				res, err := s.Run(context.Background(), spec)
+				res, err := s.Run(context.Background(), withDefaults(spec))
 				if err != nil || res.Status != sandbox.StatusOK {
 					b.Fatal(tier, kind, err, res.Status, res.Detail)
 				}

@@ -10,7 +10,6 @@ import (
 	"io"
 	"net"
 	"os"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -25,7 +24,7 @@ const (
 	// setupTimeout bounds the time from start to the program running.
 	setupTimeout = 10 * time.Second
 	// floodFactor: output past this many times the per-stream cap kills the run.
-	floodFactor = 16
+	floodFactor = sandbox.OutputCeiling
 	// drainGrace bounds how long Run waits for the output pipes after the init is gone.
 	drainGrace = 2 * time.Second
 	// progressEvery is the interval of Spec.Progress callbacks.
@@ -43,15 +42,14 @@ type launch struct {
 
 	stdout, stderr *sandbox.Capture
 
-	cfgW, stdinW *os.File
-	outR, errR   *os.File
-	waited       chan struct{} // closed when the spawner has exited: the sandbox is gone
-	readyCh      chan struct{} // closed when the init reports "ready" (a preloaded interpreter)
-	startedCh    chan struct{} // closed when the init reports "started"
-	exitCh       chan struct{} // closed when the init reports the program's exit
-	running      bool          // the init was created (and so must be reaped)
-	reportDone   chan struct{}
-	drained      sync.WaitGroup
+	pipes                    // our ends of the spawner's descriptors
+	waited     chan struct{} // closed when the spawner has exited: the sandbox is gone
+	readyCh    chan struct{} // closed when the init reports "ready" (a preloaded interpreter)
+	startedCh  chan struct{} // closed when the init reports "started"
+	exitCh     chan struct{} // closed when the init reports the program's exit
+	running    bool          // the init was created (and so must be reaped)
+	reportDone chan struct{}
+	drained    sync.WaitGroup
 
 	mu      sync.Mutex
 	started time.Time // when the program began running
@@ -104,7 +102,7 @@ func newLaunch(sb *Sandbox, spec sandbox.Spec, cg *cgroup) *launch {
 
 // start creates the init in its namespaces and cgroup and sends it the config; the init
 // builds the sandbox up to the handover (and starts a preloaded interpreter).
-func (l *launch) start(cfg *initConfig) (err error) {
+func (l *launch) start(cfg *initConfig) error {
 	l.applyAS = cfg.RlimitAS
 	cfg.CloneFlags = l.sb.cloneFlags(cfg.Network)
 	cfg.HostUID, cfg.HostGID = l.ids.uid, l.ids.gid
@@ -115,55 +113,9 @@ func (l *launch) start(cfg *initConfig) (err error) {
 		return err
 	}
 	l.rules = cfg.FilterRules
-	var closers []*os.File
-	defer func() {
-		for _, f := range closers {
-			f.Close()
-		}
-	}()
-	pipe := func(what string) (*os.File, *os.File, error) {
-		r, w, err := os.Pipe()
-		if err != nil {
-			return nil, nil, fmt.Errorf("%s pipe: %w", what, err)
-		}
-		return r, w, nil
-	}
-	cfgR, cfgW, err := pipe("config")
-	if err != nil {
+	if l.pipes, err = openPipes(); err != nil {
 		return err
 	}
-	closers = append(closers, cfgR)
-	repR, repW, err := reportPair()
-	if err != nil {
-		cfgW.Close()
-		return err
-	}
-	closers = append(closers, repW)
-	inR, inW, err := pipe("stdin")
-	if err != nil {
-		cfgW.Close()
-		repR.Close()
-		return err
-	}
-	closers = append(closers, inR)
-	outR, outW, err := pipe("stdout")
-	if err != nil {
-		cfgW.Close()
-		repR.Close()
-		inW.Close()
-		return err
-	}
-	closers = append(closers, outW)
-	errR, errW, err := pipe("stderr")
-	if err != nil {
-		cfgW.Close()
-		repR.Close()
-		inW.Close()
-		outR.Close()
-		return err
-	}
-	closers = append(closers, errW)
-	l.cfgW, l.stdinW, l.outR, l.errR = cfgW, inW, outR, errR
 
 	cgroupFD := -1
 	if l.cg != nil && l.cg.fd >= 0 {
@@ -173,26 +125,17 @@ func (l *launch) start(cfg *initConfig) (err error) {
 	// instead of waiting for our next turn. (A bigger one is sent after the spawn: the
 	// write would block until the spawner reads.)
 	early := false
-	if size, err := unix.FcntlInt(cfgW.Fd(), unix.F_GETPIPE_SZ, 0); err == nil && len(frame) <= size {
-		if _, err := cfgW.Write(frame); err == nil {
+	if size, err := unix.FcntlInt(l.cfgW.Fd(), unix.F_GETPIPE_SZ, 0); err == nil && len(frame) <= size {
+		if _, err := l.cfgW.Write(frame); err == nil {
 			early = true
 		}
 	}
-	// The spawner's descriptors, in order: stdin, stdout, stderr, config, report.
-	files := []*os.File{inR, outW, errW, nil, nil}
-	files[configFD], files[reportFD] = cfgR, repW
-	pidfd, err := l.sb.zyg.spawn(files, cgroupFD)
+	pidfd, err := l.sb.zyg.spawn(l.child[:], cgroupFD)
 	// The child's ends belong to the spawner now (or to nobody): only with our copies
 	// closed do the pipes reach EOF when the sandbox is gone.
-	for _, f := range closers {
-		f.Close()
-	}
-	closers = nil
+	l.closeChild()
 	if err != nil {
-		l.closeParentEnds()
-		cfgW.Close()
-		inW.Close()
-		repR.Close()
+		l.Close() // the pipes: every descriptor of this launch
 		return l.sb.startError(err)
 	}
 	l.pidfd = pidfd
@@ -217,10 +160,10 @@ func (l *launch) start(cfg *initConfig) (err error) {
 	// Output readers: the capture keeps the cap, the reader keeps counting, and a flood
 	// past floodFactor × cap ends the run.
 	l.drained.Add(2)
-	go l.pump(outR, l.stdout)
-	go l.pump(errR, l.stderr)
+	go l.pump(l.outR, l.stdout)
+	go l.pump(l.errR, l.stderr)
 	l.reportDone = make(chan struct{})
-	go l.readReports(repR, l.reportDone)
+	go l.readReports(l.repR, l.reportDone)
 
 	fail := func(err error) error {
 		l.kill()
@@ -343,7 +286,58 @@ func (l *launch) finish() {
 }
 
 func (l *launch) closeParentEnds() {
-	for _, f := range []*os.File{l.outR, l.errR} {
+	closeAll(l.outR, l.errR)
+}
+
+// pipes are one sandbox's descriptors: the spawner's ends, which it inherits as its
+// descriptors 0 to 4 (stdin, stdout, stderr, configFD, reportFD), and ours.
+type pipes struct {
+	child        [5]*os.File
+	cfgW, stdinW *os.File // the config and handover frames; the program's stdin
+	outR, errR   *os.File // the program's stdout and stderr
+	repR         *reportConn
+}
+
+// openPipes opens every descriptor of a sandbox, or none.
+func openPipes() (pipes, error) {
+	var p pipes
+	var err error
+	pipe := func(what string, r, w **os.File) {
+		if err == nil {
+			if *r, *w, err = os.Pipe(); err != nil {
+				err = fmt.Errorf("%s pipe: %w", what, err)
+			}
+		}
+	}
+	pipe("config", &p.child[configFD], &p.cfgW)
+	pipe("stdin", &p.child[0], &p.stdinW)
+	pipe("stdout", &p.outR, &p.child[1])
+	pipe("stderr", &p.errR, &p.child[2])
+	if err == nil {
+		p.repR, p.child[reportFD], err = reportPair()
+	}
+	if err != nil {
+		p.Close()
+		return pipes{}, err
+	}
+	return p, nil
+}
+
+// closeChild closes our copies of the spawner's ends, once it has its own.
+func (p *pipes) closeChild() { closeAll(p.child[:]...) }
+
+// Close closes every descriptor, ours and the spawner's, that is still open.
+func (p *pipes) Close() {
+	p.closeChild()
+	closeAll(p.cfgW, p.stdinW, p.outR, p.errR)
+	if p.repR != nil {
+		p.repR.Close()
+	}
+}
+
+// closeAll closes each open file; closing one twice or a nil one is harmless.
+func closeAll(files ...*os.File) {
+	for _, f := range files {
 		if f != nil {
 			f.Close()
 		}
@@ -493,8 +487,8 @@ func (l *launch) readReports(r *reportConn, done chan<- struct{}) {
 	}
 }
 
-// result maps what happened to a Result. The order of the checks is the order of
-// precedence: a kill by the supervisor explains everything after it.
+// result maps what happened to a Result: the measurements here, the status by
+// sandbox.Classify.
 func (l *launch) result(res sandbox.Result) sandbox.Result {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -520,87 +514,35 @@ func (l *launch) result(res sandbox.Result) sandbox.Result {
 	res.Artifacts = l.arts
 	res.Network = l.netUse
 
-	switch {
-	case l.setup != nil:
-		res.Status = sandbox.StatusSandboxError
-		res.Detail = l.setup.Error()
-		return res
-	case l.killed != "":
-		res.Status = l.killed
-		res.Detail = l.detail
-		if cs.OOMKills > 0 && l.killed == sandbox.StatusSandboxError {
-			res.Status = sandbox.StatusMemoryLimit
+	o := l.outcome(cs, res)
+	res.Status, res.Detail = sandbox.Classify(o, l.spec.Limits)
+	if o.Own() {
+		if o.Exited {
+			res.ExitCode = o.Code
+		} else {
+			res.ExitCode, res.Signal = -1, o.Signal
 		}
-		return res
-	case l.exit == nil:
-		res.Status = sandbox.StatusSandboxError
-		res.Detail = "sandbox init ended without a report"
-		if cs.OOMKills > 0 {
-			res.Status = sandbox.StatusMemoryLimit
-			res.Detail = fmt.Sprintf("the sandbox ran out of memory (limit %d bytes)", l.spec.Limits.Memory)
-		} else if cs.PidsMaxHit > 0 {
-			res.Status = sandbox.StatusKilled
-			res.Detail = fmt.Sprintf("the sandbox ended at its process limit (%d)", l.spec.Limits.Pids)
-		}
-		return res
-	}
-	ex := l.exit
-	if ex.Exited {
-		res.ExitCode = ex.Code
-		res.Status = sandbox.StatusOK
-		if ex.Code != 0 {
-			res.Status = sandbox.StatusError
-			res.Detail = fmt.Sprintf("exited with code %d", ex.Code)
-			if l.cg == nil && looksLikeOOM(res.Stderr) {
-				res.Status = sandbox.StatusMemoryLimit
-				res.Detail = fmt.Sprintf("ran out of memory (address-space limit %d bytes)", l.spec.Limits.Memory)
-			}
-		}
-		if cs.PidsMaxHit > 0 && res.Status != sandbox.StatusOK {
-			res.Detail += fmt.Sprintf("; the process limit (%d) was reached", l.spec.Limits.Pids)
-		}
-		return res
-	}
-	sig := syscall.Signal(ex.Signal)
-	res.Signal = unix.SignalName(sig)
-	res.ExitCode = -1
-	switch {
-	case cs.OOMKills > 0 && sig == syscall.SIGKILL:
-		res.Status = sandbox.StatusMemoryLimit
-		res.Detail = fmt.Sprintf("killed at the memory limit of %d bytes", l.spec.Limits.Memory)
-	case sig == syscall.SIGXCPU || (sig == syscall.SIGKILL && res.CPU >= l.spec.Limits.CPU):
-		res.Status = sandbox.StatusTimeout
-		res.Detail = fmt.Sprintf("killed at the CPU-time limit of %s", l.spec.Limits.CPU)
-	case sig == syscall.SIGXFSZ:
-		res.Status = sandbox.StatusKilled
-		res.Detail = fmt.Sprintf("killed for writing a file larger than %d bytes", l.spec.Limits.FileSize)
-	case sig == syscall.SIGSYS:
-		res.Status = sandbox.StatusKilled
-		res.Detail = "killed by the seccomp filter (a syscall from a foreign architecture)"
-	case sig == syscall.SIGABRT && looksLikeOOM(res.Stderr):
-		res.Status = sandbox.StatusMemoryLimit
-		res.Detail = fmt.Sprintf("aborted when out of memory (limit %d bytes)", l.spec.Limits.Memory)
-	default:
-		res.Status = sandbox.StatusKilled
-		res.Detail = "killed by " + res.Signal
 	}
 	return res
 }
 
-// looksLikeOOM recognises interpreters' own out-of-memory messages, for the rlimit-only
-// fallback where no cgroup counts OOM kills. A program can fake it, but only about itself.
-func looksLikeOOM(s sandbox.Stream) bool {
-	tail := s.Tail
-	if len(tail) == 0 {
-		tail = s.Head
+// outcome is what the launch saw of the run's end, for sandbox.Classify. The caller
+// holds l.mu.
+func (l *launch) outcome(cs cgroupStats, res sandbox.Result) sandbox.Outcome {
+	o := sandbox.Outcome{
+		Stopped: l.killed, StopDetail: l.detail,
+		CPU: res.CPU, Stderr: res.Stderr,
+		OOMKills: cs.OOMKills, PidsMaxHit: cs.PidsMaxHit,
+		RlimitMemory: l.cg == nil, Seccomp: l.rules > 0,
 	}
-	if len(tail) > 4096 {
-		tail = tail[len(tail)-4096:]
+	if l.setup != nil {
+		o.Setup = l.setup.Error()
 	}
-	for _, m := range []string{"MemoryError", "heap out of memory", "Cannot allocate memory", "std::bad_alloc"} {
-		if strings.Contains(string(tail), m) {
-			return true
+	if ex := l.exit; ex != nil {
+		o.Ended, o.Exited, o.Code = true, ex.Exited, ex.Code
+		if !ex.Exited {
+			o.Signal = unix.SignalName(syscall.Signal(ex.Signal))
 		}
 	}
-	return false
+	return o
 }

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/airlock-mcp/airlock/internal/sandboxtest"
 	"github.com/airlock-mcp/airlock/sandbox"
 )
 
@@ -177,7 +178,7 @@ func TestNoLeftovers(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for spec := range work {
-				res, err := s.Run(t.Context(), spec)
+				res, err := s.Run(t.Context(), withDefaults(spec))
 				bad := res.Status == sandbox.StatusSandboxError && spec.Argv[0] != "/nonexistent"
 				if (err != nil && spec.Argv[0] != "/nonexistent") || bad {
 					errs <- spec.Argv[0] + ": " + brief(res)
@@ -381,7 +382,7 @@ func runAsNobody(t *testing.T, name, run string, extra ...string) {
 	err = cmd.Run()
 	t.Logf("%s as nobody took %s", name, time.Since(start))
 	if bytes.Contains(out.Bytes(), []byte("SKIPPING: THIS KERNEL")) {
-		requireSandbox(t, fmt.Errorf("%w: not for an unprivileged user on this host:\n%s", sandbox.ErrUnavailable, out.Bytes()))
+		sandboxtest.Require(t, fmt.Errorf("%w: not for an unprivileged user on this host:\n%s", sandbox.ErrUnavailable, out.Bytes()))
 	}
 	if err != nil || !bytes.Contains(out.Bytes(), []byte("\nPASS\n")) {
 		t.Fatalf("%s fails as an unprivileged user (%v):\n%s", name, err, out.Bytes())

@@ -8,7 +8,7 @@ import (
 )
 
 // The test binary is its own sandbox spawner and init: re-executed with the init's
-// argv[0], its C constructor (sandbox/linux/init_linux.c) runs them before the Go runtime
+// argv[0], its C constructor (sandbox/linux/zygote_linux.c) runs them before the Go runtime
 // starts, so the tests never run there. sandbox.Init dispatches the roles other backends
 // register.
 func TestMain(m *testing.M) {

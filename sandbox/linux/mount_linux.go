@@ -1,12 +1,14 @@
 package linux
 
+// #include "protocol_linux.h"
+import "C"
+
 import (
 	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 
@@ -57,26 +59,22 @@ const (
 	wsInodes   = 65536
 )
 
-// faultWorkspaceMount makes the plan's workspace tmpfs mount fail. Only this package's
-// tests set it.
-var faultWorkspaceMount atomic.Bool
-
-// mountKind says what one step of the root plan does.
+// mountKind says what one step of the root plan does: OP_* in protocol_linux.h.
 type mountKind int
 
 const (
-	opDir     mountKind = iota // mkdir Target
-	opSymlink                  // symlink Link -> Target
-	opBindRO                   // bind Source read-only at Target (a dir or file mount point)
-	opTmpfs                    // tmpfs at Target with Data options
-	opProc                     // fresh proc at Target
-	opCopy                     // copy host file Source to Target (or write Content), before pivot_root
-	opBindDev                  // bind a host device node at Target, usable (not nodev, not read-only)
-	opMask                     // hide an existing Target: Source (/dev/null) over a file, an empty read-only tmpfs over a directory
+	opDir     mountKind = C.OP_DIR      // mkdir Target
+	opSymlink mountKind = C.OP_SYMLINK  // symlink Link -> Target
+	opBindRO  mountKind = C.OP_BIND_RO  // bind Source read-only at Target (a dir or file mount point)
+	opTmpfs   mountKind = C.OP_TMPFS    // tmpfs at Target with Data options
+	opProc    mountKind = C.OP_PROC     // fresh proc at Target
+	opCopy    mountKind = C.OP_COPY     // copy host file Source to Target (or write Content), before pivot_root
+	opBindDev mountKind = C.OP_BIND_DEV // bind a host device node at Target, usable (not nodev, not read-only)
+	opMask    mountKind = C.OP_MASK     // hide an existing Target: Source (/dev/null) over a file, an empty read-only tmpfs over a directory
 )
 
 // mountOp is one step of the root plan. Targets are absolute paths inside the sandbox.
-// The init (init_linux.c) executes the plan: the first step is the root tmpfs, which it
+// The init (root_linux.c) executes the plan: the first step is the root tmpfs, which it
 // mounts over /tmp of its private mount namespace before pivot_root (the host's /tmp is
 // neither changed nor visible afterwards).
 type mountOp struct {
@@ -196,19 +194,12 @@ func rootPlan(cfg *initConfig, host hostFS) []mountOp {
 			Data: fmt.Sprintf("mode=1777,size=%d,nr_inodes=4096", tmpSize)},
 		mountOp{Kind: opTmpfs, Target: "/workspace", Flags: nosuidNodev,
 			Data: fmt.Sprintf("mode=0755,size=%d,nr_inodes=%d,uid=%d,gid=%d",
-				workspaceSize(cfg.Limits.Workspace), wsInodes, sandboxUID, sandboxGID)},
+				cfg.Limits.Workspace, wsInodes, sandboxUID, sandboxGID)},
 	)
-	if faultWorkspaceMount.Load() {
+	if cfg.faultWorkspaceMount {
 		plan[len(plan)-1].Data = "size=not-a-size" // the kernel refuses it, as it would a real failure
 	}
 	return plan
-}
-
-func workspaceSize(n int64) int64 {
-	if n <= 0 {
-		return 64 << 20
-	}
-	return n
 }
 
 func coveredBy(p string, bound map[string]bool) bool {

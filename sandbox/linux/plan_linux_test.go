@@ -2,6 +2,7 @@ package linux
 
 import (
 	"encoding/binary"
+	"errors"
 	"io/fs"
 	"math/rand/v2"
 	"os"
@@ -364,4 +365,17 @@ func TestIoctlMasks(t *testing.T) {
 		}
 	}
 	t.Logf("%d masked matches allow every ioctl but %d", len(masks), len(deniedIoctls))
+}
+
+// The backend refuses a spec with a zero limit instead of filling it: policy fills
+// every limit, and a second set of defaults here could drift from policy's.
+func TestValidateRefusesZeroLimits(t *testing.T) {
+	spec := withDefaults(sandbox.Spec{Argv: []string{"/bin/true"}})
+	if err := validate(spec); err != nil {
+		t.Fatalf("a filled spec: %v", err)
+	}
+	spec.Limits.Workspace = 0
+	if err := validate(spec); !errors.Is(err, sandbox.ErrInvalidSpec) || !strings.Contains(err.Error(), "workspace") {
+		t.Fatalf("a zero workspace: %v, want ErrInvalidSpec naming it", err)
+	}
 }

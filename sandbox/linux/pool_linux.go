@@ -59,8 +59,12 @@ func (s *Sandbox) Warm(templates []sandbox.Spec, size int) {
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &pool{s: s, size: size, cancel: cancel}
 	for _, t := range templates {
-		t = withDefaults(t)
-		if err := validate(t); err != nil {
+		t = withDefaultNetwork(t)
+		err := validate(t)
+		if err == nil {
+			err = s.prepared(t.Network)
+		}
+		if err != nil {
 			s.log.Warn("pool template refused", "language", t.Language, "err", err)
 			continue
 		}
@@ -82,8 +86,10 @@ func (s *Sandbox) Close() error {
 	if p := s.pool.Swap(nil); p != nil {
 		p.close()
 	}
+	s.closeDone()
 	s.cleanup.Wait()
 	s.zyg.stop()
+	s.cg.removeBases()
 	s.ll.close(s.log)
 	return nil
 }

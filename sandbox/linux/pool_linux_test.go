@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/airlock-mcp/airlock/internal/sandboxtest"
 	"github.com/airlock-mcp/airlock/policy"
 	"github.com/airlock-mcp/airlock/sandbox"
 )
@@ -50,7 +51,7 @@ func TestPoolMatchesColdRun(t *testing.T) {
 	}
 	var templates []sandbox.Spec
 	for _, l := range langs {
-		templates = append(templates, withOut(l.Spec(nil, nil, limits, policy.BoundByRlimit)))
+		templates = append(templates, withDefaults(withOut(l.Spec(nil, nil, limits, policy.BoundByRlimit))))
 	}
 	warm.Warm(templates, 1)
 	t.Cleanup(func() { warm.Close() })
@@ -97,7 +98,7 @@ func TestPoolMatchesColdRun(t *testing.T) {
 		t.Run(c.lang+"/"+c.name, func(t *testing.T) {
 			spec := withOut(langs[c.lang].Spec([]byte(c.code), c.args, limits, policy.BoundByRlimit))
 			spec.Stdin = []byte(c.stdin)
-			want, err := cold.Run(context.Background(), spec)
+			want, err := cold.Run(context.Background(), withDefaults(spec))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -107,7 +108,7 @@ func TestPoolMatchesColdRun(t *testing.T) {
 				time.Sleep(10 * time.Millisecond)
 			}
 			hits := warm.PoolStats().Hits
-			got, err := warm.Run(context.Background(), spec)
+			got, err := warm.Run(context.Background(), withDefaults(spec))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -165,7 +166,7 @@ func TestPoolHonoursCallLimits(t *testing.T) {
 	s := testSandbox(t)
 	limits := sandbox.Limits{Wall: 30 * time.Second, CPU: 30 * time.Second, Memory: 256 << 20, Pids: 32, Output: 1 << 20}
 	tmpl := langs["python"].Spec(nil, nil, limits, policy.BoundByRlimit)
-	s.Warm([]sandbox.Spec{tmpl}, 1)
+	s.Warm([]sandbox.Spec{withDefaults(tmpl)}, 1)
 	t.Cleanup(func() { s.Close() })
 	waitReady := func() {
 		deadline := time.Now().Add(10 * time.Second)
@@ -178,7 +179,7 @@ func TestPoolHonoursCallLimits(t *testing.T) {
 	lower := limits
 	lower.Wall = 500 * time.Millisecond
 	start := time.Now()
-	res, err := s.Run(context.Background(), langs["python"].Spec([]byte("import time; time.sleep(5)"), nil, lower, policy.BoundByRlimit))
+	res, err := s.Run(context.Background(), withDefaults(langs["python"].Spec([]byte("import time; time.sleep(5)"), nil, lower, policy.BoundByRlimit)))
 	if err != nil || res.Status != sandbox.StatusTimeout {
 		t.Fatalf("wall: %v %s %s", err, res.Status, res.Detail)
 	}
@@ -189,7 +190,7 @@ func TestPoolHonoursCallLimits(t *testing.T) {
 	waitReady()
 	lower = limits
 	lower.Memory = 64 << 20
-	res, err = s.Run(context.Background(), langs["python"].Spec([]byte("b = bytearray(200 << 20); print(len(b))"), nil, lower, policy.BoundByRlimit))
+	res, err = s.Run(context.Background(), withDefaults(langs["python"].Spec([]byte("b = bytearray(200 << 20); print(len(b))"), nil, lower, policy.BoundByRlimit)))
 	if err != nil || res.Status != sandbox.StatusMemoryLimit {
 		t.Fatalf("memory: %v %s %s %q", err, res.Status, res.Detail, res.Stderr.Bytes())
 	}
@@ -197,7 +198,7 @@ func TestPoolHonoursCallLimits(t *testing.T) {
 	waitReady()
 	lower = limits
 	lower.FileSize = 1 << 20
-	res, err = s.Run(context.Background(), langs["python"].Spec([]byte("open('f','wb').write(b'x' * (4 << 20))"), nil, lower, policy.BoundByRlimit))
+	res, err = s.Run(context.Background(), withDefaults(langs["python"].Spec([]byte("open('f','wb').write(b'x' * (4 << 20))"), nil, lower, policy.BoundByRlimit)))
 	if err != nil || res.Status == sandbox.StatusOK {
 		t.Fatalf("file size: a 4 MiB write passed a 1 MiB limit: %v %s", err, res.Status)
 	}
@@ -207,7 +208,7 @@ func TestPoolHonoursCallLimits(t *testing.T) {
 	higher := limits
 	higher.Memory = 512 << 20
 	misses := s.PoolStats().Hits
-	res, err = s.Run(context.Background(), langs["python"].Spec([]byte("print(1)"), nil, higher, policy.BoundByRlimit))
+	res, err = s.Run(context.Background(), withDefaults(langs["python"].Spec([]byte("print(1)"), nil, higher, policy.BoundByRlimit)))
 	if err != nil || res.Status != sandbox.StatusOK || s.PoolStats().Hits != misses {
 		t.Fatalf("higher limits: %v %s, stats %+v", err, res.Status, s.PoolStats())
 	}
@@ -226,16 +227,16 @@ func TestPoolReportsTheCallsOwnTime(t *testing.T) {
 	for _, mode := range []string{"auto", "off"} {
 		t.Run("cgroups="+mode, func(t *testing.T) {
 			s, err := New(sandbox.Options{Cgroups: mode})
-			requireSandbox(t, err)
+			sandboxtest.Require(t, err)
 			// Where cgroup v2 is in use its cpu.stat is the figure; elsewhere (v1, off)
 			// the init's rusage.
 			t.Logf("cgroup version %d", s.cg.version)
 			defer s.Close()
-			cold, err := s.Run(context.Background(), spec("pass"))
+			cold, err := s.Run(context.Background(), withDefaults(spec("pass")))
 			if err != nil || cold.Status != sandbox.StatusOK {
 				t.Fatalf("cold: %v %s %s", err, cold.Status, cold.Detail)
 			}
-			s.Warm([]sandbox.Spec{spec("")}, 1)
+			s.Warm([]sandbox.Spec{withDefaults(spec(""))}, 1)
 			pooled := func(code string) sandbox.Result {
 				t.Helper()
 				deadline := time.Now().Add(10 * time.Second)
@@ -243,7 +244,7 @@ func TestPoolReportsTheCallsOwnTime(t *testing.T) {
 					time.Sleep(10 * time.Millisecond)
 				}
 				hits := s.PoolStats().Hits
-				res, err := s.Run(context.Background(), spec(code))
+				res, err := s.Run(context.Background(), withDefaults(spec(code)))
 				if err != nil || res.Status != sandbox.StatusOK || s.PoolStats().Hits != hits+1 {
 					t.Fatalf("pooled %q: %v %s %s (stats %+v)", code, err, res.Status, res.Detail, s.PoolStats())
 				}

@@ -1,5 +1,46 @@
 package linux
 
+// The channels between the server and the sandbox's C processes, in order. Every number
+// on them (descriptors, frame kinds, flags, mount steps, the sync byte) is defined once,
+// in protocol_linux.h, which the C includes and Go reads through cgo (below and in
+// mount_linux.go). Both ends are this one binary, so there is no versioning.
+//
+//	server (Go)       zygote        spawner             init (pid 1)        interpreter
+//	  |--[zygote socket]->|  int32 want_cgroup; SCM_RIGHTS fds 0-4 (+ the v2 cgroup)
+//	  |                   |--clone3--->|
+//	  |<-[zygote socket]--|  int32 pid, int32 errno; SCM_RIGHTS pidfd
+//	  |--[fd 3] config frame --------->|
+//	  |--[fd 3] cgroup frame --------->| joins the v1 cgroup
+//	  |                                |--clone(namespaces)->|
+//	  |                                |--[sync] SYNC_MAPS-->| id maps written
+//	  |                                |                     | setup (root_linux.c)
+//	  |<-[fd 4] REP_LISTENER + SCM_RIGHTS listener ----------| network allowlist only
+//	  |                                |                     |--start------------>|
+//	  |                                |                     |<-[its fd 4] 1 byte| loaded
+//	  |<-[fd 4] REP_READY -----------------------------------|
+//	  |--[fd 3] handover frame ----------------------------->|
+//	  |                                |                     |--[its fd 3] argv-->|
+//	  |<-[fd 4] REP_STARTED ---------------------------------|
+//	  |<-[fd 4] REP_EXIT: exit, rusage, artifacts -----------| after every process died
+//	  |--SIGTERM---------------------->|--SIGKILL----------->|
+//	  |<-[fd 4] REP_LEFTOVER ----------| a root server's spawner, if a process outlived
+//
+// fd 3 and fd 4 are the spawner's and the init's: the config pipe's read end and the
+// report socket. The interpreter's fd 3 and 4 (PRELOAD_ARGV_FD, PRELOAD_LOADED_FD) are
+// two pipes of the init's, only when the config names a preloaded interpreter. A setup
+// failure anywhere from the config frame on ends with REP_ERROR {stage, errno, message}
+// and exit code EXIT_SETUP_FAILED; a setup-only config (the startup self-check) goes from
+// setup straight to REP_STARTED and an empty REP_EXIT.
+//
+// The wire format of fd 3 and fd 4: a frame is a native-endian uint32 length and its
+// payload; fields follow in a fixed order; a string or byte field is a uint32 length and
+// bytes. wireConfig.encode and wireHandover.encode write what parse_config and
+// parse_handover (wire_linux.c) read; readReport reads what its report functions write.
+// wirecheck_linux.go runs that C in-process, so the codec's tests need no sandbox.
+
+// #include "protocol_linux.h"
+import "C"
+
 import (
 	"crypto/sha256"
 	"encoding/binary"
@@ -13,8 +54,8 @@ import (
 )
 
 // initName is argv[0] of the zygote (started with the argument "zygote"), and the name
-// the sandbox's init shows (INIT_NAME in init_linux.c).
-const initName = "airlock-sandbox-init"
+// the sandbox's init shows.
+const initName = C.INIT_NAME
 
 // Fixed descriptors of the spawner and the init: the parent hands them over as
 // ExtraFiles.
@@ -22,23 +63,20 @@ const (
 	// configFD carries frames from the parent: the config, the cgroup the spawner
 	// joins, then the handover with the call itself, which a warm pool sends only when
 	// a call arrives.
-	configFD = 3
+	configFD = C.CONFIG_FD
 	// reportFD carries frames of reports, written by the init: a unix stream socket,
 	// so the init can pass the bridge's listening socket with its REP_LISTENER frame.
-	reportFD = 4
+	reportFD = C.REPORT_FD
 )
+
+// exitSetupFailed is the exit code of a spawner or init whose setup failed.
+const exitSetupFailed = C.EXIT_SETUP_FAILED
 
 // Inside the sandbox, everything runs as this uid/gid, mapped to one unprivileged host id.
 const (
 	sandboxUID = 1000
 	sandboxGID = 1000
 )
-
-// The wire format between the server and its init. Both ends are the same binary, so
-// there is no versioning: a frame is a native-endian uint32 length and its payload;
-// fields follow in a fixed order; a string or byte field is a uint32 length and bytes.
-// init_linux.c reads and writes exactly what encodeConfig, encodeHandover and
-// readReport below write and read.
 
 // initConfig is what the init needs to build the sandbox, sent first over configFD.
 type initConfig struct {
@@ -85,6 +123,10 @@ type initConfig struct {
 	HostUID, HostGID uint32
 	OwnUID           bool
 	UIDMap, GIDMap   string
+
+	// faultWorkspaceMount makes the plan's workspace tmpfs mount fail; only tests set it.
+	// Not sent: rootPlan reads it.
+	faultWorkspaceMount bool
 }
 
 // handover is the call itself: the last frame on configFD.
@@ -99,17 +141,17 @@ type handover struct {
 	Limits sandbox.Limits
 }
 
-// Report kinds (REP_* in init_linux.c).
+// Report kinds (REP_* in protocol_linux.h).
 const (
-	repReady   = 1 // everything up to the call is done
-	repStarted = 2 // the program runs
-	repExit    = 3 // the program ended; everything else in the sandbox is dead
-	repError   = 4 // a setup stage failed; the init exits
+	repReady   = C.REP_READY   // everything up to the call is done
+	repStarted = C.REP_STARTED // the program runs
+	repExit    = C.REP_EXIT    // the program ended; everything else in the sandbox is dead
+	repError   = C.REP_ERROR   // a setup stage failed; the init exits
 	// repLeftover, from the spawner: a process of the sandbox's host uid outlived the
 	// sandbox and could not be killed; the uid must not be reused.
-	repLeftover = 5
+	repLeftover = C.REP_LEFTOVER
 	// repListener comes with the bridge's listening socket (SCM_RIGHTS), during setup.
-	repListener = 6
+	repListener = C.REP_LISTENER
 )
 
 // message is one report from the init.
@@ -152,10 +194,10 @@ func (e *SetupError) Unwrap() error {
 	return nil
 }
 
-// Config flags (CFG_* in init_linux.c).
+// Config flags (CFG_* in protocol_linux.h).
 const (
-	cfgSetupOnly = 1 // CFG_SETUP_ONLY
-	cfgOwnUID    = 2 // CFG_OWN_UID
+	cfgSetupOnly = C.CFG_SETUP_ONLY
+	cfgOwnUID    = C.CFG_OWN_UID
 )
 
 type encoder struct{ b []byte }
@@ -171,10 +213,10 @@ func (e *encoder) strs(v []string) {
 	}
 }
 
-func (e *encoder) rlimits(plan []rlimit) {
+func (e *encoder) rlimits(plan []wireRlimit) {
 	e.u32(uint32(len(plan)))
 	for _, r := range plan {
-		e.u32(uint32(r.Resource))
+		e.u32(r.Resource)
 		e.u64(r.Value)
 	}
 }
@@ -197,9 +239,47 @@ func noNUL(what string, vals ...string) error {
 	return nil
 }
 
+// wireConfig is the config frame field by field, in the order of the wire: what the
+// init's struct config holds once parse_config has read it.
+type wireConfig struct {
+	Flags, CloneFlags, HostUID, HostGID uint32
+	UIDMap, GIDMap, Hostname            string
+	Plan                                []mountOp
+	Filter                              []byte
+	Env, Preload                        []string
+	OutDir                              string
+	MaxFiles, MaxFileBytes, MaxTotal    int64
+	MaxEntries, MaxDepth                uint32
+	Rlimits                             []wireRlimit
+	ProxyPort                           uint32
+}
+
+// wireRlimit is one rlimit as the init sets it.
+type wireRlimit struct {
+	Resource uint32
+	Value    uint64
+}
+
+func wireRlimits(plan []rlimit) []wireRlimit {
+	out := make([]wireRlimit, 0, len(plan))
+	for _, r := range plan {
+		out = append(out, wireRlimit{uint32(r.Resource), r.Value})
+	}
+	return out
+}
+
 // encodeConfig is the config frame: the root plan, the seccomp program, the environment, the preloaded interpreter, the output
 // directory and its limits, and the preloaded interpreter's rlimits.
 func encodeConfig(cfg *initConfig, host hostFS) ([]byte, error) {
+	w, err := configWire(cfg, host)
+	if err != nil {
+		return nil, err
+	}
+	return w.encode(), nil
+}
+
+// configWire checks cfg against the init's rules and lays it out as the wire carries it.
+func configWire(cfg *initConfig, host hostFS) (*wireConfig, error) {
 	if err := noNUL("environment entry", cfg.Env...); err != nil {
 		return nil, err
 	}
@@ -209,37 +289,62 @@ func encodeConfig(cfg *initConfig, host hostFS) ([]byte, error) {
 	if err := noNUL("output directory", cfg.OutDir); err != nil {
 		return nil, err
 	}
-	var e encoder
-	var flags uint32
-	if cfg.SetupOnly {
-		flags |= cfgSetupOnly
-	}
-	if cfg.OwnUID {
-		flags |= cfgOwnUID
-	}
-	if cfg.Landlock {
-		flags |= cfgLandlock
-	}
 	if err := noNUL("id map helper", cfg.UIDMap, cfg.GIDMap); err != nil {
 		return nil, err
 	}
-	e.u32(flags)
-	e.u32(cfg.CloneFlags)
-	e.u32(cfg.HostUID)
-	e.u32(cfg.HostGID)
-	e.str(cfg.UIDMap)
-	e.str(cfg.GIDMap)
-	if cfg.KeepHostname {
-		e.str("") // the init leaves the hostname alone
-	} else {
-		e.str(hostname)
+	// The walker takes each cap as it is: a zero one means its floor on every OS.
+	arts := cfg.Artifacts.WithFloors()
+	w := &wireConfig{
+		CloneFlags:   cfg.CloneFlags,
+		HostUID:      cfg.HostUID,
+		HostGID:      cfg.HostGID,
+		UIDMap:       cfg.UIDMap,
+		GIDMap:       cfg.GIDMap,
+		Hostname:     hostname,
+		Plan:         rootPlan(cfg, host),
+		Filter:       cfg.Filter,
+		Env:          cfg.Env,
+		Preload:      cfg.Preload,
+		OutDir:       cfg.OutDir,
+		MaxFiles:     int64(arts.MaxFiles),
+		MaxFileBytes: arts.MaxFileBytes,
+		MaxTotal:     arts.MaxTotal,
+		MaxEntries:   sandbox.MaxArtifactEntries,
+		MaxDepth:     sandbox.MaxArtifactDepth,
+		Rlimits:      wireRlimits(rlimits(cfg.Limits, cfg.RlimitAS)),
+		ProxyPort:    uint32(cfg.ProxyPort),
 	}
-	plan := rootPlan(cfg, host)
-	e.u32(uint32(len(plan)))
-	for _, op := range plan {
+	if cfg.SetupOnly {
+		w.Flags |= cfgSetupOnly
+	}
+	if cfg.OwnUID {
+		w.Flags |= cfgOwnUID
+	}
+	if cfg.Landlock {
+		w.Flags |= cfgLandlock
+	}
+	if cfg.KeepHostname {
+		w.Hostname = "" // the init leaves the hostname alone
+	}
+	for _, op := range w.Plan {
 		if err := noNUL("mount plan path", op.Source, op.Target, op.Link, op.Data); err != nil {
 			return nil, err
 		}
+	}
+	return w, nil
+}
+
+func (w *wireConfig) encode() []byte {
+	var e encoder
+	e.u32(w.Flags)
+	e.u32(w.CloneFlags)
+	e.u32(w.HostUID)
+	e.u32(w.HostGID)
+	e.str(w.UIDMap)
+	e.str(w.GIDMap)
+	e.str(w.Hostname)
+	e.u32(uint32(len(w.Plan)))
+	for _, op := range w.Plan {
 		e.u32(uint32(op.Kind))
 		var isFile uint32
 		if op.IsFile {
@@ -253,18 +358,18 @@ func encodeConfig(cfg *initConfig, host hostFS) ([]byte, error) {
 		e.str(op.Data)
 		e.bytes(op.Content)
 	}
-	e.bytes(cfg.Filter)
-	e.strs(cfg.Env)
-	e.strs(cfg.Preload)
-	e.str(cfg.OutDir)
-	e.u64(uint64(cfg.Artifacts.MaxFiles))
-	e.u64(uint64(cfg.Artifacts.MaxFileBytes))
-	e.u64(uint64(cfg.Artifacts.MaxTotal))
-	e.u32(maxArtifactEntries)
-	e.u32(maxArtifactDepth)
-	e.rlimits(rlimits(cfg.Limits, cfg.RlimitAS))
-	e.u32(uint32(cfg.ProxyPort))
-	return e.frame(), nil
+	e.bytes(w.Filter)
+	e.strs(w.Env)
+	e.strs(w.Preload)
+	e.str(w.OutDir)
+	e.u64(uint64(w.MaxFiles))
+	e.u64(uint64(w.MaxFileBytes))
+	e.u64(uint64(w.MaxTotal))
+	e.u32(w.MaxEntries)
+	e.u32(w.MaxDepth)
+	e.rlimits(w.Rlimits)
+	e.u32(w.ProxyPort)
+	return e.frame()
 }
 
 // encodeCgroup is the frame after the config: the v1 tasks files the spawner moves
@@ -278,6 +383,22 @@ func encodeCgroup(tasks []string) ([]byte, error) {
 	return e.frame(), nil
 }
 
+// wireHandover is the handover frame field by field, in the order of the wire.
+type wireHandover struct {
+	Argv, Tail []string
+	Code       []byte
+	CodeFile   string
+	Files      []wireFile
+	Rlimits    []wireRlimit
+}
+
+// wireFile is one input file as the init writes it into the workspace.
+type wireFile struct {
+	Path string
+	Mode uint32
+	Data []byte
+}
+
 // encodeHandover is the call's frame. applyAS is the config's RlimitAS.
 func encodeHandover(h *handover, applyAS bool) ([]byte, error) {
 	if err := noNUL("argument", h.Argv...); err != nil {
@@ -286,27 +407,39 @@ func encodeHandover(h *handover, applyAS bool) ([]byte, error) {
 	if err := noNUL("file path", h.CodeFile); err != nil {
 		return nil, err
 	}
-	var e encoder
-	e.strs(h.Argv)
-	e.strs(h.Tail)
-	e.bytes(h.Code)
-	e.str(h.CodeFile)
-	e.u32(uint32(len(h.Files)))
+	w := &wireHandover{Argv: h.Argv, Tail: h.Tail, Code: h.Code, CodeFile: h.CodeFile,
+		Rlimits: wireRlimits(rlimits(h.Limits, applyAS))}
 	for _, f := range h.Files {
 		if err := noNUL("file path", f.Path); err != nil {
 			return nil, err
 		}
+		w.Files = append(w.Files, wireFile{f.Path, uint32(f.Mode.Perm()), f.Data})
+	}
+	return w.encode(), nil
+}
+
+func (w *wireHandover) encode() []byte {
+	var e encoder
+	e.strs(w.Argv)
+	e.strs(w.Tail)
+	e.bytes(w.Code)
+	e.str(w.CodeFile)
+	e.u32(uint32(len(w.Files)))
+	for _, f := range w.Files {
 		e.str(f.Path)
-		e.u32(uint32(f.Mode.Perm()))
+		e.u32(f.Mode)
 		e.bytes(f.Data)
 	}
-	e.rlimits(rlimits(h.Limits, applyAS))
-	return e.frame(), nil
+	e.rlimits(w.Rlimits)
+	return e.frame()
 }
+
+// maxOps bounds the mount plan's steps, as the init checks it.
+const maxOps = C.MAX_OPS
 
 // maxReport bounds one report frame: the exit report carries the artifacts, which
 // their own limits bound far below this.
-const maxReport = 1 << 30
+const maxReport = C.MAX_FRAME
 
 // readReport reads one report frame from the init.
 func readReport(r io.Reader) (*message, error) {
@@ -331,18 +464,14 @@ func readReport(r io.Reader) (*message, error) {
 		m.Errno = int(d.u32())
 		m.Err = d.str()
 	case repExit:
-		x := &exitInfo{Exited: d.u8() != 0, Code: int(int32(d.u32())), Signal: int(int32(d.u32())),
+		x := &exitInfo{Exited: d.flag(), Code: int(int32(d.u32())), Signal: int(int32(d.u32())),
 			CPUUsec: int64(d.u64()), MaxRSS: int64(d.u64())}
 		m.Exit = x
 		n := d.u32()
 		for i := uint32(0); i < n && d.err == nil; i++ {
-			a := sandbox.Artifact{Path: d.str(), Size: int64(d.u64()), Skipped: d.str()}
-			hasData := d.u8() != 0
-			data := d.bytes()
-			if hasData {
-				a.Data = append([]byte{}, data...)
-				sum := sha256.Sum256(a.Data)
-				a.SHA256 = hex.EncodeToString(sum[:])
+			a, err := d.artifact()
+			if err != nil && d.err == nil {
+				d.err = err
 			}
 			m.Artifacts = append(m.Artifacts, a)
 		}
@@ -356,6 +485,56 @@ func readReport(r io.Reader) (*message, error) {
 		return nil, fmt.Errorf("malformed report of kind %d: %w", m.Kind, d.err)
 	}
 	return m, nil
+}
+
+// artifactSkips maps the walker's reason codes (ART_* in protocol_linux.h) to the
+// reasons every OS gives (sandbox/artifacts.go).
+var artifactSkips = map[byte]sandbox.Skip{
+	C.ART_RETURNED:       sandbox.SkipNone,
+	C.ART_HARD_LINK:      sandbox.SkipHardLink,
+	C.ART_TOO_MANY_FILES: sandbox.SkipTooManyFiles,
+	C.ART_FILE_TOO_LARGE: sandbox.SkipFileTooLarge,
+	C.ART_TOTAL_CAP:      sandbox.SkipTotalCap,
+	C.ART_UNREADABLE:     sandbox.SkipUnreadable,
+	C.ART_CHANGED:        sandbox.SkipChanged,
+	C.ART_PATH_TOO_LONG:  sandbox.SkipPathTooLong,
+	C.ART_SYMLINK:        sandbox.SkipSymlink,
+	C.ART_NOT_REGULAR:    sandbox.SkipNotRegular,
+	C.ART_TOO_DEEP:       sandbox.SkipTooDeep,
+}
+
+// artUnlisted is the code of the closing entry, whose size counts the entries left out.
+const artUnlisted = C.ART_UNLISTED
+
+// artifact reads one entry of the exit report's list: path, size, reason code, data
+// (only a returned file's, exactly its size).
+func (d *decoder) artifact() (sandbox.Artifact, error) {
+	path, size, code, data := d.str(), int64(d.u64()), d.u8(), d.bytes()
+	if d.err != nil {
+		return sandbox.Artifact{}, nil
+	}
+	if code == artUnlisted {
+		if size < 0 || len(data) != 0 {
+			return sandbox.Artifact{}, fmt.Errorf("closing entry of %d, with %d bytes", size, len(data))
+		}
+		return sandbox.UnlistedArtifact(int(size)), nil
+	}
+	skip, ok := artifactSkips[code]
+	switch {
+	case !ok:
+		return sandbox.Artifact{}, fmt.Errorf("unknown artifact reason %d", code)
+	case skip != sandbox.SkipNone && len(data) != 0:
+		return sandbox.Artifact{}, errors.New("data on a skipped entry")
+	case skip == sandbox.SkipNone && int64(len(data)) != size:
+		return sandbox.Artifact{}, fmt.Errorf("%d bytes of a %d-byte file", len(data), size)
+	}
+	a := sandbox.Artifact{Path: path, Size: size, Skipped: skip.Reason()}
+	if skip == sandbox.SkipNone {
+		a.Data = append([]byte{}, data...)
+		sum := sha256.Sum256(a.Data)
+		a.SHA256 = hex.EncodeToString(sum[:])
+	}
+	return a, nil
 }
 
 type decoder struct {
@@ -378,6 +557,15 @@ func (d *decoder) u8() byte {
 		return p[0]
 	}
 	return 0
+}
+
+// flag is a boolean byte: 0 or 1, nothing else.
+func (d *decoder) flag() bool {
+	v := d.u8()
+	if v > 1 && d.err == nil {
+		d.err = fmt.Errorf("flag byte %d", v)
+	}
+	return v == 1
 }
 
 func (d *decoder) u32() uint32 {

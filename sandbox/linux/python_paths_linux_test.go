@@ -18,7 +18,7 @@ func TestPythonImportsItsOwnModules(t *testing.T) {
 	cold := testSandbox(t)
 	warm := testSandbox(t)
 	limits := sandbox.Limits{Wall: 10 * time.Second, Memory: 256 << 20, Pids: 32, Output: 1 << 20}
-	warm.Warm([]sandbox.Spec{py.Spec(nil, nil, limits, policy.BoundByRlimit)}, 1)
+	warm.Warm([]sandbox.Spec{withDefaults(py.Spec(nil, nil, limits, policy.BoundByRlimit))}, 1)
 	t.Cleanup(func() { warm.Close() })
 	files := []sandbox.File{
 		{Path: "helper.py", Data: []byte("GREETING = 'hello from helper'\n")},
@@ -29,7 +29,7 @@ func TestPythonImportsItsOwnModules(t *testing.T) {
 
 	spec := py.Spec([]byte(code), nil, limits, policy.BoundByRlimit)
 	spec.Files = files
-	res, err := cold.Run(context.Background(), spec)
+	res, err := cold.Run(context.Background(), withDefaults(spec))
 	if err != nil || string(res.Stdout.Bytes()) != want {
 		t.Fatalf("cold: %v %s", err, brief(res))
 	}
@@ -39,20 +39,20 @@ func TestPythonImportsItsOwnModules(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	hits := warm.PoolStats().Hits
-	res, err = warm.Run(context.Background(), spec)
+	res, err = warm.Run(context.Background(), withDefaults(spec))
 	if err != nil || string(res.Stdout.Bytes()) != want || warm.PoolStats().Hits != hits+1 {
 		t.Fatalf("pooled: %v %s (hits %d→%d)", err, brief(res), hits, warm.PoolStats().Hits)
 	}
 
 	guard := policy.Imports{DenyImport: []string{"socket"}}
 	guarded := guard.Apply(spec)
-	res, err = cold.Run(context.Background(), guarded)
+	res, err = cold.Run(context.Background(), withDefaults(guarded))
 	if err != nil || string(res.Stdout.Bytes()) != want {
 		t.Fatalf("guarded: %v %s", err, brief(res))
 	}
 	denied := spec
 	denied.Code = []byte("import helper\nimport socket\n")
-	res, err = cold.Run(context.Background(), guard.Apply(denied))
+	res, err = cold.Run(context.Background(), withDefaults(guard.Apply(denied)))
 	if v, ok := guard.Denied(res); err != nil || !ok || v.Module != "socket" || strings.Contains(string(res.Stderr.Bytes()), "workspace ast.py") {
 		t.Fatalf("guarded denial: %v %+v %s", err, v, brief(res))
 	}

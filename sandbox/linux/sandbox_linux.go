@@ -2,7 +2,7 @@
 // namespaces, a minimal read-only root, cgroups and rlimits, no_new_privs and seccomp.
 //
 // One Run is one sandbox. The server keeps one helper, the zygote: its own binary, whose
-// C constructor (init_linux.c) runs before the Go runtime and never lets it start. For
+// C constructor (zygote_linux.c) runs before the Go runtime and never lets it start. For
 // each sandbox the zygote forks a spawner, which clones the init (pid 1 of a fresh pid
 // namespace); the init builds the root, starts the program and reaps everything, and
 // the whole tree dies with the init.
@@ -27,6 +27,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/airlock-mcp/airlock/egress"
+	"github.com/airlock-mcp/airlock/internal/stamp"
 	"github.com/airlock-mcp/airlock/sandbox"
 )
 
@@ -45,6 +46,13 @@ type Sandbox struct {
 	zyg     *zygote
 	// ll is the Landlock tier's state; nil in the namespace tier (landlock_linux.go).
 	ll *landlockTier
+	// checked is the self-check New passed or reused (stamp_linux.go): with a stamp
+	// store, Probe reports it instead of building another sandbox.
+	checked *checkStamp
+	// closing is done once Close is called: the results are delivered, so a finished
+	// sandbox's teardown no longer waits out teardownDelay (a one-shot run's exit does).
+	closing   context.Context
+	closeDone context.CancelFunc
 	// resolver looks up the names the egress proxy is asked for (nil: the system's);
 	// tests inject one.
 	resolver egress.Resolver
@@ -61,9 +69,24 @@ func New(opts sandbox.Options) (*Sandbox, error) {
 		log:  slog.Default().With("component", "sandbox"),
 	}
 	s.zyg = newZygote(s.self, s.log)
+	s.closing, s.closeDone = context.WithCancel(context.Background())
+	// The filters compile and the zygote starts (an exec) while the rest is checked:
+	// every sandbox needs both, and a one-shot run waits for them first.
+	filters := compileFilters(opts.Networks, opts.Isolation == sandbox.IsolationLandlock)
+	zygote := make(chan struct{})
+	go func() {
+		s.zyg.prestart()
+		close(zygote)
+	}()
+	abandon := func() {
+		_, _ = filters()
+		<-zygote
+		s.zyg.stop()
+	}
 	if opts.Isolation == sandbox.IsolationLandlock {
 		t, err := newLandlockTier(opts)
 		if err != nil {
+			abandon()
 			return nil, err
 		}
 		s.ll = t
@@ -73,6 +96,7 @@ func New(opts sandbox.Options) (*Sandbox, error) {
 		ids, err = landlockIDs(), nil
 	}
 	if err != nil {
+		abandon()
 		return nil, err
 	}
 	s.ids = ids
@@ -82,29 +106,43 @@ func New(opts sandbox.Options) (*Sandbox, error) {
 	default:
 		s.cg = detectCgroups()
 		if opts.Cgroups == "require" && s.cg.version == 0 {
+			abandon()
 			return nil, fmt.Errorf("%w: cgroups are required but unusable: %s (%s)", sandbox.ErrUnavailable, s.cg.reason, cgroupFix(s.root, container()))
 		}
 		if removed := s.cg.cleanStale(s.log); len(removed) > 0 {
 			s.log.Info("removed stale sandbox cgroups", "count", len(removed), "dirs", removed)
 		}
 	}
-	s.filters = map[sandbox.Network]*bpf{}
-	for _, n := range []sandbox.Network{sandbox.NetworkNone, sandbox.NetworkHost, sandbox.NetworkAllowlist} {
-		f, err := compileFilter(filterPlan{network: n == sandbox.NetworkHost, loopback: n == sandbox.NetworkAllowlist, landlock: s.ll != nil})
-		if err != nil {
-			return nil, fmt.Errorf("%w: %w (install libseccomp: apt-get install libseccomp2)", sandbox.ErrUnavailable, err)
-		}
-		s.filters[n] = f
+	key := s.checkKey()
+	reused := s.reuseCheck(key)
+	if s.filters, err = filters(); err != nil {
+		abandon()
+		return nil, err
 	}
 	// The definitive check: build a whole sandbox once, without running a program. A
 	// refusal a container gives for one piece (a fresh /proc, the hostname) is met with
 	// its substitute, said once here and in every probe, and the check runs again.
+	if reused {
+		return s, nil
+	}
+	if err := s.check(key, nil); err != nil {
+		s.Wait()
+		s.zyg.stop()
+		return nil, err
+	}
+	return s, nil
+}
+
+// check runs the self-test until it passes, adapting to a container's refusals, and
+// stamps a pass under key; adjust (tests only, nil otherwise) changes the test's config.
+func (s *Sandbox) check(key *stamp.Key, adjust func(*initConfig)) error {
 	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
 	defer cancel()
 	for busy := 1; ; {
-		_, err := s.selfTest(ctx)
+		rules, err := s.selfTest(ctx, adjust)
 		if err == nil {
-			return s, nil
+			s.stampCheck(key, rules)
+			return nil
 		}
 		if uidBusy(err) && busy < busyTries {
 			busy++
@@ -115,13 +153,11 @@ func New(opts sandbox.Options) (*Sandbox, error) {
 			ok = false // the adaptations replace namespace pieces this tier has none of
 		}
 		if !ok {
-			s.Wait()
-			s.zyg.stop()
 			if s.ll == nil && errors.Is(err, sandbox.ErrUnavailable) {
 				// The operator may choose the weaker tier; it is never entered silently.
 				err = fmt.Errorf("%w; where user namespaces cannot be allowed, the weaker Landlock tier can be chosen explicitly: sandbox.isolation = \"landlock\" (AIRLOCK_ISOLATION=landlock; README, Security, lists what it cannot give)", err)
 			}
-			return nil, err
+			return err
 		}
 		s.log.Warn("sandboxes adapted to this container", "change", what, "err", err)
 		s.adapt = next
@@ -159,33 +195,8 @@ func (s *Sandbox) cloneFlags(network sandbox.Network) uint32 {
 	return flags
 }
 
-// withDefaults fills zero limits with the backend's floors: a zero is never unlimited.
-func withDefaults(spec sandbox.Spec) sandbox.Spec {
-	l := &spec.Limits
-	if l.Wall <= 0 {
-		l.Wall = 30 * time.Second
-	}
-	if l.CPU <= 0 {
-		l.CPU = l.Wall
-	}
-	if l.Memory <= 0 {
-		l.Memory = 512 << 20
-	}
-	if l.Pids <= 0 {
-		l.Pids = 64
-	}
-	if l.FileSize <= 0 {
-		l.FileSize = 64 << 20
-	}
-	if l.OpenFiles <= 0 {
-		l.OpenFiles = 256
-	}
-	if l.Workspace <= 0 {
-		l.Workspace = 64 << 20
-	}
-	if l.Output <= 0 {
-		l.Output = 1 << 20
-	}
+// withDefaultNetwork gives a spec without a network mode none, the strictest.
+func withDefaultNetwork(spec sandbox.Spec) sandbox.Spec {
 	if spec.Network == "" {
 		spec.Network = sandbox.NetworkNone
 	}
@@ -195,6 +206,9 @@ func withDefaults(spec sandbox.Spec) sandbox.Spec {
 func validate(spec sandbox.Spec) error {
 	if len(spec.Argv) == 0 || !path.IsAbs(spec.Argv[0]) {
 		return fmt.Errorf("%w: argv[0] must be an absolute interpreter path", sandbox.ErrInvalidSpec)
+	}
+	if err := spec.Limits.Validate(); err != nil {
+		return err
 	}
 	switch spec.Network {
 	case sandbox.NetworkNone, sandbox.NetworkHost:
@@ -235,9 +249,16 @@ func cleanRelative(p string) bool {
 }
 
 // Run builds a fresh sandbox for spec, runs it once and destroys it.
-func (s *Sandbox) Run(ctx context.Context, spec sandbox.Spec) (out sandbox.Result, err error) {
+func (s *Sandbox) Run(ctx context.Context, spec sandbox.Spec) (sandbox.Result, error) {
+	return s.runSpec(ctx, spec, nil)
+}
+
+// runSpec is Run. adjust, when set, changes the init's config (only tests do:
+// WithoutSeccomp, an injected fault) and keeps the call off the warm pool, whose
+// sandboxes were built without it.
+func (s *Sandbox) runSpec(ctx context.Context, spec sandbox.Spec, adjust func(*initConfig)) (out sandbox.Result, err error) {
 	defer func() { out.Isolation = s.isolation() }()
-	spec = withDefaults(spec)
+	spec = withDefaultNetwork(spec)
 	if spec.ID == "" {
 		spec.ID = newID()
 	}
@@ -252,12 +273,20 @@ func (s *Sandbox) Run(ctx context.Context, spec sandbox.Spec) (out sandbox.Resul
 			return res, err
 		}
 	}
-	if p := s.pool.Load(); p != nil {
+	if err := s.prepared(spec.Network); err != nil {
+		res.Detail = err.Error()
+		return res, err
+	}
+	if p := s.pool.Load(); p != nil && adjust == nil {
 		if l, sl := p.take(spec); l != nil {
 			return s.runPooled(ctx, l, sl, spec)
 		}
 	}
-	return s.run(ctx, spec, s.config(spec))
+	cfg := s.config(spec)
+	if adjust != nil {
+		adjust(cfg)
+	}
+	return s.run(ctx, spec, cfg)
 }
 
 // config is the part of spec the init needs to build the sandbox.
@@ -338,7 +367,12 @@ func (s *Sandbox) release(l *launch) {
 			// After a reported exit the program is dead and the init waits to be ended:
 			// its teardown starts once the caller has had a moment to deliver the result.
 			if l.exitReported() {
-				time.Sleep(teardownDelay)
+				t := time.NewTimer(teardownDelay)
+				select {
+				case <-t.C:
+				case <-s.closing.Done():
+					t.Stop()
+				}
 			}
 			l.kill()
 			l.finish()
@@ -448,10 +482,13 @@ func (s *Sandbox) serve(ctx context.Context, l *launch, spec sandbox.Spec) (sand
 
 // selfTest builds a complete sandbox (namespaces, root, seccomp) without running a
 // program, and returns the number of seccomp rules loaded.
-func (s *Sandbox) selfTest(ctx context.Context) (int, error) {
-	spec := withDefaults(sandbox.Spec{ID: "selftest-" + newID(), Argv: []string{"/"}})
+func (s *Sandbox) selfTest(ctx context.Context, adjust func(*initConfig)) (int, error) {
+	spec := withDefaultNetwork(sandbox.Spec{ID: "selftest-" + newID(), Argv: []string{"/"}, Limits: sandbox.SelfTestLimits()})
 	cfg := s.config(spec)
 	cfg.SetupOnly = true
+	if adjust != nil {
+		adjust(cfg)
+	}
 	l, err := s.prepare(spec, cfg)
 	if err == nil {
 		defer s.release(l)

@@ -17,6 +17,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/airlock-mcp/airlock/internal/sandboxtest"
 	"github.com/airlock-mcp/airlock/policy"
 	"github.com/airlock-mcp/airlock/sandbox"
 )
@@ -177,7 +178,7 @@ func runTenantCase(t *testing.T, s *Sandbox, tc tenantCase) {
 	}
 	attackDone := make(chan sandbox.Result, 1)
 	go func() {
-		res, err := s.Run(attackCtx, aSpec)
+		res, err := s.Run(attackCtx, withDefaults(aSpec))
 		if err != nil {
 			t.Errorf("attacker: %v", err)
 		}
@@ -206,7 +207,7 @@ func runTenantCase(t *testing.T, s *Sandbox, tc tenantCase) {
 	}
 	victimDone := make(chan sandbox.Result, 1)
 	go func() {
-		res, _ := s.Run(vCtx, vSpec)
+		res, _ := s.Run(vCtx, withDefaults(vSpec))
 		victimDone <- res
 	}()
 	uid, gid := hostIDsOf(t, waitHostProc(t, vMarker, 20*time.Second))
@@ -312,10 +313,10 @@ func TestHostUIDsDistinct(t *testing.T) {
 		t.Skipf("SKIPPING: the %s id scheme shares one host uid by design (TestTenantBudgets checks the probe says so)", s.ids.scheme)
 	}
 	other, err := New(sandbox.Options{Isolation: testTier()})
-	requireSandbox(t, err)
+	sandboxtest.Require(t, err)
 	defer other.Close()
 	py := poolLanguages(t)["python"]
-	other.Warm([]sandbox.Spec{py.Spec(nil, nil, sandbox.Limits{Wall: 10 * time.Second}, policy.BoundByRlimit)}, 3)
+	other.Warm([]sandbox.Spec{withDefaults(py.Spec(nil, nil, sandbox.Limits{Wall: 10 * time.Second}, policy.BoundByRlimit))}, 3)
 
 	const n = 4
 	ctx, cancel := context.WithCancel(t.Context())
@@ -328,7 +329,7 @@ func TestHostUIDsDistinct(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, _ = s.Run(ctx, spec)
+			_, _ = s.Run(ctx, withDefaults(spec))
 		}()
 	}
 	for _, m := range markers {
@@ -422,7 +423,7 @@ func TestNoProcessOutlivesItsUID(t *testing.T) {
 	defer cancel()
 	done := make(chan sandbox.Result, 1)
 	go func() {
-		res, _ := s.Run(ctx, pySpec("import time; time.sleep(30)", marker))
+		res, _ := s.Run(ctx, withDefaults(pySpec("import time; time.sleep(30)", marker)))
 		done <- res
 	}()
 	uid, gid := hostIDsOf(t, waitHostProc(t, marker, 20*time.Second))
@@ -478,7 +479,7 @@ time.sleep(30)
 	}
 	done := make(chan sandbox.Result, 1)
 	go func() {
-		res, _ := s.Run(ctx, spec)
+		res, _ := s.Run(ctx, withDefaults(spec))
 		done <- res
 	}()
 	select {
@@ -515,7 +516,7 @@ func TestSubordinateIDs(t *testing.T) {
 	}
 	for _, tool := range []string{"newuidmap", "newgidmap"} {
 		if _, err := exec.LookPath(tool); err != nil {
-			requireSandbox(t, fmt.Errorf("%w: %s is not installed (apt-get install uidmap)", sandbox.ErrUnavailable, tool))
+			sandboxtest.Require(t, fmt.Errorf("%w: %s is not installed (apt-get install uidmap)", sandbox.ErrUnavailable, tool))
 		}
 	}
 	// Just above the default block, which a root server checks against these files.
@@ -598,7 +599,7 @@ func TestBusyUIDIsSkipped(t *testing.T) {
 	defer cancel()
 	done := make(chan sandbox.Result, 1)
 	go func() {
-		res, _ := s.Run(ctx, pySpec("import time; time.sleep(30)", marker))
+		res, _ := s.Run(ctx, withDefaults(pySpec("import time; time.sleep(30)", marker)))
 		done <- res
 	}()
 	uid, _ := hostIDsOf(t, waitHostProc(t, marker, 20*time.Second))

@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/airlock-mcp/airlock/internal/stamp"
 	"github.com/airlock-mcp/airlock/sandbox"
 )
 
@@ -168,16 +169,9 @@ func lockHint(dir string) string {
 	return "; Linux has them since 3.15: " + dir + " must be on a file system that supports them (tmpfs or a local disk)"
 }
 
-// lockDir is where the servers of this user coordinate their ids.
-func lockDir() string {
-	if os.Geteuid() == 0 {
-		return "/run/airlock"
-	}
-	if d := os.Getenv("XDG_RUNTIME_DIR"); d != "" {
-		return filepath.Join(d, "airlock")
-	}
-	return filepath.Join(os.TempDir(), fmt.Sprintf("airlock-%d", os.Geteuid()))
-}
+// lockDir is where the servers of this user coordinate their ids: this user's state
+// directory, which also holds the stamps of passing self-checks.
+func lockDir() string { return stamp.DefaultDir() }
 
 // release returns an id once no process of it is left. clean is false when the spawner
 // could not prove that: the id is never handed out again.
@@ -230,21 +224,22 @@ func (h *hostIDs) fix() string {
 	return "set sandbox.uid_range to a block of ids no account uses (default " + DefaultUIDRange + ")"
 }
 
-// The files the schemes read; variables so tests can point them elsewhere.
-var (
-	passwdFile    = "/etc/passwd"
-	groupFile     = "/etc/group"
-	subuidFile    = "/etc/subuid"
-	subgidFile    = "/etc/subgid"
-	uidMapFile    = "/proc/self/uid_map"
-	gidMapFile    = "/proc/self/gid_map"
-	setgroupsFile = "/proc/self/setgroups"
-)
+// idFiles are the files the schemes read: the host's (hostIDFiles), or a test's.
+type idFiles struct {
+	passwd, group, subuid, subgid string // the host's accounts and subordinate ranges
+	uidMap, gidMap, setgroups     string // this server's own user namespace
+}
+
+func hostIDFiles() idFiles {
+	return idFiles{passwd: "/etc/passwd", group: "/etc/group", subuid: "/etc/subuid", subgid: "/etc/subgid",
+		uidMap: "/proc/self/uid_map", gidMap: "/proc/self/gid_map", setgroups: "/proc/self/setgroups"}
+}
 
 // newHostIDs picks the scheme for this server.
 func newHostIDs(opts sandbox.Options) (*hostIDs, error) {
+	files := hostIDFiles()
 	if os.Geteuid() != 0 {
-		return unprivilegedIDs()
+		return unprivilegedIDs(files)
 	}
 	spec := opts.UIDRange
 	if spec == "" {
@@ -265,13 +260,13 @@ func newHostIDs(opts sandbox.Options) (*hostIDs, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: sandbox.uid_range: %w", sandbox.ErrUnavailable, err)
 	}
-	if err := rangeMapped(first, size); err != nil {
-		if refusal := singleIDNamespace(); refusal != "" {
+	if err := rangeMapped(files, first, size); err != nil {
+		if refusal := singleIDNamespace(files); refusal != "" {
 			return nil, fmt.Errorf("%w: %s", sandbox.ErrUnavailable, refusal)
 		}
 		return nil, fmt.Errorf("%w: sandbox.uid_range %s: %w (inside a container, choose a block of the ids it maps, or set sandbox.uid_range = off)", sandbox.ErrUnavailable, spec, err)
 	}
-	if err := rangeUnused(first, size); err != nil {
+	if err := rangeUnused(files, first, size); err != nil {
 		return nil, fmt.Errorf("%w: sandbox.uid_range %s: %w (choose a block no account, group or subordinate range uses)", sandbox.ErrUnavailable, spec, err)
 	}
 	lock, err := openLock(lockDir())
@@ -301,10 +296,10 @@ func ParseUIDRange(s string) (first, size uint32, err error) {
 
 // rangeUnused checks the block against the accounts, groups and subordinate ranges of
 // this host: an id in use would share its budgets, and its files, with a sandbox.
-func rangeUnused(first, size uint32) error {
+func rangeUnused(files idFiles, first, size uint32) error {
 	last := uint64(first) + uint64(size) - 1
 	in := func(id uint64) bool { return id >= uint64(first) && id <= last }
-	for _, f := range []struct{ path, what string }{{passwdFile, "user"}, {groupFile, "group"}} {
+	for _, f := range []struct{ path, what string }{{files.passwd, "user"}, {files.group, "group"}} {
 		b, err := os.ReadFile(f.path)
 		if err != nil {
 			return fmt.Errorf("read %s: %w", f.path, err)
@@ -319,7 +314,7 @@ func rangeUnused(first, size uint32) error {
 			}
 		}
 	}
-	for _, path := range []string{subuidFile, subgidFile} {
+	for _, path := range []string{files.subuid, files.subgid} {
 		b, err := os.ReadFile(path)
 		if errors.Is(err, os.ErrNotExist) {
 			continue
@@ -338,8 +333,8 @@ func rangeUnused(first, size uint32) error {
 
 // rangeMapped checks that the server's own user namespace maps the whole block, uids
 // and gids: a root server in a container often has only 65536 ids.
-func rangeMapped(first, size uint32) error {
-	for _, f := range []string{uidMapFile, gidMapFile} {
+func rangeMapped(files idFiles, first, size uint32) error {
+	for _, f := range []string{files.uidMap, files.gidMap} {
 		b, err := os.ReadFile(f)
 		if err != nil {
 			return fmt.Errorf("read %s: %w", f, err)
@@ -366,8 +361,8 @@ func rangeMapped(first, size uint32) error {
 // singleIDNamespace says why sandboxes cannot work when this server is root of a user
 // namespace that maps one uid, and the fix; "" when it maps more. A block of ids is
 // not the fix there: no block fits, and setgroups is usually denied as well.
-func singleIDNamespace() string {
-	b, err := os.ReadFile(uidMapFile)
+func singleIDNamespace(files idFiles) string {
+	b, err := os.ReadFile(files.uidMap)
 	if err != nil {
 		return ""
 	}
@@ -382,9 +377,9 @@ func singleIDNamespace() string {
 		return ""
 	}
 	why := fmt.Sprintf("this server's user namespace maps a single uid (%s: %s), so no sandbox can have a host uid of its own (sandbox.uid_range)",
-		uidMapFile, strings.Join(strings.Fields(string(b)), " "))
-	if sg, err := os.ReadFile(setgroupsFile); err == nil && strings.TrimSpace(string(sg)) == "deny" {
-		why += ", and setgroups is denied in it (" + setgroupsFile + "), so no sandbox's groups can be dropped either"
+		files.uidMap, strings.Join(strings.Fields(string(b)), " "))
+	if sg, err := os.ReadFile(files.setgroups); err == nil && strings.TrimSpace(string(sg)) == "deny" {
+		why += ", and setgroups is denied in it (" + files.setgroups + "), so no sandbox's groups can be dropped either"
 	}
 	return why + "; " + singleIDFix
 }
@@ -416,7 +411,7 @@ func subRange(line string) (owner string, first, count uint64, ok bool) {
 
 // unprivilegedIDs uses the server's subordinate ids when it has both ranges and the
 // setuid helpers that may map them; otherwise its own ids, shared.
-func unprivilegedIDs() (*hostIDs, error) {
+func unprivilegedIDs(files idFiles) (*hostIDs, error) {
 	own := &hostIDs{scheme: schemeOwn, uid: uint32(os.Geteuid()), gid: uint32(os.Getegid()), size: 1}
 	uidmap, err1 := exec.LookPath("newuidmap")
 	gidmap, err2 := exec.LookPath("newgidmap")
@@ -427,8 +422,8 @@ func unprivilegedIDs() (*hostIDs, error) {
 	if u, err := user.LookupId(names[0]); err == nil {
 		names = append(names, u.Username)
 	}
-	uid, nu := ownSubRange(subuidFile, names)
-	gid, ng := ownSubRange(subgidFile, names)
+	uid, nu := ownSubRange(files.subuid, names)
+	gid, ng := ownSubRange(files.subgid, names)
 	size := min(nu, ng)
 	if size < 16 {
 		return own, nil

@@ -43,11 +43,12 @@ func TestRangeUnused(t *testing.T) {
 		}
 		return p
 	}
-	defer func(p, g, su, sg string) { passwdFile, groupFile, subuidFile, subgidFile = p, g, su, sg }(passwdFile, groupFile, subuidFile, subgidFile)
-	passwdFile = write("passwd", "root:x:0:0::/root:/bin/sh\nnobody:x:65534:65534::/:/bin/false\nbox:x:500010:100::/:/bin/false\n")
-	groupFile = write("group", "root:x:0:\nbig:x:600005:\n")
-	subuidFile = write("subuid", "alice:700000:65536\n")
-	subgidFile = filepath.Join(dir, "absent")
+	files := idFiles{
+		passwd: write("passwd", "root:x:0:0::/root:/bin/sh\nnobody:x:65534:65534::/:/bin/false\nbox:x:500010:100::/:/bin/false\n"),
+		group:  write("group", "root:x:0:\nbig:x:600005:\n"),
+		subuid: write("subuid", "alice:700000:65536\n"),
+		subgid: filepath.Join(dir, "absent"),
+	}
 	for _, c := range []struct {
 		first, size uint32
 		err         string
@@ -58,7 +59,7 @@ func TestRangeUnused(t *testing.T) {
 		{first: 765000, size: 1000, err: "gives alice ids 700000-765535"},
 		{first: 765536, size: 1000},
 	} {
-		err := rangeUnused(c.first, c.size)
+		err := rangeUnused(files, c.first, c.size)
 		switch {
 		case c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err)):
 			t.Errorf("%d+%d: error %v, want one saying %q", c.first, c.size, err, c.err)
@@ -119,23 +120,22 @@ func TestHostIDsLeases(t *testing.T) {
 // A block the server's own user namespace does not map (a container's) is refused.
 func TestRangeMapped(t *testing.T) {
 	dir := t.TempDir()
-	defer func(u, g string) { uidMapFile, gidMapFile = u, g }(uidMapFile, gidMapFile)
-	uidMapFile, gidMapFile = filepath.Join(dir, "uid_map"), filepath.Join(dir, "gid_map")
+	files := idFiles{uidMap: filepath.Join(dir, "uid_map"), gidMap: filepath.Join(dir, "gid_map")}
 	write := func(p, s string) {
 		if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
-	write(uidMapFile, "         0     100000      65536\n")
-	write(gidMapFile, "         0          0 4294967295\n")
-	if err := rangeMapped(1879048192, 65536); err == nil || !strings.Contains(err.Error(), "does not map") {
+	write(files.uidMap, "         0     100000      65536\n")
+	write(files.gidMap, "         0          0 4294967295\n")
+	if err := rangeMapped(files, 1879048192, 65536); err == nil || !strings.Contains(err.Error(), "does not map") {
 		t.Errorf("a block outside a container's 65536 ids: %v", err)
 	}
-	if err := rangeMapped(1000, 60000); err != nil {
+	if err := rangeMapped(files, 1000, 60000); err != nil {
 		t.Errorf("a block inside it: %v", err)
 	}
-	write(uidMapFile, "         0          0 4294967295\n")
-	if err := rangeMapped(1879048192, 65536); err != nil {
+	write(files.uidMap, "         0          0 4294967295\n")
+	if err := rangeMapped(files, 1879048192, 65536); err != nil {
 		t.Errorf("the initial namespace maps everything: %v", err)
 	}
 }
@@ -144,27 +144,26 @@ func TestRangeMapped(t *testing.T) {
 // and the subordinate-id fix; one that maps a range is left to rangeMapped's message.
 func TestSingleIDNamespaceRefusal(t *testing.T) {
 	dir := t.TempDir()
-	defer func(u, s string) { uidMapFile, setgroupsFile = u, s }(uidMapFile, setgroupsFile)
-	uidMapFile, setgroupsFile = filepath.Join(dir, "uid_map"), filepath.Join(dir, "setgroups")
+	files := idFiles{uidMap: filepath.Join(dir, "uid_map"), setgroups: filepath.Join(dir, "setgroups")}
 	write := func(p, s string) {
 		if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
-	write(uidMapFile, "         0      65534          1\n")
-	write(setgroupsFile, "deny\n")
-	got := singleIDNamespace()
+	write(files.uidMap, "         0      65534          1\n")
+	write(files.setgroups, "deny\n")
+	got := singleIDNamespace(files)
 	for _, w := range []string{"single uid", "0 65534 1", "setgroups is denied", "/etc/subuid", "newuidmap"} {
 		if !strings.Contains(got, w) {
 			t.Errorf("the refusal lacks %q: %s", w, got)
 		}
 	}
-	write(setgroupsFile, "allow\n")
-	if got := singleIDNamespace(); strings.Contains(got, "setgroups") || !strings.Contains(got, "/etc/subuid") {
+	write(files.setgroups, "allow\n")
+	if got := singleIDNamespace(files); strings.Contains(got, "setgroups") || !strings.Contains(got, "/etc/subuid") {
 		t.Errorf("setgroups allowed: %s", got)
 	}
-	write(uidMapFile, "         0     100000      65536\n")
-	if got := singleIDNamespace(); got != "" {
+	write(files.uidMap, "         0     100000      65536\n")
+	if got := singleIDNamespace(files); got != "" {
 		t.Errorf("a namespace of 65536 ids: %q", got)
 	}
 }

@@ -15,16 +15,7 @@ func (s *Sandbox) WithoutSeccomp() sandbox.Sandbox { return noSeccomp{s} }
 type noSeccomp struct{ s *Sandbox }
 
 func (n noSeccomp) Run(ctx context.Context, spec sandbox.Spec) (sandbox.Result, error) {
-	spec = withDefaults(spec)
-	if spec.ID == "" {
-		spec.ID = newID()
-	}
-	if err := validate(spec); err != nil {
-		return sandbox.Result{ID: spec.ID, Status: sandbox.StatusSandboxError, ExitCode: -1, Detail: err.Error()}, err
-	}
-	cfg := n.s.config(spec)
-	cfg.Filter, cfg.FilterRules = nil, 0
-	return n.s.run(ctx, spec, cfg)
+	return n.s.runSpec(ctx, spec, func(cfg *initConfig) { cfg.Filter, cfg.FilterRules = nil, 0 })
 }
 
 func (n noSeccomp) Probe(ctx context.Context) (sandbox.Report, error) { return n.s.Probe(ctx) }

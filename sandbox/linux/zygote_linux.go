@@ -14,7 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// zygote is the server's one long-lived helper (the zygote in init_linux.c): it forks
+// zygote is the server's one long-lived helper (the zygote in zygote_linux.c): it forks
 // each sandbox's spawner, so no sandbox pays for an exec and the C library's start-up.
 // It is the server's own binary, started with argv initName "zygote"; it dies with the
 // server (Pdeathsig) and exits when its socket closes. If it dies otherwise, the next
@@ -68,6 +68,16 @@ func (z *zygote) start() error {
 	}
 	z.sock, z.pid, z.done = pair[0], cmd.Process.Pid, done
 	return nil
+}
+
+// prestart starts the zygote ahead of the first spawn; one that fails to start is
+// started again (and its error returned) by that spawn.
+func (z *zygote) prestart() {
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	if z.sock < 0 {
+		_ = z.start()
+	}
 }
 
 // stop closes the zygote's socket, which ends it, and waits for it. Spawners it forked

@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/airlock-mcp/airlock/internal/sandboxtest"
 	"github.com/airlock-mcp/airlock/sandbox"
 )
 
@@ -38,12 +39,12 @@ func containsState(stat, state string) bool {
 // with it (its spawner's Pdeathsig) instead of running on unsupervised.
 func TestZygoteReplacedAfterDeath(t *testing.T) {
 	s, err := New(sandbox.Options{})
-	requireSandbox(t, err)
+	sandboxtest.Require(t, err)
 	t.Cleanup(func() { s.Close() })
 	marker := newMarker()
 	done := make(chan sandbox.Result, 1)
 	go func() {
-		res, _ := s.Run(context.Background(), shSpec("sleep 60", marker))
+		res, _ := s.Run(context.Background(), withDefaults(shSpec("sleep 60", marker)))
 		done <- res
 	}()
 	waitHostProc(t, marker, 5*time.Second)
@@ -66,7 +67,7 @@ func TestZygoteReplacedAfterDeath(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	assertNoSurvivors(t, marker)
-	res, err := s.Run(context.Background(), sandbox.Spec{Argv: []string{"/bin/echo", "again"}})
+	res, err := s.Run(context.Background(), withDefaults(sandbox.Spec{Argv: []string{"/bin/echo", "again"}}))
 	if err != nil || res.Status != sandbox.StatusOK || string(res.Stdout.Bytes()) != "again\n" {
 		t.Fatalf("the next run: %v %s", err, brief(res))
 	}
@@ -78,8 +79,8 @@ func TestZygoteReplacedAfterDeath(t *testing.T) {
 // Close ends the zygote: a server that stopped leaves no helper behind.
 func TestCloseStopsZygote(t *testing.T) {
 	s, err := New(sandbox.Options{})
-	requireSandbox(t, err)
-	if res, err := s.Run(context.Background(), sandbox.Spec{Argv: []string{"/bin/true"}}); err != nil || res.Status != sandbox.StatusOK {
+	sandboxtest.Require(t, err)
+	if res, err := s.Run(context.Background(), withDefaults(sandbox.Spec{Argv: []string{"/bin/true"}})); err != nil || res.Status != sandbox.StatusOK {
 		t.Fatalf("%v %s", err, brief(res))
 	}
 	pid := zygotePID(s)

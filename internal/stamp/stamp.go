@@ -1,0 +1,254 @@
+// Package stamp keeps the record that a check passed, so a one-shot command (`airlock
+// run`) need not repeat an expensive check that passed a moment ago for exactly the same
+// inputs. A stamp is trusted only when everything about it is as this process would have
+// written it: a regular file in a directory private to this user (mode 0700, owned by
+// the effective uid: root's is under /run, which no sandbox can see), itself owned by the
+// effective uid and writable by no one else, naming the same inputs, younger than its
+// maximum age and not from the future. Anything else (missing, stale, foreign, corrupt,
+// mismatching) is a miss: the caller runs the full check again. Nothing is ever written
+// for a check that did not pass; the caller saves only after a pass.
+package stamp
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// maxSize bounds what Load reads: a stamp is a few hundred bytes.
+const maxSize = 64 << 10
+
+// format is the version of the file layout; a stamp of another version is a miss.
+const format = 1
+
+// Store is a directory of stamps.
+type Store struct {
+	dir     string
+	maxAge  time.Duration
+	now     func() time.Time
+	recheck bool // every Load misses; Save still records
+}
+
+// Open returns the store in dir (created 0700 if missing). It refuses a directory that
+// is a symlink, not owned by the effective uid, or open to group or others: someone else
+// could plant a passing result there.
+func Open(dir string, maxAge time.Duration) (*Store, error) {
+	if !filepath.IsAbs(dir) {
+		return nil, fmt.Errorf("stamp directory %q is not absolute", dir)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("stamp directory: %w", err)
+	}
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return nil, fmt.Errorf("stamp directory: %w", err)
+	}
+	if !fi.IsDir() || !private(fi) {
+		return nil, fmt.Errorf("stamp directory %s must be a directory of uid %d that no one else may enter", dir, os.Geteuid())
+	}
+	return &Store{dir: dir, maxAge: maxAge, now: time.Now}, nil
+}
+
+// DefaultDir is where a process keeps its stamps (and host-id locks): /run/airlock for
+// root; else $XDG_RUNTIME_DIR/airlock, or /tmp/airlock-UID. None of them is in a
+// sandbox's root.
+func DefaultDir() string {
+	if os.Geteuid() == 0 {
+		return "/run/airlock"
+	}
+	if d := os.Getenv("XDG_RUNTIME_DIR"); d != "" {
+		return filepath.Join(d, "airlock")
+	}
+	return filepath.Join(os.TempDir(), fmt.Sprintf("airlock-%d", os.Geteuid()))
+}
+
+// Recheck returns the store with every stamp ignored: each check runs in full, and a
+// pass is recorded as usual (`airlock run --recheck`).
+func (s *Store) Recheck() *Store {
+	c := *s
+	c.recheck = true
+	return &c
+}
+
+// Key is the inputs a check's result depends on, one "name=value" line each.
+type Key struct{ lines []string }
+
+// Add records one input.
+func (k *Key) Add(name, value string) { k.lines = append(k.lines, name+"="+value) }
+
+// AddFile records a file's identity: device, inode, size, modification and change time.
+// The change time cannot be set back by a user, so a replaced or rewritten file changes
+// the key even when its size and mtime were forged. A file that cannot be read makes the
+// key unusable (Sum is empty): its check must run.
+func (k *Key) AddFile(name, path string) {
+	id, err := fileID(path)
+	if err != nil {
+		k.Add(name, "\x00unreadable")
+		return
+	}
+	k.Add(name, id)
+}
+
+// AddRead records a small file's content (a sysctl, /proc/self/cgroup); a missing file
+// is recorded as missing, which is itself an input.
+func (k *Key) AddRead(path string) {
+	b, err := os.ReadFile(path)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		k.Add(path, "\x00absent")
+	case err != nil:
+		k.Add(path, "\x00unreadable")
+	default:
+		k.Add(path, strings.TrimSpace(string(b)))
+	}
+}
+
+// AddLink records a symlink's target (a namespace: /proc/self/ns/user).
+func (k *Key) AddLink(path string) {
+	t, err := os.Readlink(path)
+	if err != nil {
+		t = "\x00unreadable"
+	}
+	k.Add(path, t)
+}
+
+// Sum is the key's digest, or "" when an input could not be read.
+func (k *Key) Sum() string {
+	h := sha256.New()
+	for _, l := range k.lines {
+		if strings.Contains(l, "\x00unreadable") {
+			return ""
+		}
+		fmt.Fprintf(h, "%d:%s\n", len(l), l)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// record is a stamp's file.
+type record struct {
+	Format int             `json:"format"`
+	Kind   string          `json:"kind"`
+	Key    string          `json:"key"`
+	Passed time.Time       `json:"passed"`
+	Value  json.RawMessage `json:"value"`
+}
+
+// ErrMiss wraps every reason a stamp is not used.
+var ErrMiss = errors.New("no usable stamp")
+
+func (s *Store) path(kind, sum string) string {
+	return filepath.Join(s.dir, kind+"-"+sum[:16]+".json")
+}
+
+// Load fills v from the stamp of kind for key and returns nil, or returns an error
+// wrapping ErrMiss that says why the stamp cannot be trusted.
+func (s *Store) Load(kind string, key *Key, v any) error {
+	if s.recheck {
+		return fmt.Errorf("%w: a full check was asked for", ErrMiss)
+	}
+	sum := key.Sum()
+	if sum == "" {
+		return fmt.Errorf("%w: an input of the check cannot be read", ErrMiss)
+	}
+	p := s.path(kind, sum)
+	f, err := os.OpenFile(p, os.O_RDONLY|oNoFollow, 0)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrMiss, err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrMiss, err)
+	}
+	if !fi.Mode().IsRegular() || !private(fi) {
+		return fmt.Errorf("%w: %s is not a private file of uid %d", ErrMiss, p, os.Geteuid())
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxSize+1))
+	if err != nil || len(b) > maxSize {
+		return fmt.Errorf("%w: %s cannot be read whole", ErrMiss, p)
+	}
+	var r record
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&r); err != nil {
+		return fmt.Errorf("%w: %s is corrupt: %w", ErrMiss, p, err)
+	}
+	now := s.now()
+	switch {
+	case r.Format != format || r.Kind != kind:
+		return fmt.Errorf("%w: %s is of another format or kind", ErrMiss, p)
+	case r.Key != sum:
+		return fmt.Errorf("%w: %s is for other inputs", ErrMiss, p)
+	case r.Passed.After(now):
+		return fmt.Errorf("%w: %s passed in the future (%s)", ErrMiss, p, r.Passed)
+	case now.Sub(r.Passed) > s.maxAge:
+		return fmt.Errorf("%w: %s is older than %s", ErrMiss, p, s.maxAge)
+	}
+	vd := json.NewDecoder(bytes.NewReader(r.Value))
+	vd.DisallowUnknownFields()
+	if err := vd.Decode(v); err != nil {
+		return fmt.Errorf("%w: %s holds a corrupt value: %w", ErrMiss, p, err)
+	}
+	return nil
+}
+
+// Save records that the check of kind passed now for key, with its result v. The file
+// is replaced atomically (a reader sees the old stamp or the new one), and the stamps of
+// the same kind that have outlived their age are removed.
+func (s *Store) Save(kind string, key *Key, v any) error {
+	sum := key.Sum()
+	if sum == "" {
+		return errors.New("an input of the check cannot be read: nothing to stamp")
+	}
+	val, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err := json.Marshal(record{Format: format, Kind: kind, Key: sum, Passed: s.now(), Value: val})
+	if err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(s.dir, "."+kind+"-*")
+	if err != nil {
+		return fmt.Errorf("save stamp: %w", err)
+	}
+	_, err = tmp.Write(b)
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), s.path(kind, sum))
+	}
+	if err != nil {
+		_ = os.Remove(tmp.Name())
+		return fmt.Errorf("save stamp: %w", err)
+	}
+	s.prune(kind, s.path(kind, sum))
+	return nil
+}
+
+// prune removes stamps of kind older than the maximum age (another binary's, another
+// configuration's), so the directory does not grow with every build.
+func (s *Store) prune(kind, keep string) {
+	ents, err := os.ReadDir(s.dir)
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		p := filepath.Join(s.dir, e.Name())
+		if p == keep || !strings.HasPrefix(e.Name(), kind+"-") || !strings.HasSuffix(e.Name(), ".json") {
+			continue
+		}
+		if fi, err := e.Info(); err == nil && s.now().Sub(fi.ModTime()) > s.maxAge {
+			_ = os.Remove(p)
+		}
+	}
+}

@@ -1,0 +1,120 @@
+package sandbox
+
+import "fmt"
+
+// The rules for what comes back from the output directory, the same on every OS: the
+// Linux init's C walker (sandbox/linux/artifacts_linux.c) and the darwin walker
+// (sandbox/darwin/workspace_unix.go) make these decisions in this order, and the reason
+// a client sees for a file not returned is one of Skip's, whichever OS ran the program.
+//
+//   - The walk is depth first, each directory's entries in byte order of their names,
+//     into at most MaxArtifactDepth-1 levels of subdirectories; a directory deeper than
+//     that is listed as SkipTooDeep and not entered.
+//   - A symlink, FIFO, device or socket is listed as skipped and never opened or followed.
+//   - A regular file is decided from its lstat by ArtifactLimits.Check (hard link, count,
+//     size, total), then read through a descriptor opened with O_NOFOLLOW; one that is
+//     not the file the lstat saw, or not of that size, is SkipChanged.
+//   - At most MaxArtifactEntries entries are listed, returned or not: the rest are
+//     counted in one closing entry, UnlistedArtifact.
+//   - A zero limit means its floor (ArtifactLimits.WithFloors).
+
+// MaxArtifactEntries bounds how many entries are listed, returned or not: a program that
+// leaves 60,000 files in out/ must not flood the result.
+const MaxArtifactEntries = 256
+
+// MaxArtifactDepth bounds the walk: the output directory is level 0, and a directory at
+// level MaxArtifactDepth is not entered.
+const MaxArtifactDepth = 8
+
+// MaxArtifactWalk bounds how many entries a walker visits in all. The Linux workspace
+// holds fewer inodes than this, so only a walker of a directory without such a cap
+// (darwin's) can reach it; the unlisted count then stops growing.
+const MaxArtifactWalk = 100000
+
+// Floors for a zero ArtifactLimits field (the configuration normally sets them all).
+const (
+	FloorArtifactFiles = 16
+	FloorArtifactFile  = 1 << 20
+	FloorArtifactTotal = 4 << 20
+)
+
+// WithFloors is l with every zero (or negative) field raised to its floor: no walker
+// ever treats a zero cap as no cap.
+func (l ArtifactLimits) WithFloors() ArtifactLimits {
+	if l.MaxFiles <= 0 {
+		l.MaxFiles = FloorArtifactFiles
+	}
+	if l.MaxFileBytes <= 0 {
+		l.MaxFileBytes = FloorArtifactFile
+	}
+	if l.MaxTotal <= 0 {
+		l.MaxTotal = FloorArtifactTotal
+	}
+	return l
+}
+
+// Skip is why an entry of the output directory was not returned. The values are the
+// Linux walker's wire codes too (ART_* in sandbox/linux/protocol_linux.h).
+type Skip uint8
+
+const (
+	SkipNone         Skip = iota // returned
+	SkipHardLink                 // more than one link: it may be a second name of a host file
+	SkipTooManyFiles             // MaxFiles files already returned
+	SkipFileTooLarge             // over MaxFileBytes
+	SkipTotalCap                 // would take the returned bytes over MaxTotal
+	SkipUnreadable               // could not be opened
+	SkipChanged                  // not the file the walk saw, or not of its size, when read
+	SkipPathTooLong              // a path beyond PATH_MAX
+	SkipSymlink                  // never followed
+	SkipNotRegular               // a FIFO, device or socket: never opened
+	SkipTooDeep                  // a directory at MaxArtifactDepth
+	skipEnd
+)
+
+var skipReasons = [skipEnd]string{
+	SkipNone:         "",
+	SkipHardLink:     "hard link",
+	SkipTooManyFiles: "too many files",
+	SkipFileTooLarge: "file too large",
+	SkipTotalCap:     "total size cap reached",
+	SkipUnreadable:   "unreadable",
+	SkipChanged:      "changed while read",
+	SkipPathTooLong:  "path too long",
+	SkipSymlink:      "symlink",
+	SkipNotRegular:   "not a regular file",
+	SkipTooDeep:      "directory too deep",
+}
+
+// Reason is what Artifact.Skipped says for s: empty for SkipNone.
+func (s Skip) Reason() string {
+	if s < skipEnd {
+		return skipReasons[s]
+	}
+	return fmt.Sprintf("skipped (%d)", s)
+}
+
+// Valid reports whether s is one of the reasons above.
+func (s Skip) Valid() bool { return s < skipEnd }
+
+// Check decides about a regular file before it is read, from its lstat (size, links),
+// with returned files and their total bytes so far. l has its floors.
+func (l ArtifactLimits) Check(returned int, total, size int64, links uint64) Skip {
+	switch {
+	case links > 1:
+		return SkipHardLink
+	case returned >= l.MaxFiles:
+		return SkipTooManyFiles
+	case size > l.MaxFileBytes:
+		return SkipFileTooLarge
+	case total+size > l.MaxTotal:
+		return SkipTotalCap
+	}
+	return SkipNone
+}
+
+// UnlistedArtifact is the closing entry of a list that stopped at MaxArtifactEntries,
+// counting the n entries left out.
+func UnlistedArtifact(n int) Artifact {
+	return Artifact{Path: "...", Skipped: fmt.Sprintf("%d more entries not listed (at most %d are)", n, MaxArtifactEntries)}
+}

@@ -1,0 +1,470 @@
+// The root builder and the rest of the init's setup, up to seccomp. setup() at the end
+// is the whole sequence:
+//
+//	build_root (the mount plan; apply_op per step) → join_net → bridge (allowlist)
+//	→ pivot → seal → sethostname → not dumpable → fds ≥ 3 close-on-exec → drop_caps
+//	→ cgroup namespace → load_seccomp (no_new_privs, then the filter)
+
+#include "init_linux.h"
+
+// mkdir_parent creates the directories above path (it and mkdir_p call each other).
+int mkdir_parent(const char *path);
+
+// mkdir_p creates path and its parents; an existing directory is fine. Most parents
+// already exist, so it tries path itself first and climbs only on ENOENT: one syscall
+// for most of the root plan's steps instead of one per component.
+int mkdir_p(const char *path, mode_t mode) {
+	if (mkdir(path, mode) == 0)
+		return 0;
+	if (errno == ENOENT) {
+		if (mkdir_parent(path) < 0)
+			return -1;
+		if (mkdir(path, mode) == 0)
+			return 0;
+	}
+	if (errno != EEXIST)
+		return -1;
+	struct stat st;
+	if (stat(path, &st) < 0)
+		return -1;
+	if (!S_ISDIR(st.st_mode)) {
+		errno = ENOTDIR;
+		return -1;
+	}
+	return 0;
+}
+
+int mkdir_parent(const char *path) {
+	char buf[PATH_MAX];
+	size_t n = strlen(path);
+	if (n >= sizeof buf) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	memcpy(buf, path, n + 1);
+	char *slash = strrchr(buf, '/');
+	if (!slash || slash == buf)
+		return 0;
+	*slash = 0;
+	return mkdir_p(buf, 0755);
+}
+
+static int mount_point(const char *dst, int is_file) {
+	if (!is_file)
+		return mkdir_p(dst, 0755);
+	if (mkdir_parent(dst) < 0)
+		return -1;
+	int fd = open(dst, O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return -1;
+	close(fd);
+	return 0;
+}
+
+// remount remounts dst (a bind mount) with add, keeping its locked flags.
+static int remount(const char *dst, unsigned long add) {
+	struct statfs st;
+	if (statfs(dst, &st) < 0)
+		return -1;
+	unsigned long flags = ((unsigned long)st.f_flags & LOCKED_FLAGS) | MS_BIND | MS_REMOUNT | add;
+	return mount(NULL, dst, NULL, flags, NULL);
+}
+
+#ifndef SYS_mount_setattr
+#define SYS_mount_setattr 442
+#endif
+#ifndef AT_RECURSIVE
+#define AT_RECURSIVE 0x8000
+#endif
+struct airlock_mount_attr {
+	uint64_t attr_set, attr_clr, propagation, userns_fd;
+};
+
+// readonly_tree makes dst and every mount under it read-only, nosuid and nodev in one
+// step (MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV).
+static int readonly_tree(const char *dst) {
+	struct airlock_mount_attr attr = {.attr_set = 0x1 | 0x2 | 0x4};
+	return (int)syscall(SYS_mount_setattr, AT_FDCWD, dst, AT_RECURSIVE, &attr, sizeof attr);
+}
+
+// mask hides dst, if it exists: an empty read-only tmpfs over a directory, null (a bind
+// of /dev/null, as runc masks) over anything else. The first directory gets the tmpfs and
+// the others a bind of it: a tmpfs superblock cost ~35 us here, a bind ~5.
+static void mask(const char *stage, const char *dst, const char *null) {
+	static char empty_dir[PATH_MAX];
+	struct stat st;
+	if (lstat(dst, &st) < 0) {
+		if (errno == ENOENT)
+			return;
+		fail(stage, "stat");
+	}
+	if (S_ISDIR(st.st_mode)) {
+		if (empty_dir[0]) {
+			// A bind keeps the source mount's read-only flag.
+			if (mount(empty_dir, dst, NULL, MS_BIND, NULL) < 0)
+				fail(stage, "bind an empty directory");
+			return;
+		}
+		if (mount("airlock", dst, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=0555,size=4k,nr_inodes=1") < 0)
+			fail(stage, "mount an empty tmpfs");
+		snprintf(empty_dir, sizeof empty_dir, "%s", dst);
+		return;
+	}
+	if (mount(null, dst, NULL, MS_BIND, NULL) < 0)
+		fail(stage, "bind");
+	if (remount(dst, MS_RDONLY | MS_NOSUID | MS_NOEXEC) < 0)
+		fail(stage, "remount read-only");
+}
+
+// unescape_octal decodes mountinfo's \ooo escapes (space, tab, newline, backslash) in
+// place.
+static void unescape_octal(char *s) {
+	char *w = s;
+	for (char *r = s; *r; r++) {
+		if (r[0] == '\\' && r[1] >= '0' && r[1] <= '3' && r[2] >= '0' && r[2] <= '7' && r[3] >= '0' && r[3] <= '7') {
+			*w++ = (char)((r[1] - '0') << 6 | (r[2] - '0') << 3 | (r[3] - '0'));
+			r += 3;
+		} else {
+			*w++ = *r;
+		}
+	}
+	*w = 0;
+}
+
+// cover_submounts masks every mount below dst, as this mount namespace's mountinfo lists
+// them (parents before children; a child under a covered parent is gone already). The
+// list is read whole first: each cover is a new line of mountinfo.
+static void cover_submounts(const char *stage, const char *dst) {
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+	if (!f)
+		fail(stage, "read mountinfo");
+	size_t n = strlen(dst), count = 0;
+	char **points = NULL;
+	char line[PATH_MAX * 2 + 512];
+	while (fgets(line, sizeof line, f)) {
+		char *field = line, *point = NULL;
+		for (int i = 0; i < 5 && field; i++) {
+			char *sp = strchr(field, ' ');
+			if (i == 4) {
+				point = field;
+				if (sp)
+					*sp = 0;
+			}
+			field = sp ? sp + 1 : NULL;
+		}
+		if (!point)
+			continue;
+		unescape_octal(point);
+		if (strncmp(point, dst, n) != 0 || point[n] != '/')
+			continue;
+		char **grown = realloc(points, (count + 1) * sizeof *points);
+		if (!grown || !(grown[count] = strdup(point)))
+			_exit(EXIT_SETUP_FAILED);
+		points = grown;
+		count++;
+	}
+	fclose(f);
+	for (size_t i = 0; i < count; i++) {
+		mask(stage, points[i], "/dev/null");
+		free(points[i]);
+	}
+	free(points);
+}
+
+static void apply_op(const struct op *o) {
+	char dst[PATH_MAX];
+	char stage[PATH_MAX + 16];
+	snprintf(stage, sizeof stage, "mount %s", o->target);
+	if (o->target[0] != '/' || snprintf(dst, sizeof dst, "%s%s", NEW_ROOT, o->target) >= (int)sizeof dst)
+		failf(stage, EINVAL, "bad target");
+	switch (o->kind) {
+	case OP_DIR:
+		if (mkdir_p(dst, 0755) < 0)
+			fail(stage, "mkdir");
+		break;
+	case OP_SYMLINK:
+		if (mkdir_parent(dst) < 0)
+			fail(stage, "mkdir");
+		if (symlink(o->link, dst) < 0)
+			fail(stage, "symlink");
+		break;
+	case OP_COPY: {
+		if (mkdir_parent(dst) < 0)
+			fail(stage, "mkdir");
+		int fd = open(dst, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+		if (fd < 0)
+			fail(stage, "create");
+		if (!o->source[0]) {
+			if (write_all(fd, o->content, o->content_len) < 0)
+				fail(stage, "write");
+		} else {
+			// The host's file, read through the host's root, which is still in place. A
+			// missing one leaves an empty file.
+			int src = open(o->source, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+			if (src < 0 && errno != ENOENT)
+				fail(stage, "open source");
+			char buf[16384];
+			for (ssize_t n; src >= 0;) {
+				n = read(src, buf, sizeof buf);
+				if (n < 0 && errno == EINTR)
+					continue;
+				if (n < 0)
+					fail(stage, "read source");
+				if (n == 0)
+					break;
+				if (write_all(fd, buf, (size_t)n) < 0)
+					fail(stage, "write");
+			}
+			if (src >= 0)
+				close(src);
+		}
+		close(fd);
+		break;
+	}
+	case OP_BIND_RO:
+		if (mount_point(dst, o->is_file) < 0)
+			fail(stage, "mount point");
+		// Not recursive: submounts of the source stay hidden. Where the source holds
+		// mounts locked by a more privileged user namespace (a file a container engine
+		// bound under /usr), the kernel refuses that with EINVAL, since it would uncover
+		// what they hide: then the whole tree, made read-only as a whole.
+		if (mount(o->source, dst, NULL, MS_BIND, NULL) == 0) {
+			if (remount(dst, MS_RDONLY | MS_NOSUID | MS_NODEV) < 0)
+				fail(stage, "remount read-only");
+			break;
+		}
+		// The submounts come along, but stay hidden as before: each is covered (they
+		// are locked and cannot be unmounted), and then the whole tree is read-only.
+		if (errno != EINVAL)
+			fail(stage, "bind");
+		if (mount(o->source, dst, NULL, MS_BIND | MS_REC, NULL) < 0)
+			fail(stage, "bind recursively");
+		cover_submounts(stage, dst);
+		if (readonly_tree(dst) < 0)
+			fail(stage, "mount_setattr read-only (Linux 5.12 or later)");
+		break;
+	case OP_MASK:
+		// A path of the fresh /proc the program must not read (procMasks).
+		mask(stage, dst, o->source);
+		break;
+	case OP_BIND_DEV:
+		// A read-only or nodev mount would make the node unusable (writing to /dev/null
+		// must work); nosuid and noexec cost nothing.
+		if (mount_point(dst, 1) < 0)
+			fail(stage, "mount point");
+		if (mount(o->source, dst, NULL, MS_BIND, NULL) < 0)
+			fail(stage, "bind");
+		if (remount(dst, MS_NOSUID | MS_NOEXEC) < 0)
+			fail(stage, "remount");
+		break;
+	case OP_TMPFS:
+		if (mkdir_p(dst, 0755) < 0)
+			fail(stage, "mkdir");
+		if (mount("airlock", dst, "tmpfs", (unsigned long)o->flags, o->data) < 0)
+			fail(stage, "mount tmpfs");
+		break;
+	case OP_PROC:
+		if (mkdir_p(dst, 0555) < 0)
+			fail(stage, "mkdir");
+		if (mount("proc", dst, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
+			fail(stage, "mount proc");
+		break;
+	default:
+		failf(stage, EINVAL, "unknown step %u", o->kind);
+	}
+}
+
+// make_private cuts the mount namespace off from the host's: nothing mounted here
+// propagates out, and nothing the host mounts later appears in the sandbox.
+void make_private(void) {
+	if (mount("", "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+		fail("mount: make / private", "mount");
+}
+
+static void build_root(const struct config *cfg) {
+	// The skeleton's size and inodes are the first step's data (rootPlan).
+	if (cfg->nops == 0 || cfg->ops[0].kind != OP_TMPFS || strcmp(cfg->ops[0].target, "/") != 0)
+		failf("mount: root tmpfs", EINVAL, "the plan does not start with the root tmpfs");
+	if (mount("airlock", NEW_ROOT, "tmpfs", (unsigned long)cfg->ops[0].flags, cfg->ops[0].data) < 0)
+		fail("mount: root tmpfs", "mount");
+	for (uint32_t i = 1; i < cfg->nops; i++)
+		apply_op(&cfg->ops[i]);
+}
+
+// pivot makes the new root the root and detaches the host's, so no path leads back.
+static void pivot(void) {
+	if (chdir(NEW_ROOT) < 0)
+		fail("pivot_root: chdir", "chdir");
+	// pivot_root(".", ".") stacks the old root on the new one; detaching "." then
+	// removes the old root without a put_old directory.
+	if (syscall(SYS_pivot_root, ".", ".") < 0)
+		fail("pivot_root", "pivot_root");
+	if (umount2(".", MNT_DETACH) < 0)
+		fail("pivot_root: detach old root", "umount");
+	if (chdir("/") < 0)
+		fail("pivot_root: chdir /", "chdir");
+}
+
+// seal makes the root skeleton, /dev and /proc read-only once they are complete.
+static void seal(void) {
+	static const char *const paths[] = {"/", "/dev", "/proc"};
+	for (size_t i = 0; i < sizeof paths / sizeof *paths; i++) {
+		if (remount(paths[i], MS_RDONLY) < 0) {
+			char stage[64];
+			snprintf(stage, sizeof stage, "remount %s read-only", paths[i]);
+			fail(stage, "remount");
+		}
+	}
+}
+
+// drop_caps empties the bounding, ambient and inheritable sets, so nothing the program
+// execs can regain a capability in this user namespace. The inheritable set matters on
+// its own: the kernel does not mask it with the bounding set. The init keeps its
+// permitted and effective sets for the few steps left.
+void drop_caps(void) {
+	if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0)
+		fail("drop capabilities", "clear ambient");
+	struct __user_cap_header_struct hdr = {_LINUX_CAPABILITY_VERSION_3, 0};
+	struct __user_cap_data_struct data[2];
+	if (syscall(SYS_capget, &hdr, data) < 0)
+		fail("drop capabilities", "capget");
+	data[0].inheritable = 0;
+	data[1].inheritable = 0;
+	if (syscall(SYS_capset, &hdr, data) < 0)
+		fail("drop capabilities", "clear inheritable capabilities");
+	for (int c = 0; c < 64; c++) {
+		if (prctl(PR_CAPBSET_DROP, c, 0, 0, 0) < 0 && errno != EINVAL)
+			fail("drop capabilities", "drop a bounding capability");
+	}
+}
+
+void load_seccomp(const struct config *cfg) {
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+		fail(cfg->filter_len ? "seccomp" : "no_new_privs", "no_new_privs");
+	if (cfg->filter_len == 0)
+		return; // only tests that prove a probe can fail without it
+	struct sock_fprog prog = {(unsigned short)cfg->filter_len, cfg->filter};
+	if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) < 0)
+		fail("seccomp", "seccomp: load");
+}
+
+static void *net_thread_main(void *arg) {
+	struct net_thread *n = arg;
+	if (unshare(CLONE_NEWNET) < 0) {
+		n->err = errno;
+		return NULL;
+	}
+	n->fd = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+	if (n->fd < 0)
+		n->err = errno;
+	return NULL;
+}
+
+void start_net(struct net_thread *n) {
+	n->fd = -1;
+	n->err = 0;
+	int e = pthread_create(&n->thread, NULL, net_thread_main, n);
+	if (e != 0) {
+		errno = e;
+		fail("network namespace", "thread");
+	}
+}
+
+static void join_net(struct net_thread *n) {
+	int e = pthread_join(n->thread, NULL);
+	if (e != 0) {
+		errno = e;
+		fail("network namespace", "join thread");
+	}
+	if (n->fd < 0) {
+		errno = n->err;
+		fail("network namespace", "unshare");
+	}
+	if (setns(n->fd, CLONE_NEWNET) < 0)
+		fail("network namespace", "setns");
+	close(n->fd);
+}
+
+// bridge is the sandbox's one way out under network "allowlist": it brings up lo, the
+// namespace's only interface, listens on 127.0.0.1:port there, and passes the listening
+// socket to the server over the report socket (SCM_RIGHTS, with a REP_LISTENER frame).
+// The server accepts its connections into the egress proxy; the init keeps no copy, so
+// the program can neither accept them itself nor bind the port while the server holds it.
+static void bridge(uint32_t port) {
+	int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (s < 0)
+		fail("network bridge", "socket");
+	struct ifreq ifr;
+	memset(&ifr, 0, sizeof ifr);
+	snprintf(ifr.ifr_name, sizeof ifr.ifr_name, "lo");
+	if (ioctl(s, SIOCGIFFLAGS, &ifr) < 0)
+		fail("network bridge", "get lo flags");
+	ifr.ifr_flags |= IFF_UP;
+	if (ioctl(s, SIOCSIFFLAGS, &ifr) < 0)
+		fail("network bridge", "bring lo up");
+	close(s);
+	int l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (l < 0)
+		fail("network bridge", "socket");
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (bind(l, (struct sockaddr *)&sa, sizeof sa) < 0)
+		fail("network bridge", "bind");
+	if (listen(l, 128) < 0)
+		fail("network bridge", "listen");
+	uint8_t frame[5];
+	uint32_t len = 1;
+	memcpy(frame, &len, 4);
+	frame[4] = REP_LISTENER;
+	struct iovec iov = {frame, sizeof frame};
+	char cbuf[CMSG_SPACE(sizeof(int))];
+	memset(cbuf, 0, sizeof cbuf);
+	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof cbuf};
+	struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_RIGHTS;
+	cm->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(cm), &l, sizeof l);
+	ssize_t n;
+	do
+		n = sendmsg(REPORT_FD, &mh, MSG_NOSIGNAL);
+	while (n < 0 && errno == EINTR);
+	if (n != (ssize_t)sizeof frame)
+		fail("network bridge", "pass the listener");
+	close(l);
+}
+
+// setup builds the sandbox up to the point where a program can start. The order is
+// fixed:
+//
+//	mounts (while a thread creates the network namespace) → join it → the bridge
+//	(allowlist only) → pivot_root → seal root → hostname → dumpable off → close-on-exec fds ≥ 3
+//	→ drop capabilities → cgroup ns → seccomp
+//
+// Seccomp comes last, so the fewest syscalls run under it before exec; it applies to
+// the init too, which needs nothing it denies from then on.
+void setup(const struct config *cfg, struct net_thread *net) {
+	int new_net = (cfg->clone_flags & CLONE_NEWNET) != 0;
+	build_root(cfg);
+	if (new_net)
+		join_net(net);
+	if (cfg->proxy_port)
+		bridge(cfg->proxy_port);
+	pivot();
+	seal();
+	// An empty name: the container forbids sethostname, and the namespace keeps the
+	// name it inherited (KeepHostname).
+	if (cfg->hostname[0] && sethostname(cfg->hostname, strlen(cfg->hostname)) < 0)
+		fail("sethostname", "sethostname");
+	// Not dumpable: the program (same uid) cannot open /proc/1/mem or /proc/1/fd.
+	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
+		fail("prctl dumpable", "prctl");
+	// The report pipe included: the program inherits only stdin, stdout and stderr.
+	if (syscall(SYS_close_range, 3, ~0U, CLOSE_RANGE_CLOEXEC) < 0)
+		fail("close fds", "close_range");
+	drop_caps();
+	// A cgroup namespace rooted at the sandbox's own cgroup hides the host's paths.
+	if (unshare(CLONE_NEWCGROUP) < 0)
+		fail("unshare cgroup namespace", "unshare");
+	load_seccomp(cfg);
+}

@@ -1,0 +1,106 @@
+package linux
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"sort"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/airlock-mcp/airlock/internal/stamp"
+)
+
+// A one-shot command (`airlock run`) gives New a stamp store (Options.Stamps): a full
+// self-check that passed recently for the same binary, kernel, namespaces, cgroups and
+// settings is then not built again (it is most of such a command's start-up: a whole
+// sandbox, ~10 ms on top of a ~15 ms run). Reusing it weakens nothing: every call builds
+// its sandbox in full and fails closed at any stage that does not hold, exactly as after
+// a fresh self-check; what the pass adds is the choice of container substitutes
+// (adaptations) and the report's facts, which are what the stamp keeps. A server (no
+// store) and `airlock probe` always check in full.
+
+// checkKind names the self-check's stamps.
+const checkKind = "selfcheck"
+
+// checkStamp is what a passing self-check leaves for the next process.
+type checkStamp struct {
+	Rules        int  `json:"rules"`
+	NoProc       bool `json:"no_proc"`
+	KeepHostname bool `json:"keep_hostname"`
+}
+
+// checkSysctls are the host settings that decide whether sandboxes can be built.
+var checkSysctls = []string{
+	"/proc/sys/user/max_user_namespaces",
+	"/proc/sys/kernel/unprivileged_userns_clone",
+	"/proc/sys/kernel/apparmor_restrict_unprivileged_userns",
+	"/proc/sys/kernel/seccomp/actions_avail",
+	"/proc/sys/kernel/random/boot_id", // a reboot invalidates every stamp
+}
+
+// checkKey is everything the self-check's outcome depends on.
+func (s *Sandbox) checkKey() *stamp.Key {
+	k := &stamp.Key{}
+	k.AddFile("exe", s.self)
+	var u unix.Utsname
+	if err := unix.Uname(&u); err == nil {
+		k.Add("kernel", unix.ByteSliceToString(u.Release[:])+" "+unix.ByteSliceToString(u.Version[:]))
+	} else {
+		k.Add("kernel", "\x00unreadable")
+	}
+	for _, p := range checkSysctls {
+		k.AddRead(p)
+	}
+	// The namespaces and cgroups this process runs in: another container, user
+	// namespace or cgroup is another host as far as the check goes.
+	for _, ns := range []string{"user", "mnt", "pid", "net", "cgroup", "uts", "ipc"} {
+		k.AddLink("/proc/self/ns/" + ns)
+	}
+	k.AddRead("/proc/self/cgroup")
+	k.AddRead("/proc/self/uid_map")
+	k.Add("ids", fmt.Sprintf("euid %d egid %d root %t", os.Geteuid(), os.Getegid(), s.root))
+	k.Add("host-ids", s.ids.scheme+" "+s.ids.describe())
+	ctrls := make([]string, 0, len(s.cg.v1))
+	for c, d := range s.cg.v1 {
+		ctrls = append(ctrls, c+":"+d)
+	}
+	sort.Strings(ctrls)
+	k.Add("cgroups", fmt.Sprintf("v%d %q %q %q %q", s.cg.version, s.cg.v2, ctrls, s.cg.ctrls, s.cg.reason))
+	opts := s.opts
+	opts.Stamps = nil
+	b, err := json.Marshal(opts)
+	if err != nil {
+		k.Add("options", "\x00unreadable")
+	} else {
+		k.Add("options", string(b))
+	}
+	return k
+}
+
+// reuseCheck takes a recent passing self-check from the store; false: check in full.
+func (s *Sandbox) reuseCheck(k *stamp.Key) bool {
+	if s.opts.Stamps == nil {
+		return false
+	}
+	var st checkStamp
+	if err := s.opts.Stamps.Load(checkKind, k, &st); err != nil {
+		s.log.Debug("self-check runs in full", "why", err)
+		return false
+	}
+	s.adapt = adaptations{noProc: st.NoProc, keepHostname: st.KeepHostname}
+	s.checked = &st
+	return true
+}
+
+// stampCheck records the self-check that just passed.
+func (s *Sandbox) stampCheck(k *stamp.Key, rules int) {
+	st := checkStamp{Rules: rules, NoProc: s.adapt.noProc, KeepHostname: s.adapt.keepHostname}
+	s.checked = &st
+	if s.opts.Stamps == nil {
+		return
+	}
+	if err := s.opts.Stamps.Save(checkKind, k, st); err != nil {
+		s.log.Debug("self-check not stamped", "err", err)
+	}
+}
