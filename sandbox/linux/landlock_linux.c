@@ -35,9 +35,9 @@
 #define FS_WRITE_FILE (1ULL << 1)
 #define FS_READ_FILE (1ULL << 2)
 #define FS_READ_DIR (1ULL << 3)
-#define FS_V1 ((1ULL << 13) - 1) // execute … make_sym
-#define FS_REFER (1ULL << 13)    // ABI 2
-#define FS_TRUNCATE (1ULL << 14) // ABI 3
+#define FS_V1 ((1ULL << 13) - 1)  // execute … make_sym
+#define FS_REFER (1ULL << 13)     // ABI 2
+#define FS_TRUNCATE (1ULL << 14)  // ABI 3
 #define FS_IOCTL_DEV (1ULL << 15) // ABI 5
 
 #define NET_BIND_TCP (1ULL << 0) // ABI 4

@@ -119,8 +119,10 @@ pid_t start_program(char **argv, char **env, int *fds, int nfds, const struct rl
 		while (waitpid(pid, &ws, __WALL) < 0 && errno == EINTR)
 			;
 		errno = sp.err;
-		fail(sp.what == 1 ? "rlimits" : sp.what == 3 ? "landlock" : stage,
-		     sp.what == 1 ? "setrlimit" : (sp.what == 2 ? "execve" : sp.what == 3 ? "nested domain" : "descriptors"));
+		fail(sp.what == 1 ? "rlimits" : sp.what == 3 ? "landlock"
+							     : stage,
+		     sp.what == 1 ? "setrlimit" : (sp.what == 2 ? "execve" : sp.what == 3 ? "nested domain"
+											  : "descriptors"));
 	}
 	return pid;
 }
