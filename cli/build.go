@@ -14,6 +14,7 @@ import (
 	"github.com/airlock-mcp/airlock/probe"
 	"github.com/airlock-mcp/airlock/runner"
 	"github.com/airlock-mcp/airlock/sandbox"
+	"github.com/airlock-mcp/airlock/session"
 	"github.com/airlock-mcp/airlock/tools"
 )
 
@@ -85,6 +86,10 @@ func build(ctx context.Context, cfg config.Config, strict bool, newSandbox func(
 		Limiter:  runner.NewLimiter(cfg.Concurrency.MaxParallel, cfg.Concurrency.QueueSize, time.Duration(cfg.Concurrency.QueueTimeout)),
 		Degraded: degraded, MemoryBound: memBound,
 		Log: slog.Default().With("component", "runner"),
+	}
+	// Only where the backend has sessions: elsewhere run_code's schema says they are off.
+	if _, ok := sb.(sandbox.Sessions); ok && strict && cfg.Sessions.Enabled {
+		r.Sessions = session.New(cfg.SessionLimits(), slog.Default())
 	}
 	// The audit log is on unless audit.path is "off". A configured path that cannot be
 	// opened refuses to start; the default falls back (runner.OpenDefaultAudit).

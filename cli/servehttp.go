@@ -49,7 +49,8 @@ func serveHTTP(ctx context.Context, cfg config.Config, deps tools.Deps, l httpLi
 	st := serve.NewState()
 	h := serve.Handler(serve.New(deps), base, serve.HTTPOptions{Clients: l.clients, AllowedOrigins: cfg.HTTP.AllowedOrigins,
 		MaxBodyBytes: int64(cfg.HTTP.MaxBodyBytes), SSE: l.sse, Stateless: cfg.HTTP.Stateless,
-		SessionIdle: time.Duration(cfg.HTTP.SessionIdle), State: st, Metrics: m.Handler(), Log: slog.Default()})
+		SessionIdle: time.Duration(cfg.HTTP.SessionIdle), State: st, Metrics: m.Handler(), Log: slog.Default(),
+		SessionEnded: endRunSessions(deps)})
 	endpoint := base + "/mcp"
 	if l.sse {
 		endpoint = base + "/sse"
@@ -141,4 +142,14 @@ func reloadOnHUP(c *serve.Clients, path string, log *slog.Logger) func() {
 		}
 	}()
 	return func() { signal.Stop(hup); close(done) }
+}
+
+// endRunSessions destroys the run_code sessions of an MCP session that has ended: no
+// client can reach them any more.
+func endRunSessions(deps tools.Deps) func(id, owner string) {
+	m := deps.Runner.Sessions
+	if m == nil {
+		return nil
+	}
+	return func(id, owner string) { m.EndOwner(tools.HTTPOwner(id, owner)) }
 }

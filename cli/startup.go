@@ -68,12 +68,13 @@ func warm(deps tools.Deps, cfg config.Config, log *slog.Logger) func() {
 		return nil
 	}
 	if cfg.Pool.Size <= 0 {
-		return func() { w.Close() }
+		return func() { endSessions(deps); w.Close() }
 	}
 	templates := deps.Runner.Templates()
 	w.Warm(templates, cfg.Pool.Size)
 	log.Info("warm pool started", "size", cfg.Pool.Size, "templates", len(templates))
 	return func() {
+		endSessions(deps)
 		st := w.PoolStats()
 		w.Close()
 		log.Info("warm pool drained", "hits", st.Hits, "misses", st.Misses)
@@ -83,7 +84,16 @@ func warm(deps tools.Deps, cfg config.Config, log *slog.Logger) func() {
 // closeSandbox waits for the backend's background cleanup (a finished sandbox's cgroup is
 // removed after its result is returned), so a one-shot command leaves nothing behind.
 func closeSandbox(deps tools.Deps) {
+	endSessions(deps)
 	if w, ok := deps.Runner.Sandbox.(sandbox.Warmer); ok {
 		w.Close()
+	}
+}
+
+// endSessions destroys the open sessions at shutdown, before the backend waits for its
+// sandboxes' cleanup: sessions do not outlive the server.
+func endSessions(deps tools.Deps) {
+	if deps.Runner != nil && deps.Runner.Sessions != nil {
+		deps.Runner.Sessions.Close()
 	}
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/airlock-mcp/airlock/egress"
 	"github.com/airlock-mcp/airlock/policy"
 	"github.com/airlock-mcp/airlock/sandbox"
+	"github.com/airlock-mcp/airlock/session"
 )
 
 // Config is the whole effective configuration.
@@ -42,6 +43,7 @@ type Config struct {
 	Log           Log       `toml:"log" json:"log"`
 	Audit         Audit     `toml:"audit" json:"audit"`
 	Pool          Pool      `toml:"pool" json:"pool"`
+	Sessions      Sessions  `toml:"sessions" json:"sessions"`
 	// Environments are the operator's library sets, by name ([environments.NAME]).
 	Environments map[string]Environment `toml:"environments" json:"environments,omitempty"`
 }
@@ -154,6 +156,22 @@ type Pool struct {
 	Size int `toml:"size" json:"size"`
 }
 
+// Sessions are run_code's opt-in sessions: one sandbox kept across a client's calls.
+type Sessions struct {
+	Enabled      bool     `toml:"enabled" json:"enabled"`
+	IdleTTL      Duration `toml:"idle_ttl" json:"idle_ttl"`
+	MaxLifetime  Duration `toml:"max_lifetime" json:"max_lifetime"`
+	MaxPerClient int      `toml:"max_per_client" json:"max_per_client"`
+	MaxTotal     int      `toml:"max_total" json:"max_total"`
+}
+
+// SessionLimits converts [sessions] to the session manager's limits.
+func (c Config) SessionLimits() session.Limits {
+	s := c.Sessions
+	return session.Limits{IdleTTL: time.Duration(s.IdleTTL), MaxLifetime: time.Duration(s.MaxLifetime),
+		MaxPerClient: s.MaxPerClient, MaxTotal: s.MaxTotal}
+}
+
 // Environment is one [environments.NAME] table: a venv, a prefix or a node_modules
 // directory, bound read-only into the sandboxes that run in it.
 type Environment struct {
@@ -202,6 +220,10 @@ func Default() Config {
 		// Two prepared sandboxes per language hide the sandbox and interpreter start
 		// for an agent's next call at the cost of ~10 MB each while idle.
 		Pool: Pool{Size: 2},
+		// An agent's data work takes minutes between steps; an hour bounds a forgotten
+		// session. Each open session holds its sandbox's memory while idle.
+		Sessions: Sessions{Enabled: true, IdleTTL: Duration(10 * time.Minute), MaxLifetime: Duration(time.Hour),
+			MaxPerClient: 4, MaxTotal: 16},
 		Concurrency: Concurrency{
 			MaxParallel:  runtime.NumCPU(),
 			QueueSize:    64,
@@ -460,6 +482,14 @@ func (c Config) Validate() error {
 			bad("environments."+e.Name+".default", "environment %s is already the default for %s", prev, lang)
 		} else if e.Default {
 			defaults[lang] = e.Name
+		}
+	}
+	if s := c.Sessions; s.Enabled {
+		if s.IdleTTL <= 0 || s.MaxLifetime <= 0 {
+			bad("sessions", "idle_ttl and max_lifetime must be positive, got %s and %s", time.Duration(s.IdleTTL), time.Duration(s.MaxLifetime))
+		}
+		if s.MaxPerClient < 1 || s.MaxTotal < 1 || s.MaxPerClient > s.MaxTotal {
+			bad("sessions", "need 1 <= max_per_client <= max_total, got %d and %d", s.MaxPerClient, s.MaxTotal)
 		}
 	}
 	if c.Pool.Size < 0 || c.Pool.Size > 64 {

@@ -72,6 +72,10 @@ type AuditRecord struct {
 	} `json:"limits"`
 	Violation string `json:"violation,omitempty"`
 	Error     string `json:"error,omitempty"`
+	// Session is the run_code session the call ran in, if any ("new" when a session
+	// could not be started); SessionRestarted says its processes were restarted.
+	Session          string `json:"session,omitempty"`
+	SessionRestarted bool   `json:"session_restarted,omitempty"`
 	// Egress lists the call's connections through the egress proxy (network
 	// "allowlist"): host, port, address, bytes and verdict of each.
 	Egress *sandbox.NetworkUse `json:"egress,omitempty"`

@@ -19,6 +19,7 @@ import (
 	"github.com/airlock-mcp/airlock/egress"
 	"github.com/airlock-mcp/airlock/policy"
 	"github.com/airlock-mcp/airlock/sandbox"
+	"github.com/airlock-mcp/airlock/session"
 )
 
 // Languages is the part of *policy.Registry the runner needs.
@@ -53,6 +54,12 @@ type Call struct {
 	Transport string
 	Client    string
 	Principal string
+	// Session is "new" to start a session, a session id to continue one, or empty for
+	// a single-use call; CloseSession ends it after the call. Owner is who the session
+	// belongs to (see tools' owner): only the same owner may use its id.
+	Session      string
+	CloseSession bool
+	Owner        string
 }
 
 // Outcome is how a call ended when the sandbox ran it.
@@ -71,6 +78,12 @@ type Outcome struct {
 	OutDir string
 	// Degraded is set when the server runs with optional isolation layers missing.
 	Degraded bool
+	// Session is the id of the session the call ran in; SessionRestarted says its
+	// processes were killed and restarted (files kept, variables lost); SessionClosed
+	// that it has ended, asked to or not.
+	Session          string
+	SessionRestarted bool
+	SessionClosed    bool
 }
 
 // Runner runs calls in the sandbox.
@@ -103,6 +116,8 @@ type Runner struct {
 	PerClient *ClientLimit
 	// Observer, when set, is told how every call ended.
 	Observer Observer
+	// Sessions holds the open sessions; nil: sessions are off.
+	Sessions *session.Manager
 }
 
 const maxArgs = 64
@@ -137,6 +152,9 @@ func (r *Runner) Run(ctx context.Context, call Call) (Outcome, error) {
 	if out.Environment != "" {
 		attrs = append(attrs, "environment", out.Environment)
 	}
+	if out.Session != "" {
+		attrs = append(attrs, "session", out.Session, "session_restarted", out.SessionRestarted)
+	}
 	if out.Limits != (sandbox.Limits{}) {
 		attrs = append(attrs, "wall_limit", out.Limits.Wall, "memory_limit", out.Limits.Memory)
 	}
@@ -170,6 +188,10 @@ func (r *Runner) record(ctx context.Context, start time.Time, call Call, sum str
 		rec.Violation = out.Violation.Module
 	}
 	rec.Egress = res.Network
+	rec.Session, rec.SessionRestarted = out.Session, out.SessionRestarted
+	if rec.Session == "" && call.Session != "" {
+		rec.Session = call.Session
+	}
 	if err != nil {
 		// The audit log tells the server's failures from every call that did not run
 		// for a reason of its own (refused, busy, cancelled).
@@ -192,6 +214,12 @@ func observedStatus(ctx context.Context, out Outcome, err error) string {
 func (r *Runner) run(ctx context.Context, call Call, out Outcome) (Outcome, error) {
 	if err := r.validate(call); err != nil {
 		return out, err
+	}
+	if call.Session != "" {
+		return r.runSession(ctx, call, out)
+	}
+	if call.CloseSession {
+		return out, fmt.Errorf("%w: close_session needs a session id", policy.ErrInvalidRequest)
 	}
 	lang, env, err := r.lookup(call)
 	if err != nil {
@@ -244,13 +272,18 @@ func (r *Runner) run(ctx context.Context, call Call, out Outcome) (Outcome, erro
 			res.Detail = fmt.Sprintf("import of %q refused by the import policy (line %d)", v.Module, v.Line)
 		}
 	}
+	out.Result = r.explain(res, lang, out.Environment)
+	return out, nil
+}
+
+// explain adds the hint for a module the environment lacks to a failed result.
+func (r *Runner) explain(res sandbox.Result, lang policy.Language, env string) sandbox.Result {
 	if res.Status == sandbox.StatusError {
 		if m, ok := policy.MissingModule(lang.Name, res.Stderr.Bytes()); ok {
-			res.Detail = strings.TrimPrefix(res.Detail+"; ", "; ") + r.Environments.MissingHint(lang.Name, out.Environment, m)
+			res.Detail = strings.TrimPrefix(res.Detail+"; ", "; ") + r.Environments.MissingHint(lang.Name, env, m)
 		}
 	}
-	out.Result = res
-	return out, nil
+	return res
 }
 
 // lookup resolves the call's language and environment. A named environment decides the
@@ -390,7 +423,8 @@ func FailureOf(ctx context.Context, err error) Failure {
 // IsRefusal reports whether err means the request itself was bad (the caller can fix it).
 func IsRefusal(err error) bool {
 	for _, e := range []error{policy.ErrInvalidRequest, policy.ErrCodeTooLarge,
-		policy.ErrLanguageNotEnabled, policy.ErrLanguageNotInstalled} {
+		policy.ErrLanguageNotEnabled, policy.ErrLanguageNotInstalled,
+		session.ErrUnknown, session.ErrLimit, session.ErrBusy} {
 		if errors.Is(err, e) {
 			return true
 		}

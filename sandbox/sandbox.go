@@ -282,6 +282,9 @@ type Result struct {
 	// Isolation is the tier the run had (IsolationNamespaces or IsolationLandlock on
 	// Linux; empty elsewhere).
 	Isolation string `json:"isolation,omitempty"`
+	// Restarted: a session call whose session's processes were killed and its driver
+	// started again (sandbox.Session); the files are kept, the interpreter's state is not.
+	Restarted bool `json:"restarted,omitempty"`
 }
 
 // Report describes the isolation really in effect.

@@ -647,3 +647,19 @@ func TestSessionCap(t *testing.T) {
 	}
 	initSession(t, url, nil)
 }
+
+// An MCP session that ends tells SessionEnded who owned it, so its run_code sessions go
+// with it.
+func TestSessionEndedHook(t *testing.T) {
+	s := newSessions(time.Minute)
+	var got []string
+	s.ended = func(id, owner string) { got = append(got, id+" "+owner) }
+	id := s.Generate()
+	s.claim(id, "alice")
+	if _, err := s.Terminate(id); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0] != id+" alice" {
+		t.Fatalf("SessionEnded saw %q", got)
+	}
+}

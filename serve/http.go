@@ -41,6 +41,9 @@ type HTTPOptions struct {
 	// MaxSessions bounds the live stateful sessions (0: defaultMaxSessions): without a
 	// bound, a loop of initialize requests grows the server's memory until idle expiry.
 	MaxSessions int
+	// SessionEnded, when set, is told of each stateful session that ended (DELETE or
+	// idle expiry) and the client that owned it: its run_code sessions go with it.
+	SessionEnded func(id, owner string)
 	// State reports readiness and drains; nil means always ready.
 	State *State
 	// Metrics serves GET /metrics; nil answers 404 there.
@@ -191,6 +194,7 @@ func Handler(s *server.MCPServer, base string, opt HTTPOptions) http.Handler {
 			// mcp-go's sweeper drops its own state of a session idle this long and
 			// calls sess.Terminate for it.
 			sess = newSessions(idle)
+			sess.ended = opt.SessionEnded
 			if sess.max = opt.MaxSessions; sess.max <= 0 {
 				sess.max = defaultMaxSessions
 			}

@@ -31,6 +31,8 @@ type sessions struct {
 
 	mu   sync.Mutex
 	live map[string]*httpSession
+	// ended, when set, is told of each session that ends (HTTPOptions.SessionEnded).
+	ended func(id, owner string)
 }
 
 type httpSession struct {
@@ -156,6 +158,9 @@ func (s *sessions) owned(id, who string) *httpSession {
 func (s *sessions) end(id string, ss *httpSession) {
 	ss.cancel()
 	delete(s.live, id)
+	if s.ended != nil {
+		s.ended(id, ss.owner)
+	}
 }
 
 // count is the number of live sessions.

@@ -9,6 +9,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/airlock-mcp/airlock/policy"
+	"github.com/airlock-mcp/airlock/runner"
 	"github.com/airlock-mcp/airlock/sandbox"
 )
 
@@ -71,8 +72,10 @@ type ConfigView struct {
 		Error    string          `json:"error,omitempty"`
 	} `json:"isolation"`
 	// Pool is the warm pool: sandboxes prepared ahead of calls, one call each.
-	Pool    sandbox.PoolStats `json:"pool"`
-	Sandbox struct {
+	Pool sandbox.PoolStats `json:"pool"`
+	// Sessions are run_code's sessions: their limits and how many are open.
+	Sessions SessionsView `json:"sessions"`
+	Sandbox  struct {
 		HostUser      string `json:"host_user"`
 		Cgroups       string `json:"cgroups"`
 		AllowDegraded bool   `json:"allow_degraded"`
@@ -85,6 +88,26 @@ type ConfigView struct {
 		AllowedOrigins []string `json:"allowed_origins"`
 		MaxBodyBytes   int64    `json:"max_body_bytes"`
 	} `json:"http"`
+}
+
+// SessionsView is get_config's account of sessions.
+type SessionsView struct {
+	Enabled       bool  `json:"enabled"`
+	IdleTTLMs     int64 `json:"idle_ttl_ms"`
+	MaxLifetimeMs int64 `json:"max_lifetime_ms"`
+	MaxPerClient  int   `json:"max_per_client"`
+	MaxTotal      int   `json:"max_total"`
+	Open          int   `json:"open"`
+	Clients       int   `json:"clients"`
+}
+
+func sessionsView(r *runner.Runner) SessionsView {
+	if r.Sessions == nil {
+		return SessionsView{}
+	}
+	lim, st := r.Sessions.Limits(), r.Sessions.Stats()
+	return SessionsView{Enabled: true, IdleTTLMs: lim.IdleTTL.Milliseconds(), MaxLifetimeMs: lim.MaxLifetime.Milliseconds(),
+		MaxPerClient: lim.MaxPerClient, MaxTotal: lim.MaxTotal, Open: st.Open, Clients: st.Clients}
 }
 
 func limitsView(l sandbox.Limits) LimitsView {
@@ -127,6 +150,7 @@ func EffectiveConfig(ctx context.Context, d Deps) ConfigView {
 	if w, ok := r.Sandbox.(sandbox.Warmer); ok {
 		v.Pool = w.PoolStats()
 	}
+	v.Sessions = sessionsView(r)
 	v.Sandbox.HostUser, v.Sandbox.Cgroups, v.Sandbox.AllowDegraded = c.Sandbox.HostUser, c.Sandbox.Cgroups, c.Sandbox.AllowDegraded
 	v.Sandbox.Isolation = c.Sandbox.Isolation
 	v.HTTP.Addr = c.HTTP.Addr

@@ -18,6 +18,7 @@ import (
 	"github.com/airlock-mcp/airlock/runner"
 	"github.com/airlock-mcp/airlock/sandbox"
 	"github.com/airlock-mcp/airlock/sanitize"
+	"github.com/airlock-mcp/airlock/session"
 )
 
 // RunCodeArgs are run_code's arguments.
@@ -30,6 +31,8 @@ type RunCodeArgs struct {
 	Args           []string `json:"args,omitempty"`
 	Files          []File   `json:"files,omitempty"`
 	AllowDomains   []string `json:"allow_domains,omitempty"`
+	Session        string   `json:"session,omitempty"`
+	CloseSession   bool     `json:"close_session,omitempty"`
 }
 
 // File is one input file of run_code.
@@ -39,7 +42,7 @@ type File struct {
 	Encoding string `json:"encoding,omitempty" jsonschema:"enum=utf8,enum=base64,default=utf8"`
 }
 
-var runCodeArgNames = []string{"code", "language", "environment", "timeout_seconds", "stdin", "args", "files", "allow_domains"}
+var runCodeArgNames = []string{"code", "language", "environment", "timeout_seconds", "stdin", "args", "files", "allow_domains", "session", "close_session"}
 
 // Violation is the import the policy refused.
 type Violation struct {
@@ -77,6 +80,10 @@ type RunCodeResult struct {
 	Lowered []LoweredLimit `json:"lowered,omitempty" jsonschema:"description=Limits the call asked for above the server's maximum and the values it ran with."`
 	// Network is what the program did through the egress proxy (network "allowlist").
 	Network *sandbox.NetworkUse `json:"network,omitempty"`
+	// The session the call ran in (session "new" or an id).
+	SessionID        string `json:"session_id,omitempty" jsonschema_description:"The session the call ran in: pass it as session to continue it."`
+	SessionRestarted bool   `json:"session_restarted,omitempty" jsonschema_description:"The session's processes were killed and restarted (a timeout the interpreter did not stop, the memory limit, an exit): files in the workspace are kept, variables are lost."`
+	SessionClosed    bool   `json:"session_closed,omitempty" jsonschema_description:"The session has ended (close_session, or its sandbox ended); its id is no longer valid."`
 }
 
 // LoweredLimit is one limit a call asked for above the server's maximum.
@@ -151,6 +158,7 @@ func RunCode(d Deps) server.ServerTool {
 		f.MaxItems = &maxFiles
 		p("allow_domains").Description = `Only with the server's network "allowlist": narrow its allowlist for this call to these names ` +
 			`(exact, or *.suffix for subdomains); each must be on the server's list. Omit to keep the whole list.`
+		sessionSchema(p("session"), p("close_session"), d)
 	})
 	tool := mcp.NewToolWithRawSchema("run_code", runCodeDescription(d, enabled), in)
 	tool.Title = "Run code in a sandbox"
@@ -179,12 +187,12 @@ func runCodeDescription(d Deps, enabled []string) string {
 			"a refused connection gets HTTP 403 naming the rule", strings.Join(e.Domains, ", "), joinPorts(e.Ports), e.MaxBytes>>20)
 	}
 	return fmt.Sprintf(`Run a program in a fresh, single-use, isolated sandbox and return its exit status, stdout and stderr.
-Languages: %s. The sandbox has %s, a private writable workspace (the current directory, at most %d MiB) and a read-only view of the interpreter; nothing persists between calls.
+Languages: %s. The sandbox has %s, a private writable workspace (the current directory, at most %d MiB) and a read-only view of the interpreter; nothing persists between calls%s.
 Limits per run: timeout %gs by default (at most %gs), memory %d MiB, %d processes, %d KiB of output kept per stream (head and tail when longer).
 A non-ok status (error, timeout, memory_limit, ...) is reported with isError and a detail saying why.
 Input files: pass "files" (path, content, encoding utf8 or base64); they are placed in the workspace and count against its size.
 %s%s`,
-		strings.Join(enabled, ", "), net, b.Default.Workspace>>20, b.Default.Wall.Seconds(), b.Max.Wall.Seconds(),
+		strings.Join(enabled, ", "), net, b.Default.Workspace>>20, sessionsNote(d), b.Default.Wall.Seconds(), b.Max.Wall.Seconds(),
 		b.Default.Memory>>20, b.Default.Pids, b.Default.Output>>10, outputsDescription(d), environmentsDescription(d))
 }
 
@@ -251,7 +259,7 @@ func runCode(ctx context.Context, d Deps, req mcp.CallToolRequest, defLang strin
 	if raw, ok := req.GetArguments()["code"]; !ok || raw == nil {
 		return refused("", statusInvalidRequest, `missing required argument "code": pass the source code to run`), nil
 	}
-	if args.Language == "" && args.Environment == "" {
+	if args.Language == "" && args.Environment == "" && (args.Session == "" || args.Session == runner.NewSession) {
 		args.Language = defLang
 	}
 	timeout, err := timeoutOf(args.TimeoutSeconds)
@@ -259,9 +267,10 @@ func runCode(ctx context.Context, d Deps, req mcp.CallToolRequest, defLang strin
 		return refused("", statusInvalidRequest, err.Error()), nil
 	}
 	call := runner.Call{Language: args.Language, Environment: args.Environment, Code: []byte(args.Code), Stdin: []byte(args.Stdin),
-		Args: args.Args, Timeout: timeout, AllowDomains: args.AllowDomains}
+		Args: args.Args, Timeout: timeout, AllowDomains: args.AllowDomains, Session: args.Session, CloseSession: args.CloseSession}
 	call.Transport, call.Client = origin(ctx, req)
 	call.Principal = runner.PrincipalFrom(ctx)
+	call.Owner = owner(ctx, call.Principal, d.Config.HTTP.Stateless)
 	for _, f := range args.Files {
 		call.Files = append(call.Files, policy.FileInput{Path: f.Path, Content: f.Content, Encoding: f.Encoding})
 	}
@@ -277,7 +286,15 @@ func runCode(ctx context.Context, d Deps, req mcp.CallToolRequest, defLang strin
 		if r := hostFailure(ctx, out, err); r != nil {
 			return r, nil
 		}
-		return refusal(ctx, out.ID, err), nil
+		r := refusal(ctx, out.ID, err)
+		if out.Session != "" {
+			// A refused call in an open session: the session is still there (or not).
+			if sc, ok := r.StructuredContent.(RunCodeResult); ok {
+				sc.SessionID, sc.SessionClosed = out.Session, out.SessionClosed
+				r.StructuredContent = sc
+			}
+		}
+		return r, nil
 	}
 	content, list := artifactContent(out.ID, out.OutDir, out.Result.Artifacts)
 	res := resultOf(out, list)
@@ -315,6 +332,9 @@ func refusal(ctx context.Context, id string, err error) *mcp.CallToolResult {
 	case runner.Refused:
 		if errors.Is(err, policy.ErrCodeTooLarge) {
 			return refused(id, statusInvalidRequest, "code too large: "+err.Error()+"; shorten it or split it into several calls")
+		}
+		if errors.Is(err, session.ErrLimit) || errors.Is(err, session.ErrBusy) {
+			return refused(id, statusBusy, err.Error())
 		}
 		return refused(id, statusInvalidRequest, err.Error())
 	case runner.Busy:
@@ -368,6 +388,7 @@ func resultOf(o runner.Outcome, arts []Artifact) RunCodeResult {
 	if r.Network != nil {
 		res.Network = sanitizeNetwork(r.Network)
 	}
+	res.SessionID, res.SessionRestarted, res.SessionClosed = o.Session, o.SessionRestarted, o.SessionClosed
 	return res
 }
 
@@ -438,6 +459,15 @@ func renderRun(r RunCodeResult, l sandbox.Limits) string {
 	}
 	if r.Isolation == sandbox.IsolationLandlock {
 		b.WriteString("\nisolation: landlock (the weaker tier: no pid, mount, network or IPC namespace; see probe_sandbox)")
+	}
+	if r.SessionID != "" {
+		fmt.Fprintf(&b, "\nsession: %s", r.SessionID)
+		switch {
+		case r.SessionClosed:
+			b.WriteString(" (ended)")
+		case r.SessionRestarted:
+			b.WriteString(" (restarted: files kept, variables lost)")
+		}
 	}
 	if n := r.Network; n != nil {
 		fmt.Fprintf(&b, "\nnetwork: %d connections allowed, %d refused; %d bytes sent, %d received", n.Allowed, n.Refused, n.Sent, n.Received)

@@ -62,6 +62,31 @@ func TestShortSoak(t *testing.T) {
 	}
 }
 
+// TestShortSessionSoak is the short soak with every call in a session: the hostile
+// kinds run as later calls of sessions beside what earlier calls left, and nothing of
+// any session may remain once they are closed.
+func TestShortSessionSoak(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short")
+	}
+	bin := buildAirlock(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	rep, err := Run(ctx, Options{Binary: bin, Calls: 120, Parallel: 4, Pool: 2, Dir: t.TempDir(), Sessions: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	rep.Print(&b)
+	t.Log("\n" + b.String())
+	if !rep.Pass() {
+		t.Fatalf("session soak failed: %v", rep.Problems)
+	}
+	if rep.Sent < 120 || rep.AuditLines < 120 || rep.Before.FDs == 0 {
+		t.Fatalf("session soak measured nothing: %+v", rep)
+	}
+}
+
 // TestShortTenantSoak runs three servers at once, each with calls that exhaust a
 // per-user kernel budget (pending signals, pipe buffers, descriptors in flight) beside
 // calls, and a host process of root, that must still get theirs.

@@ -44,6 +44,20 @@ type Options struct {
 	Isolation string
 	// Progress, when set, gets a line every few hundred calls.
 	Progress io.Writer
+	// Sessions sends every call in a run_code session: each sequence of calls (the
+	// sequential half, each parallel worker) keeps one open, closing it and starting
+	// another every LaneCalls calls and at its end, so hostile calls run as the n-th call
+	// of a session beside the state earlier calls left.
+	Sessions bool
+}
+
+// LaneCalls is how many calls a soak session takes before it is closed.
+const LaneCalls = 20
+
+// lane is one sequence of calls in sessions mode: the session it is in.
+type lane struct {
+	id    string
+	calls int
 }
 
 // KindStats are the figures for one kind of call.
@@ -87,6 +101,8 @@ type Report struct {
 	GoroutinesEnd  int
 	ExitCode       int
 	Problems       []string
+	// extra counts the calls beyond the measured ones (sessions mode: the closing calls).
+	extra atomic.Int64
 }
 
 // Pass reports whether every check held.
@@ -152,7 +168,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			return nil, fmt.Errorf("twin server: %w", err)
 		}
 		for i := 0; i < Weights(); i++ {
-			_, _ = call(ctx, twin, kindOf(i), r.Marker+"-twin-"+fmt.Sprint(i))
+			_, _ = call(ctx, twin, kindOf(i), r.Marker+"-twin-"+fmt.Sprint(i), nil)
 		}
 		// Only waiting for the twin to go quiet; its counts are not compared.
 		_, _ = settle(twin.PID(), r.Marker, Stats{FDs: 1 << 30}, o.Pool)
@@ -182,9 +198,11 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	var ids sync.Map
 	n := 0
 	next := func() int { n++; return n - 1 }
+	warm := r.newLane()
 	for i := 0; i < Weights(); i++ {
-		r.one(ctx, srv, next(), &ids)
+		r.one(ctx, srv, next(), &ids, warm)
 	}
+	r.endLane(ctx, srv, warm, &ids)
 	r.Warmup = Weights()
 	if r.Before, err = settle(r.ServerPID, r.Marker, Stats{FDs: 1 << 30}, o.Pool); err != nil {
 		return nil, err
@@ -192,10 +210,12 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 
 	seq := o.Calls / 2
 	t0 := time.Now()
+	seqLane := r.newLane()
 	for i := 0; i < seq; i++ {
-		r.one(ctx, srv, next(), &ids)
+		r.one(ctx, srv, next(), &ids, seqLane)
 		r.progress(i+1, o.Calls)
 	}
+	r.endLane(ctx, srv, seqLane, &ids)
 	r.Sequential = time.Since(t0)
 
 	work := make(chan int)
@@ -205,10 +225,12 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			ln := r.newLane()
 			for i := range work {
-				r.one(ctx, srv, i, &ids)
+				r.one(ctx, srv, i, &ids, ln)
 				r.progress(seq+int(done.Add(1)), o.Calls)
 			}
+			r.endLane(ctx, srv, ln, &ids)
 		}()
 	}
 	t0 = time.Now()
@@ -218,7 +240,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	close(work)
 	wg.Wait()
 	r.ParallelTime = time.Since(t0)
-	r.Sent = handshake + n
+	r.Sent = handshake + n + int(r.extra.Load())
 
 	// Idle: every sandbox of the soak must be gone while the server still runs.
 	r.After, err = settle(r.ServerPID, r.Marker, r.Before, o.Pool)
@@ -319,11 +341,11 @@ func (r *Report) progress(i, total int) {
 var kindMu sync.Mutex
 
 // one sends call i and checks its answer against its kind.
-func (r *Report) one(ctx context.Context, srv *Server, i int, ids *sync.Map) {
+func (r *Report) one(ctx context.Context, srv *Server, i int, ids *sync.Map, ln *lane) {
 	k := kindOf(i)
 	marker := fmt.Sprintf("%s-%d", r.Marker, i)
 	t0 := time.Now()
-	res, err := call(ctx, srv, k, marker)
+	res, err := call(ctx, srv, k, marker, ln)
 	ms := time.Since(t0).Milliseconds()
 	kindMu.Lock()
 	defer kindMu.Unlock()
@@ -345,6 +367,45 @@ func (r *Report) one(ctx context.Context, srv *Server, i int, ids *sync.Map) {
 		ks.Wrong++
 		r.fail("call %d (%s): %s", i, k.Name, why)
 	}
+	if ln != nil && res.SessionID == "" {
+		ks.Wrong++
+		r.fail("call %d (%s) in a session: no session_id in the answer", i, k.Name)
+	}
+}
+
+func indent(code string) string {
+	var b strings.Builder
+	for _, line := range strings.Split(strings.TrimRight(code, "\n"), "\n") {
+		b.WriteString("    " + line + "\n")
+	}
+	return b.String()
+}
+
+// endLane closes ln's session, if it has one, with a last call of its own.
+func (r *Report) endLane(ctx context.Context, srv *Server, ln *lane, ids *sync.Map) {
+	if ln == nil || ln.id == "" {
+		return
+	}
+	ln.calls = LaneCalls
+	res, err := call(ctx, srv, Kind{Name: "close", code: "pass\n"}, r.Marker+"-close", ln)
+	r.extra.Add(1)
+	if err == nil && res.ID != "" {
+		ids.Store(res.ID, res.Status)
+	}
+	switch {
+	case err != nil:
+		r.fail("closing a session: no answer: %v", err)
+	case res.Status != "ok" || !res.SessionClosed:
+		r.fail("closing a session: status %s, closed %v: %.200q", res.Status, res.SessionClosed, res.Text)
+	}
+}
+
+// newLane is a lane in sessions mode, nil otherwise.
+func (r *Report) newLane() *lane {
+	if !r.Options.Sessions {
+		return nil
+	}
+	return &lane{}
 }
 
 // Answer is the part of a run_code result the soak checks.
@@ -356,10 +417,31 @@ type Answer struct {
 	Detail   string `json:"detail"`
 	IsError  bool   `json:"-"`
 	Text     string `json:"-"`
+	// In sessions mode.
+	SessionID     string `json:"session_id"`
+	SessionClosed bool   `json:"session_closed"`
 }
 
-func call(ctx context.Context, srv *Server, k Kind, marker string) (Answer, error) {
+func call(ctx context.Context, srv *Server, k Kind, marker string, ln *lane) (Answer, error) {
 	args := map[string]any{"code": k.Code(marker), "language": "python", "args": []string{marker}}
+	if ln != nil {
+		// A session's program is its driver: the marker goes where the programs read it.
+		delete(args, "args")
+		args["code"] = "import sys\nsys.argv = ['main.py', " + fmt.Sprintf("%q", marker) + "]\n" + k.Code(marker)
+		if k.Name == "disk_fill" {
+			// A session's files stay, and a full workspace is memory the session holds
+			// (tmpfs): the next calls would meet the memory limit.
+			args["code"] = "import atexit, os\ntry:\n" + indent(args["code"].(string)) + "finally:\n    os.remove('fill')\n"
+		}
+		args["session"] = "new"
+		if ln.id != "" {
+			args["session"] = ln.id
+		}
+		ln.calls++
+		if ln.calls >= LaneCalls {
+			args["close_session"] = true
+		}
+	}
 	if k.Timeout > 0 {
 		args["timeout_seconds"] = k.Timeout
 	}
@@ -372,7 +454,14 @@ func call(ctx context.Context, srv *Server, k Kind, marker string) (Answer, erro
 	if err != nil {
 		return Answer{}, err
 	}
-	return AnswerOf(res), nil
+	a := AnswerOf(res)
+	if ln != nil {
+		ln.id = a.SessionID
+		if a.SessionClosed || ln.calls >= LaneCalls {
+			ln.id, ln.calls = "", 0
+		}
+	}
+	return a, nil
 }
 
 // AnswerOf reads a run_code result; a result without structured content (a refusal) has
@@ -398,7 +487,7 @@ func AnswerOf(res *mcp.CallToolResult) Answer {
 func (k Kind) mismatch(a Answer, marker string) string {
 	switch {
 	case a.Status != k.Want:
-		return fmt.Sprintf("status %s, want %s (detail %q, text %.200q)", a.Status, k.Want, a.Detail, a.Text)
+		return fmt.Sprintf("status %s, want %s (detail %q, text %.600q)", a.Status, k.Want, a.Detail, a.Text)
 	case k.WantExit != nil && a.ExitCode != *k.WantExit:
 		return fmt.Sprintf("exit code %d, want %d", a.ExitCode, *k.WantExit)
 	case k.WantStdout != "" && !strings.Contains(a.Stdout, strings.ReplaceAll(k.WantStdout, "MARKER", marker)):
@@ -491,8 +580,12 @@ func (r *Report) check() {
 
 // Print writes the summary table and the PASS/FAIL line.
 func (r *Report) Print(w io.Writer) {
-	fmt.Fprintf(w, "airlock soak: %d calls (%d sequential in %s, %d at %d-parallel in %s) + %d warm-up, server pid %d\n",
-		r.Options.Calls, r.Options.Calls/2, r.Sequential.Round(time.Millisecond), r.Options.Calls-r.Options.Calls/2,
+	mode := ""
+	if r.Options.Sessions {
+		mode = fmt.Sprintf(" in sessions (%d calls each)", LaneCalls)
+	}
+	fmt.Fprintf(w, "airlock soak%s: %d calls (%d sequential in %s, %d at %d-parallel in %s) + %d warm-up, server pid %d\n",
+		mode, r.Options.Calls, r.Options.Calls/2, r.Sequential.Round(time.Millisecond), r.Options.Calls-r.Options.Calls/2,
 		r.Options.Parallel, r.ParallelTime.Round(time.Millisecond), r.Warmup, r.ServerPID)
 	fmt.Fprintf(w, "%-13s %6s %6s %8s %8s  %s\n", "kind", "calls", "wrong", "avg_ms", "max_ms", "statuses")
 	names := make([]string, 0, len(r.Kinds))

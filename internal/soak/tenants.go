@@ -185,7 +185,7 @@ func RunTenants(ctx context.Context, o Options, tenants int) (*TenantReport, err
 					k := tenantKindOf(i)
 					m := fmt.Sprintf("%s-%d", marker, i)
 					c0 := time.Now()
-					res, err := call(ctx, s, k, m)
+					res, err := call(ctx, s, k, m, nil)
 					ms := time.Since(c0).Milliseconds()
 					mu.Lock()
 					ks := r.Kinds[k.Name]

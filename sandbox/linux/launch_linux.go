@@ -11,6 +11,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -78,6 +79,10 @@ type launch struct {
 	listener chan net.Listener
 	proxy    *egress.Proxy
 	netUse   *sandbox.NetworkUse
+
+	// sink, when set, takes the program's output instead of the captures: a session's
+	// (session_linux.go), which splits it per call. It keeps stdin open, too.
+	sink atomic.Pointer[func(stderr bool, p []byte)]
 }
 
 func newID() string {
@@ -241,6 +246,9 @@ func (l *launch) handover(spec sandbox.Spec, h *handover) error {
 		return fmt.Errorf("hand the call to the sandbox init: %w", err)
 	}
 	l.startProxy(spec)
+	if l.sink.Load() != nil {
+		return nil // a session writes its calls to stdin itself
+	}
 	// EPIPE: the init is gone, having reported why (a setup failure) or not; wait says.
 	stdin, w := spec.Stdin, l.stdinW
 	go func() {
@@ -440,7 +448,9 @@ func (l *launch) pump(r *os.File, c *sandbox.Capture) {
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := r.Read(buf)
-		if n > 0 {
+		if sink := l.sink.Load(); n > 0 && sink != nil {
+			(*sink)(c == l.stderr, buf[:n])
+		} else if n > 0 {
 			_, _ = c.Write(buf[:n])
 			if ceiling := c.Limit() * floodFactor; ceiling > 0 && c.Total() > ceiling {
 				l.stop(sandbox.StatusOutputLimit, fmt.Sprintf("killed for writing more than %d bytes to one stream", ceiling))
