@@ -73,22 +73,9 @@ type landlockTier struct {
 // mode is allowed, naming each missing piece.
 func newLandlockTier(opts sandbox.Options) (*landlockTier, error) {
 	t := &landlockTier{abi: landlockABI()}
-	if t.abi < 1 {
-		return nil, fmt.Errorf("%w: sandbox.isolation = landlock, but this kernel has no Landlock (needs Linux 5.13+ with CONFIG_SECURITY_LANDLOCK=y and landlock in the lsm= boot list)", sandbox.ErrUnavailable)
-	}
-	if t.abi >= 4 {
-		t.want |= llNet
-	} else {
-		t.missing = append(t.missing, fmt.Sprintf("TCP bind/connect denial (Landlock ABI 4, this kernel has %d; seccomp still allows only AF_UNIX sockets)", t.abi))
-	}
-	if t.abi >= 6 {
-		t.want |= llScope
-	} else {
-		t.missing = append(t.missing, fmt.Sprintf("abstract unix socket and signal scoping (Landlock ABI 6, this kernel has %d: the program can signal the server's other processes of its uid and reach abstract sockets)", t.abi))
-	}
-	if len(t.missing) > 0 && !opts.AllowDegraded {
-		return nil, fmt.Errorf("%w: the Landlock tier lacks on this kernel: %s (use a newer kernel, or set sandbox.allow_degraded = true to serve without them)",
-			sandbox.ErrUnavailable, strings.Join(t.missing, "; "))
+	var err error
+	if t.want, t.missing, err = landlockPieces(t.abi, opts.AllowDegraded); err != nil {
+		return nil, err
 	}
 	// Not in the lock directory itself: it is private to the server's uid, and each
 	// run's uid must pass through to its own directory.
@@ -125,6 +112,29 @@ func (t *landlockTier) close(log *slog.Logger) {
 	if err := os.Remove(t.base); err != nil && !errors.Is(err, os.ErrNotExist) {
 		log.Warn("the Landlock tier's run directories left behind", "dir", t.base, "err", err)
 	}
+}
+
+// landlockPieces is what a kernel with Landlock ABI abi can enforce (want) and what it
+// lacks, each piece named; without allowDegraded a missing piece refuses.
+func landlockPieces(abi int, allowDegraded bool) (want uint32, missing []string, err error) {
+	if abi < 1 {
+		return 0, nil, fmt.Errorf("%w: sandbox.isolation = landlock, but this kernel has no Landlock (needs Linux 5.13+ with CONFIG_SECURITY_LANDLOCK=y and landlock in the lsm= boot list)", sandbox.ErrUnavailable)
+	}
+	if abi >= 4 {
+		want |= llNet
+	} else {
+		missing = append(missing, fmt.Sprintf("TCP bind/connect denial (Landlock ABI 4, this kernel has %d; seccomp still allows only AF_UNIX sockets)", abi))
+	}
+	if abi >= 6 {
+		want |= llScope
+	} else {
+		missing = append(missing, fmt.Sprintf("abstract unix socket and signal scoping (Landlock ABI 6, this kernel has %d: the program can signal the server's other processes of its uid and reach abstract sockets)", abi))
+	}
+	if len(missing) > 0 && !allowDegraded {
+		return 0, nil, fmt.Errorf("%w: the Landlock tier lacks on this kernel: %s (use a newer kernel, or set sandbox.allow_degraded = true to serve without them)",
+			sandbox.ErrUnavailable, strings.Join(missing, "; "))
+	}
+	return want, missing, nil
 }
 
 // landlockIDs are an unprivileged server's host ids in this tier: its own. Subordinate

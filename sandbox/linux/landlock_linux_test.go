@@ -3,6 +3,7 @@ package linux
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -445,5 +446,47 @@ func TestGrantAround(t *testing.T) {
 	}
 	if got := unescapeMount(`/mnt/a\040b`); got != "/mnt/a b" {
 		t.Errorf("unescapeMount = %q", got)
+	}
+}
+
+// TestLandlockPieces: the ABI check names each missing piece and refuses without
+// allow_degraded; this kernel's ABI is one row, the others cannot be had here.
+func TestLandlockPieces(t *testing.T) {
+	for _, tc := range []struct {
+		abi      int
+		degraded bool
+		want     uint32
+		missing  []string // substrings, one per missing piece
+		refused  bool
+	}{
+		{0, true, 0, nil, true},
+		{1, false, 0, []string{"TCP", "scoping"}, true},
+		{3, true, 0, []string{"TCP bind/connect denial (Landlock ABI 4, this kernel has 3", "scoping (Landlock ABI 6"}, false},
+		{4, false, llNet, []string{"scoping"}, true},
+		{5, true, llNet, []string{"scoping (Landlock ABI 6, this kernel has 5"}, false},
+		{6, false, llNet | llScope, nil, false},
+		{7, false, llNet | llScope, nil, false},
+	} {
+		want, missing, err := landlockPieces(tc.abi, tc.degraded)
+		if tc.refused {
+			if !errors.Is(err, sandbox.ErrUnavailable) {
+				t.Errorf("ABI %d, degraded %t: err %v, want a refusal", tc.abi, tc.degraded, err)
+			}
+			for _, m := range tc.missing {
+				if err == nil || !strings.Contains(err.Error(), m) {
+					t.Errorf("ABI %d: the refusal %v does not name %q", tc.abi, err, m)
+				}
+			}
+			continue
+		}
+		if err != nil || want != tc.want || len(missing) != len(tc.missing) {
+			t.Errorf("ABI %d, degraded %t: want %b missing %q err %v; want %b and %d missing", tc.abi, tc.degraded, want, missing, err, tc.want, len(tc.missing))
+			continue
+		}
+		for i, m := range tc.missing {
+			if !strings.Contains(missing[i], m) {
+				t.Errorf("ABI %d: missing[%d] = %q, want it to name %q", tc.abi, i, missing[i], m)
+			}
+		}
 	}
 }
