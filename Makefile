@@ -118,8 +118,9 @@ update-golden: ## rewrite the golden snapshots (tool schemas, SBPL profiles)
 	$(GO) test -count=1 ./tools -update
 	$(GO) test -count=1 ./sandbox/darwin -update
 
-bench: build ## airlock vs the bare interpreter over MCP stdio, plus the Go micro-benchmarks
-	$(GO) run ./cmd/airlock-bench -airlock bin/airlock
+# COMPARE=path/to/another/airlock adds that build's windows to the same interleaved rounds.
+bench: build ## airlock vs the bare interpreter and bwrap over MCP stdio, interleaved (COMPARE=BIN: another build too), plus the Go micro-benchmarks
+	$(GO) run ./cmd/airlock-bench -airlock bin/airlock $(if $(COMPARE),-compare $(COMPARE))
 	$(BUILD_ENV) $(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./...
 
 clients: build ## the official MCP Go and TypeScript SDKs drive bin/airlock over stdio, Streamable HTTP and SSE (needs the Go proxy and npm)

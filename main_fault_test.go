@@ -403,8 +403,8 @@ func removeCgroup(t *testing.T, d string) {
 	}
 }
 
-// A base dir that vanished (another airlock process removed it, empty, at its exit) is
-// made again for the next run. A per-run cgroup that cannot be created at all (a
+// A server's cgroup dir that vanished (a host's cleanup, or its base removed by another
+// airlock process's exit) is made again for the next run. A per-run cgroup that cannot be created at all (a
 // read-only file system over the base) is a structured sandbox_error naming the
 // cgroup, never a run without limits; the server keeps serving and recovers once the
 // cgroup can be made.
@@ -434,11 +434,19 @@ func TestFaultCgroupCreationFails(t *testing.T) {
 			// The killed server may leave run cgroups behind (their removal runs after
 			// the result is sent); a later server's start would clean them as stale.
 			base := filepath.Join(d, "airlock")
-			runs, _ := os.ReadDir(base)
-			for _, r := range runs {
-				if r.IsDir() {
-					removeCgroup(t, filepath.Join(base, r.Name()))
+			// Each server's own dir holds its run cgroups.
+			owns, _ := os.ReadDir(base)
+			for _, o := range owns {
+				if !o.IsDir() {
+					continue
 				}
+				runs, _ := os.ReadDir(filepath.Join(base, o.Name()))
+				for _, r := range runs {
+					if r.IsDir() {
+						removeCgroup(t, filepath.Join(base, o.Name(), r.Name()))
+					}
+				}
+				removeCgroup(t, filepath.Join(base, o.Name()))
 			}
 			removeCgroup(t, base)
 			if err := os.Remove(d); err != nil {

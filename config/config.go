@@ -419,6 +419,15 @@ func (c Config) Validate() error {
 	if c.Artifacts.MaxFiles < 0 {
 		bad("artifacts.max_files", "must not be negative, got %d", c.Artifacts.MaxFiles)
 	}
+	if c.Artifacts.MaxFiles > 0 {
+		// A zero cap is not "no cap": artifacts.max_files = 0 turns artifacts off.
+		if c.Artifacts.MaxFileBytes <= 0 {
+			bad("artifacts.max_file_bytes", "must be positive while artifacts.max_files > 0 (set max_files = 0 to turn artifacts off), got %d", c.Artifacts.MaxFileBytes)
+		}
+		if c.Artifacts.MaxTotal <= 0 {
+			bad("artifacts.max_total", "must be positive while artifacts.max_files > 0 (set max_files = 0 to turn artifacts off), got %d", c.Artifacts.MaxTotal)
+		}
+	}
 	if err := validOutDir(c.Artifacts.Dir); err != nil {
 		bad("artifacts.dir", "%v", err)
 	}

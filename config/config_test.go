@@ -245,6 +245,8 @@ func TestValidateNamesField(t *testing.T) {
 		{"no languages", func(c *Config) { c.Languages.Enabled = nil }, "languages.enabled"},
 		{"relative interpreter", func(c *Config) { c.Languages.Interpreters = map[string]string{"python": "python3"} }, "languages.interpreters.python"},
 		{"code cap", func(c *Config) { c.MaxCodeBytes = 0 }, "max_code_bytes: must be positive"},
+		{"artifact size cap zero", func(c *Config) { c.Artifacts.MaxFileBytes = 0 }, "artifacts.max_file_bytes: must be positive"},
+		{"artifact total cap zero", func(c *Config) { c.Artifacts.MaxTotal = 0 }, "artifacts.max_total: must be positive"},
 		{"log level", func(c *Config) { c.Log.Level = "loud" }, "log.level"},
 		{"allowlist without domains", func(c *Config) { c.Network = "allowlist" }, "egress.domains: network"},
 		{"bad domain", func(c *Config) { c.Network = "allowlist"; c.Egress.Domains = []string{"*.*.org"} }, "egress.domains[0]"},

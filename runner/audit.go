@@ -23,13 +23,27 @@ var ErrAudit = errors.New("audit log")
 // write(2) on an O_APPEND descriptor and fsync'd before Write returns, so a line is on
 // disk before the caller answers the client, and a crash right after an answer loses
 // nothing.
+//
+// Calls that end together share an fsync (group commit): a Write appends its line, then
+// waits for the fsync in progress, if any, and does the next one itself unless that one
+// covered its line. An fsync covers every line written before it began; with 8 calls in
+// flight one fsync often serves several, and each line is still on disk before its Write
+// returns.
 type Audit struct {
-	mu   sync.Mutex
-	path string
-	max  int64
-	f    auditFile
-	size int64
-	open func(path string) (auditFile, error)
+	// syncMu is held while an fsync runs (and around a rotation, which must not close
+	// the file under it). Lock order: syncMu, then mu.
+	syncMu sync.Mutex
+	// written counts the lines written to the file, synced those an fsync that
+	// succeeded covered; failed is the last line of a failed fsync: those lines may be
+	// lost (Linux reports a writeback error once), so their Writes fail.
+	written, synced, failed uint64
+	syncErr                 error
+	mu                      sync.Mutex
+	path                    string
+	max                     int64
+	f                       auditFile
+	size                    int64
+	open                    func(path string) (auditFile, error)
 	// torn is set after a short write (a full disk), so the next line starts on a line
 	// of its own instead of extending the torn one.
 	torn bool
@@ -184,20 +198,55 @@ func (a *Audit) Write(rec AuditRecord) error {
 	}
 	b = append(b, '\n')
 	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.f == nil {
-		if err := a.reopen(); err != nil {
+	if a.max > 0 && a.size > 0 && a.size+int64(len(b)) > a.max {
+		// Rotation closes the file: no fsync may be running on it.
+		a.mu.Unlock()
+		a.syncMu.Lock()
+		a.mu.Lock()
+		err := a.rotate(int64(len(b)))
+		a.syncMu.Unlock()
+		if err != nil {
+			a.mu.Unlock()
 			return err
 		}
 	}
-	if a.max > 0 && a.size > 0 && a.size+int64(len(b)) > a.max {
+	seq, err := a.append(b)
+	a.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	return a.syncTo(seq)
+}
+
+// rotate moves a full log to PATH.1 and opens a new one, if the line of n bytes does
+// not fit (again: another Write may have rotated meanwhile). The old file's lines are
+// synced first. Called with syncMu and mu held.
+func (a *Audit) rotate(n int64) error {
+	if a.f != nil && !(a.size > 0 && a.size+n > a.max) {
+		return nil
+	}
+	if a.f != nil {
+		if a.synced < a.written {
+			if err := a.f.Sync(); err != nil {
+				a.failed, a.syncErr = a.written, err
+			} else {
+				a.synced = a.written
+			}
+		}
 		_ = a.f.Close()
 		a.f = nil
 		if err := os.Rename(a.path, a.path+".1"); err != nil {
 			return fmt.Errorf("%w: rotate: %w", ErrAudit, err)
 		}
+	}
+	return a.reopen()
+}
+
+// append writes one line and returns its number. Called with mu held.
+func (a *Audit) append(b []byte) (uint64, error) {
+	if a.f == nil {
 		if err := a.reopen(); err != nil {
-			return err
+			return 0, err
 		}
 	}
 	if a.torn {
@@ -210,16 +259,47 @@ func (a *Audit) Write(rec AuditRecord) error {
 	}
 	a.torn = err != nil && n > 0 || a.torn && n == 0
 	if err != nil {
-		return fmt.Errorf("%w: write: %w", ErrAudit, err)
+		return 0, fmt.Errorf("%w: write: %w", ErrAudit, err)
 	}
-	if err := a.f.Sync(); err != nil {
+	a.written++
+	return a.written, nil
+}
+
+// syncTo returns once line seq is on disk: synced by an fsync that began after it was
+// written, this Write's own or one that another Write ran meanwhile.
+func (a *Audit) syncTo(seq uint64) error {
+	a.syncMu.Lock()
+	defer a.syncMu.Unlock()
+	a.mu.Lock()
+	if seq <= a.failed {
+		err := a.syncErr
+		a.mu.Unlock()
 		return fmt.Errorf("%w: sync: %w", ErrAudit, err)
 	}
+	if seq <= a.synced {
+		a.mu.Unlock()
+		return nil
+	}
+	upTo, f := a.written, a.f
+	a.mu.Unlock()
+	if f == nil { // cannot happen: a rotation syncs the lines of the file it closes
+		return fmt.Errorf("%w: sync: no file", ErrAudit)
+	}
+	err := f.Sync()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if err != nil {
+		a.failed, a.syncErr = upTo, err
+		return fmt.Errorf("%w: sync: %w", ErrAudit, err)
+	}
+	a.synced = max(a.synced, upTo)
 	return nil
 }
 
 // Close closes the file.
 func (a *Audit) Close() error {
+	a.syncMu.Lock()
+	defer a.syncMu.Unlock()
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.f == nil {

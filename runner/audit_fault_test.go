@@ -15,6 +15,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -292,4 +293,145 @@ func TestAuditDefaultFallback(t *testing.T) {
 		t.Fatalf("default: %v %q %q", err, a.Path(), logs.String())
 	}
 	a.Close()
+}
+
+// slowSyncFile is a log file whose fsync takes a while and makes durable exactly what
+// was written when it began.
+type slowSyncFile struct {
+	mu      sync.Mutex
+	buf     bytes.Buffer
+	durable int // bytes on "disk"
+	// lostFrom, lost: the bytes a failed fsync dropped (past what was durable); no later
+	// fsync brings them back.
+	lostFrom, lost int
+	syncs          int
+	failAt         int // the failAt-th sync fails (0: none)
+}
+
+func (f *slowSyncFile) Write(b []byte) (int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.buf.Write(b)
+}
+
+func (f *slowSyncFile) Sync() error {
+	f.mu.Lock()
+	upTo := f.buf.Len()
+	f.syncs++
+	fail := f.syncs == f.failAt
+	f.mu.Unlock()
+	time.Sleep(2 * time.Millisecond)
+	if fail {
+		f.mu.Lock()
+		f.lostFrom, f.lost = f.durable, upTo
+		f.mu.Unlock()
+		return syscall.EIO
+	}
+	f.mu.Lock()
+	f.durable = max(f.durable, upTo)
+	f.mu.Unlock()
+	return nil
+}
+
+func (f *slowSyncFile) Close() error               { return nil }
+func (f *slowSyncFile) Stat() (os.FileInfo, error) { return os.Stat(os.DevNull) }
+
+// end is the offset just past the line holding id, or -1.
+func (f *slowSyncFile) end(id string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	b := f.buf.Bytes()
+	i := bytes.Index(b, []byte(`"id":"`+id+`"`))
+	if i < 0 {
+		return -1
+	}
+	return i + bytes.IndexByte(b[i:], '\n') + 1
+}
+
+// Calls that end together share fsyncs, and still each line is on disk before its
+// Write returns: an fsync covers only what was written when it began.
+func TestAuditGroupCommit(t *testing.T) {
+	f := &slowSyncFile{}
+	a, err := openAudit(filepath.Join(t.TempDir(), "audit.jsonl"), 0, func(string) (auditFile, error) { return f, nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	const writers, each = 8, 25
+	var wg sync.WaitGroup
+	errs := make(chan string, writers*each)
+	for w := 0; w < writers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < each; i++ {
+				id := fmt.Sprintf("w%d-%d", w, i)
+				if err := a.Write(AuditRecord{ID: id}); err != nil {
+					errs <- id + ": " + err.Error()
+					continue
+				}
+				f.mu.Lock()
+				durable := f.durable
+				f.mu.Unlock()
+				if end := f.end(id); end < 0 || end > durable {
+					errs <- fmt.Sprintf("%s: Write returned with its line (ending at %d) not synced (durable %d)", id, end, durable)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
+	}
+	t.Logf("%d lines, %d fsyncs", writers*each, f.syncs)
+	if f.syncs >= writers*each*3/4 {
+		t.Errorf("%d fsyncs for %d lines written 8 at a time: not grouped", f.syncs, writers*each)
+	}
+}
+
+// A failed fsync fails every Write whose line it was to cover, not just the one that
+// ran it: a second fsync on the same file would not report the lost writeback again.
+func TestAuditGroupCommitFailure(t *testing.T) {
+	f := &slowSyncFile{failAt: 2}
+	a, err := openAudit(filepath.Join(t.TempDir(), "audit.jsonl"), 0, func(string) (auditFile, error) { return f, nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var failed, ok []string
+	var wg sync.WaitGroup
+	for w := 0; w < 8; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			id := fmt.Sprintf("w%d", w)
+			err := a.Write(AuditRecord{ID: id})
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				if !errors.Is(err, ErrAudit) || !errors.Is(err, syscall.EIO) {
+					t.Errorf("%s: %v, want an audit error wrapping EIO", id, err)
+				}
+				failed = append(failed, id)
+			} else {
+				ok = append(ok, id)
+			}
+		}()
+	}
+	wg.Wait()
+	t.Logf("%d fsyncs; failed %v, ok %v", f.syncs, failed, ok)
+	if len(failed) == 0 {
+		t.Fatal("the failed fsync failed no Write")
+	}
+	f.mu.Lock()
+	durable, lostFrom, lost := f.durable, f.lostFrom, f.lost
+	f.mu.Unlock()
+	for _, id := range ok {
+		if end := f.end(id); end > durable || (end > lostFrom && end <= lost) {
+			t.Errorf("%s succeeded with its line (ending at %d) not synced (durable %d) or lost (up to %d)", id, end, durable, lost)
+		}
+	}
+	if err := a.Write(AuditRecord{ID: "after"}); err != nil {
+		t.Errorf("a line written after the failure: %v", err)
+	}
 }

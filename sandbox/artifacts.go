@@ -1,6 +1,9 @@
 package sandbox
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // The rules for what comes back from the output directory, the same on every OS: the
 // Linux init's C walker (sandbox/linux/artifacts_linux.c) and the darwin walker
@@ -16,7 +19,8 @@ import "fmt"
 //     not the file the lstat saw, or not of that size, is SkipChanged.
 //   - At most MaxArtifactEntries entries are listed, returned or not: the rest are
 //     counted in one closing entry, UnlistedArtifact.
-//   - A zero limit means its floor (ArtifactLimits.WithFloors).
+//   - Every cap is positive (ArtifactLimits.Validate): a backend refuses a spec with an
+//     output directory and a zero cap, never reading it as "no cap" or a default.
 
 // MaxArtifactEntries bounds how many entries are listed, returned or not: a program that
 // leaves 60,000 files in out/ must not flood the result.
@@ -31,26 +35,23 @@ const MaxArtifactDepth = 8
 // (darwin's) can reach it; the unlisted count then stops growing.
 const MaxArtifactWalk = 100000
 
-// Floors for a zero ArtifactLimits field (the configuration normally sets them all).
-const (
-	FloorArtifactFiles = 16
-	FloorArtifactFile  = 1 << 20
-	FloorArtifactTotal = 4 << 20
-)
-
-// WithFloors is l with every zero (or negative) field raised to its floor: no walker
-// ever treats a zero cap as no cap.
-func (l ArtifactLimits) WithFloors() ArtifactLimits {
+// Validate refuses a zero or negative cap, naming it: the configuration fills them all
+// (artifacts.max_files = 0 turns artifacts off before a spec has an output directory).
+func (l ArtifactLimits) Validate() error {
+	var bad []string
 	if l.MaxFiles <= 0 {
-		l.MaxFiles = FloorArtifactFiles
+		bad = append(bad, "max_files")
 	}
 	if l.MaxFileBytes <= 0 {
-		l.MaxFileBytes = FloorArtifactFile
+		bad = append(bad, "max_file_bytes")
 	}
 	if l.MaxTotal <= 0 {
-		l.MaxTotal = FloorArtifactTotal
+		bad = append(bad, "max_total")
 	}
-	return l
+	if len(bad) > 0 {
+		return fmt.Errorf("%w: artifact caps %s must be positive", ErrInvalidSpec, strings.Join(bad, ", "))
+	}
+	return nil
 }
 
 // Skip is why an entry of the output directory was not returned. The values are the

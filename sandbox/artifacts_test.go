@@ -1,6 +1,10 @@
 package sandbox
 
-import "testing"
+import (
+	"errors"
+	"strings"
+	"testing"
+)
 
 func TestArtifactCheck(t *testing.T) {
 	lim := ArtifactLimits{MaxFiles: 2, MaxFileBytes: 100, MaxTotal: 150}
@@ -25,10 +29,14 @@ func TestArtifactCheck(t *testing.T) {
 	}
 }
 
-func TestArtifactFloors(t *testing.T) {
-	got := ArtifactLimits{MaxFiles: 0, MaxFileBytes: -1, MaxTotal: 7}.WithFloors()
-	if want := (ArtifactLimits{FloorArtifactFiles, FloorArtifactFile, 7}); got != want {
-		t.Errorf("%+v, want %+v", got, want)
+// A zero or negative cap is an invalid spec naming it, never "no cap" or a default.
+func TestArtifactLimitsValidate(t *testing.T) {
+	if err := (ArtifactLimits{MaxFiles: 1, MaxFileBytes: 1, MaxTotal: 1}).Validate(); err != nil {
+		t.Fatalf("positive caps: %v", err)
+	}
+	err := ArtifactLimits{MaxFiles: 0, MaxFileBytes: -1, MaxTotal: 7}.Validate()
+	if !errors.Is(err, ErrInvalidSpec) || !strings.Contains(err.Error(), "max_files, max_file_bytes") || strings.Contains(err.Error(), "max_total") {
+		t.Fatalf("zero and negative caps: %v", err)
 	}
 }
 

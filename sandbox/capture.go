@@ -36,7 +36,9 @@ func (c *Capture) Write(p []byte) (int, error) {
 	if room := c.headCap - len(c.head); room > 0 {
 		k := min(room, len(p))
 		if c.head == nil {
-			c.head = make([]byte, 0, min(c.headCap, 64<<10))
+			// Small to start (most runs print a line), growing by append: 64 KiB per
+			// stream per run was garbage the server's GC paid for under load.
+			c.head = make([]byte, 0, min(c.headCap, max(len(p), 4<<10)))
 		}
 		c.head = append(c.head, p[:k]...)
 		p = p[k:]

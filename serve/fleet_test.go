@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -11,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -23,6 +25,7 @@ import (
 	"github.com/airlock-mcp/airlock/runner"
 	"github.com/airlock-mcp/airlock/runner/runnertest"
 	"github.com/airlock-mcp/airlock/sandbox"
+	runsession "github.com/airlock-mcp/airlock/session"
 )
 
 const callBody = `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"run_code","arguments":{"code":"CODE"}}}`
@@ -661,5 +664,55 @@ func TestSessionEndedHook(t *testing.T) {
 	}
 	if len(got) != 1 || got[0] != id+" alice" {
 		t.Fatalf("SessionEnded saw %q", got)
+	}
+}
+
+// openSessions is a backend whose sessions only count calls: enough to see who may open
+// one, without a sandbox.
+type openSessions struct{ *runnertest.Sandbox }
+
+func (openSessions) OpenSession(context.Context, sandbox.Spec) (sandbox.Session, error) {
+	return &countSession{done: make(chan struct{})}, nil
+}
+
+type countSession struct {
+	once sync.Once
+	done chan struct{}
+}
+
+func (c *countSession) Call(_ context.Context, sc sandbox.SessionCall) (sandbox.Result, error) {
+	return sandbox.Result{ID: sc.ID, Status: sandbox.StatusOK}, nil
+}
+func (c *countSession) Close()                { c.once.Do(func() { close(c.done) }) }
+func (c *countSession) Done() <-chan struct{} { return c.done }
+
+// A stateless server takes Mcp-Session-Id as the client sends it; "stdio", the id of
+// the stdio transport's session, must not make an HTTP client the stdio client: without
+// tokens it has no identity and so no sessions (else every such client shared one
+// owner, and the cap's answer listed the others' session ids).
+func TestStatelessClientCannotClaimStdio(t *testing.T) {
+	d := fakeDeps(runnertest.Echo, 1)
+	d.Runner.Sandbox = openSessions{d.Runner.Sandbox.(*runnertest.Sandbox)}
+	d.Runner.Sessions = runsession.New(runsession.Limits{IdleTTL: time.Minute, MaxLifetime: time.Hour, MaxPerClient: 4, MaxTotal: 16}, quiet)
+	t.Cleanup(d.Runner.Sessions.Close)
+	d.Config.HTTP.Stateless = true
+	ts := httpServer(t, d, HTTPOptions{MaxBodyBytes: 1 << 20, Stateless: true})
+	body := strings.Replace(callBody, `"code":"CODE"`, `"code":"x = 1","session":"new"`, 1)
+	r := do(t, http.MethodPost, ts.URL+"/mcp", body, map[string]string{"Mcp-Session-Id": "stdio"})
+	if r.code != 200 || !strings.Contains(r.body, "sessions need a client identity") {
+		t.Fatalf("a stateless client without a token claiming the stdio session: %d %s", r.code, r.body)
+	}
+	if n := d.Runner.Sessions.Stats().Open; n != 0 {
+		t.Fatalf("%d sessions opened", n)
+	}
+
+	// The stdio client, known by its session's type, keeps its sessions.
+	p := startStdio(t, d, StdioOptions{})
+	p.send(t, `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"run_code","arguments":{"code":"x = 1","session":"new"}}}`)
+	if m := p.recv(t); !strings.Contains(fmt.Sprint(m["result"]), "session_id:") {
+		t.Fatalf("a session over stdio: %v", m)
+	}
+	if n := d.Runner.Sessions.Stats().Open; n != 1 {
+		t.Fatalf("over stdio, %d sessions open, want 1", n)
 	}
 }

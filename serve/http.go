@@ -42,7 +42,8 @@ type HTTPOptions struct {
 	// bound, a loop of initialize requests grows the server's memory until idle expiry.
 	MaxSessions int
 	// SessionEnded, when set, is told of each stateful session that ended (DELETE or
-	// idle expiry) and the client that owned it: its run_code sessions go with it.
+	// idle expiry; for SSE, its stream closed) and the client that owned it: its
+	// run_code sessions go with it.
 	SessionEnded func(id, owner string)
 	// State reports readiness and drains; nil means always ready.
 	State *State
@@ -179,6 +180,7 @@ func Handler(s *server.MCPServer, base string, opt HTTPOptions) http.Handler {
 	}
 	if opt.SSE {
 		streams := newSSEStreams()
+		streams.ended = opt.SessionEnded
 		sse := server.NewSSEServer(s, server.WithBaseURL(base), server.WithSessionIDGenerator(streams.newID))
 		g := guard(gate(sse, streams, opt), opt, sse, streams)
 		mux.Handle("/sse", g)

@@ -285,3 +285,32 @@ func TestSSETooLargeAnsweredOnTheStream(t *testing.T) {
 		t.Fatalf("after the oversized call: %v %+v", err, r)
 	}
 }
+
+// A legacy SSE stream that closes ends its MCP session: SessionEnded is told, so the
+// run_code sessions it started go with it instead of holding the server's slots until
+// they idle out.
+func TestSSEStreamEndTellsSessionEnded(t *testing.T) {
+	ended := make(chan string, 1)
+	ts := httpServer(t, fakeDeps(runnertest.Echo, 1), HTTPOptions{SSE: true, MaxBodyBytes: 1 << 20,
+		SessionEnded: func(id, owner string) { ended <- id }})
+	c, err := client.NewSSEMCPClient(ts.URL + "/sse")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Initialize(ctx, mcp.InitializeRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	select {
+	case got := <-ended:
+		if len(got) != 32 {
+			t.Fatalf("SessionEnded for %q, want the stream's id", got)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a closed SSE stream did not end its session")
+	}
+}

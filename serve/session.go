@@ -177,6 +177,9 @@ func (s *sessions) count() int {
 type sseStreams struct {
 	mu    sync.Mutex
 	owner map[string]string
+	// ended, when set, is told of each stream that closes: its MCP session ends with
+	// it (HTTPOptions.SessionEnded).
+	ended func(id, owner string)
 }
 
 // streamKey carries, in a GET /sse request's context, where newID writes the id it made,
@@ -204,8 +207,12 @@ func (s *sseStreams) stream(next http.Handler, w http.ResponseWriter, r *http.Re
 	id := new(string)
 	defer func() {
 		s.mu.Lock()
+		owner, ok := s.owner[*id]
 		delete(s.owner, *id)
 		s.mu.Unlock()
+		if ok && s.ended != nil {
+			s.ended(*id, owner)
+		}
 	}()
 	next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), streamKey{}, id)))
 }

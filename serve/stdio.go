@@ -346,6 +346,7 @@ type session struct {
 }
 
 func (s *session) SessionID() string                                   { return s.id }
+func (s *session) StdioTransport()                                     {}
 func (s *session) NotificationChannel() chan<- mcp.JSONRPCNotification { return s.ch }
 func (s *session) Initialize()                                         { s.initialized.Store(true) }
 func (s *session) Initialized() bool                                   { return s.initialized.Load() }

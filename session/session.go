@@ -45,8 +45,11 @@ type Manager struct {
 	// opening counts sessions being started, per owner, so the caps hold while a
 	// sandbox is built outside the lock.
 	opening map[string]int
-	stop    chan struct{}
-	done    chan struct{}
+	// gone are the owners that ended (EndOwner) while a session of theirs was being
+	// started: it is destroyed after its first call, as a busy one is.
+	gone map[string]bool
+	stop chan struct{}
+	done chan struct{}
 }
 
 type entry struct {
@@ -89,7 +92,7 @@ func newManager(lim Limits, log *slog.Logger, now func() time.Time, every time.D
 		log = slog.Default()
 	}
 	m := &Manager{lim: lim, log: log.With("component", "session"), now: now,
-		open: map[string]*entry{}, opening: map[string]int{}, stop: make(chan struct{}), done: make(chan struct{})}
+		open: map[string]*entry{}, opening: map[string]int{}, gone: map[string]bool{}, stop: make(chan struct{}), done: make(chan struct{})}
 	go m.reaper(every)
 	return m
 }
@@ -137,14 +140,18 @@ func (m *Manager) Open(owner, language string, meta any, start func(id string) (
 	sess, err := start(id)
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	// Its owner went, or the server is shutting down (Close, whose reaper has stopped),
+	// while it was built: nobody can reach it after this call.
+	orphan := m.gone[owner] || closed(m.stop)
 	if m.opening[owner]--; m.opening[owner] == 0 {
 		delete(m.opening, owner)
+		delete(m.gone, owner)
 	}
 	if err != nil {
 		return nil, err
 	}
 	now := m.now()
-	e := &entry{id: id, owner: owner, language: language, meta: meta, sess: sess, created: now, used: now, busy: true}
+	e := &entry{id: id, owner: owner, language: language, meta: meta, sess: sess, created: now, used: now, busy: true, orphan: orphan}
 	m.open[id] = e
 	m.log.Info("session opened", "session", id, "language", language, "open", len(m.open))
 	return &Handle{ID: id, Language: language, Meta: meta, Session: sess, e: e}, nil
@@ -245,6 +252,9 @@ func (m *Manager) Stats() Stats {
 func (m *Manager) EndOwner(owner string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.opening[owner] > 0 {
+		m.gone[owner] = true
+	}
 	for _, e := range m.open {
 		if e.owner != owner {
 			continue
@@ -293,14 +303,26 @@ func (m *Manager) reap() {
 	}
 }
 
-// Close destroys every session and stops the reaper.
-func (m *Manager) Close() {
+// closed reports, without waiting, whether ch has been closed.
+func closed(ch <-chan struct{}) bool {
 	select {
-	case <-m.stop:
-		return
+	case <-ch:
+		return true
 	default:
+		return false
+	}
+}
+
+// Close destroys every session and stops the reaper; one still being started is
+// destroyed after its first call.
+func (m *Manager) Close() {
+	m.mu.Lock()
+	if closed(m.stop) {
+		m.mu.Unlock()
+		return
 	}
 	close(m.stop)
+	m.mu.Unlock()
 	<-m.done
 	m.mu.Lock()
 	defer m.mu.Unlock()

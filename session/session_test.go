@@ -179,3 +179,47 @@ func TestEndOwner(t *testing.T) {
 		t.Fatalf("after EndOwner: %v", err)
 	}
 }
+
+// A session whose owner goes (EndOwner), or whose server shuts down (Close), while its
+// sandbox is being built is destroyed after its first call, like one that was busy:
+// nobody could reach it, yet it held a slot until it idled out (or, after Close, whose
+// reaper has stopped, for ever).
+func TestOwnerGoneWhileOpening(t *testing.T) {
+	for _, end := range []string{"EndOwner", "Close"} {
+		m, _ := testManager(t, Limits{IdleTTL: time.Minute, MaxLifetime: time.Hour, MaxPerClient: 4, MaxTotal: 16})
+		f := newFake()
+		started, proceed := make(chan struct{}), make(chan struct{})
+		type opened struct {
+			h   *Handle
+			err error
+		}
+		done := make(chan opened, 1)
+		go func() {
+			h, err := m.Open("stdio:a", "python", nil, func(string) (sandbox.Session, error) {
+				close(started)
+				<-proceed
+				return f, nil
+			})
+			done <- opened{h, err}
+		}()
+		<-started
+		if end == "EndOwner" {
+			m.EndOwner("stdio:a")
+		} else {
+			m.Close()
+		}
+		close(proceed)
+		o := <-done
+		if o.err != nil {
+			t.Fatalf("%s: Open: %v", end, o.err)
+		}
+		if !m.Release(o.h, false) {
+			t.Errorf("%s while opening: the session outlived its first call", end)
+		}
+		select {
+		case <-f.done:
+		default:
+			t.Errorf("%s while opening: the session's sandbox was not closed", end)
+		}
+	}
+}

@@ -32,7 +32,7 @@ func sessionSchema(s, closeSession *jsonschema.Schema, d Deps) {
 func owner(ctx context.Context, principal string, stateless bool) string {
 	if s := server.ClientSessionFromContext(ctx); s != nil && s.SessionID() != "" {
 		switch {
-		case s.SessionID() == "stdio":
+		case stdio(s):
 			return "stdio"
 		case !stateless:
 			return HTTPOwner(s.SessionID(), principal)

@@ -64,7 +64,9 @@ func scan(marker string, serverPID int) (marked, inits, spawners []Proc) {
 
 func ownedBy(pid, serverPID int) bool {
 	cg, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
-	if strings.Contains(string(cg), fmt.Sprintf("/%s/%d-", cgroupDir, serverPID)) {
+	// In the server's own dir (<pid>.<n>), or a cgroup older versions made in the base.
+	if strings.Contains(string(cg), fmt.Sprintf("/%s/%d.", cgroupDir, serverPID)) ||
+		strings.Contains(string(cg), fmt.Sprintf("/%s/%d-", cgroupDir, serverPID)) {
 		return true
 	}
 	for i := 0; i < 64 && pid > 1; i++ {
@@ -98,9 +100,25 @@ func ppid(pid int) int {
 // cgroupDir is the directory airlock creates its cgroups in (sandbox/linux's cgroupDir).
 const cgroupDir = "airlock"
 
-// CgroupBases are the directories the server pid creates sandbox cgroups in:
-// <mount>/<its own cgroup>/airlock for each hierarchy it belongs to.
+// CgroupBases are the directories the server pid creates sandbox cgroups in: its own
+// dirs <mount>/<its own cgroup>/airlock/<pid>.<n> in each hierarchy it belongs to.
 func CgroupBases(pid int) []string {
+	var own []string
+	prefix := strconv.Itoa(pid) + "."
+	for _, b := range SharedCgroupBases(pid) {
+		entries, _ := os.ReadDir(b)
+		for _, e := range entries {
+			if e.IsDir() && strings.HasPrefix(e.Name(), prefix) {
+				own = append(own, filepath.Join(b, e.Name()))
+			}
+		}
+	}
+	return own
+}
+
+// SharedCgroupBases are the airlock dirs every airlock process in pid's cgroups makes its
+// own dir in: <mount>/<its own cgroup>/airlock for each hierarchy it belongs to.
+func SharedCgroupBases(pid int) []string {
 	seen := map[string]bool{}
 	var bases []string
 	for _, h := range hierarchies(pid) {

@@ -310,6 +310,11 @@ func (s *Sandbox) run(ctx context.Context, spec sandbox.Spec, memory bool) (sand
 		// Seatbelt filters paths but cannot show a directory at another one.
 		return sandbox.Result{}, fmt.Errorf("%w: environments are not supported by the macOS backend", sandbox.ErrInvalidSpec)
 	}
+	if spec.OutDir != "" {
+		if err := spec.Artifacts.Validate(); err != nil {
+			return sandbox.Result{}, err
+		}
+	}
 	if err := spec.Limits.Validate(); err != nil {
 		return sandbox.Result{}, err
 	}

@@ -183,7 +183,7 @@ func (ws *workspace) artifacts(outDir string, lim sandbox.ArtifactLimits) ([]san
 		// Removed or replaced by a symlink or file: there is nothing trustworthy to return.
 		return nil, nil
 	}
-	w := &walker{root: root, lim: lim.WithFloors()}
+	w := &walker{root: root, lim: lim}
 	top := filepath.ToSlash(local)
 	visited := 0
 	err = fs.WalkDir(root.FS(), top, func(p string, d fs.DirEntry, err error) error {

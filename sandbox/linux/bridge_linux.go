@@ -34,21 +34,21 @@ type reportConn struct {
 	fds []int
 }
 
-// reportPair makes the report channel: the server's end and the init's.
-func reportPair() (*reportConn, *os.File, error) {
+// reportPair makes the report channel: the server's end and the init's (a plain
+// descriptor, as the spawner's pipe ends are: fds_linux.go).
+func reportPair() (*reportConn, int, error) {
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
-		return nil, nil, fmt.Errorf("report socket: %w", err)
+		return nil, -1, fmt.Errorf("report socket: %w", err)
 	}
 	f := os.NewFile(uintptr(fds[0]), "report")
 	c, err := net.FileConn(f)
 	f.Close()
 	if err != nil {
 		unix.Close(fds[1])
-		return nil, nil, fmt.Errorf("report socket: %w", err)
+		return nil, -1, fmt.Errorf("report socket: %w", err)
 	}
-	return &reportConn{c: c.(*net.UnixConn), oob: make([]byte, unix.CmsgSpace(4*4))},
-		os.NewFile(uintptr(fds[1]), "report-init"), nil
+	return &reportConn{c: c.(*net.UnixConn), oob: make([]byte, unix.CmsgSpace(4*4))}, fds[1], nil
 }
 
 func (r *reportConn) Read(b []byte) (int, error) {

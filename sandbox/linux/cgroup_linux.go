@@ -1,15 +1,17 @@
 package linux
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -17,8 +19,19 @@ import (
 	"github.com/airlock-mcp/airlock/sandbox"
 )
 
-// cgroupDir is the directory airlock creates under its own cgroup for its sandboxes.
+// cgroupDir is the directory airlock creates under its own cgroup. Each Sandbox (each
+// server) makes a directory of its own in it, named by instanceName, and its sandboxes'
+// cgroups go there: a server's limits, counters and usage are its own, and it removes
+// its directory when it closes.
 const cgroupDir = "airlock"
+
+// instances numbers the Sandboxes of this process (tests start several).
+var instances atomic.Int64
+
+// instanceName names a Sandbox's own cgroup directory: the server's pid first, so a
+// later server can tell a dead server's leftovers (cleanStale), then a '.' and a number
+// (a sandbox's cgroup, runName, has a '-' there).
+func instanceName() string { return fmt.Sprintf("%d.%d", os.Getpid(), instances.Add(1)) }
 
 // v1Controllers are the cgroup v1 controllers airlock uses: memory and pids are the ones
 // that matter, cpu adds the CPU quota. Not cpuacct: each v1 controller costs a join (an
@@ -29,11 +42,16 @@ var v1Controllers = []string{"memory", "pids", "cpu"}
 // cgroups creates one cgroup per sandbox. Exactly one of v1/v2 is set when enabled.
 type cgroups struct {
 	version int               // 0: none, 1: v1 controllers, 2: unified hierarchy
-	v1      map[string]string // controller → our base dir
-	v2      string            // our base dir in the unified hierarchy
-	reason  string            // why cgroups are not used (version 0)
-	ctrls   []string          // controllers in use, for the report
-	created []string          // base dirs this process made, removed at Close if empty
+	v1      map[string]string // controller → this Sandbox's own dir
+	v2      string            // this Sandbox's own dir in the unified hierarchy
+	shared  []string          // the airlock dirs the own dirs are in, one per hierarchy
+	created []string          // the shared dirs this process made, removed at Close if empty
+	// removed: Close removed the own dirs; a Sandbox stays usable after Close (the
+	// pool's), so the next create makes them again.
+	ownMu   sync.Mutex
+	removed bool
+	reason  string   // why cgroups are not used (version 0)
+	ctrls   []string // controllers in use, for the report
 }
 
 // detectCgroups finds a hierarchy airlock may create cgroups in: a delegated cgroup v2
@@ -143,6 +161,7 @@ func setupV1(dirs map[string]string) (*cgroups, error) {
 		return nil, errors.New("v1 controllers need root (no delegation in v1)")
 	}
 	cg := &cgroups{version: 1, v1: map[string]string{}}
+	name := instanceName()
 	for _, c := range v1Controllers {
 		dir, ok := dirs[c]
 		if !ok {
@@ -152,37 +171,142 @@ func setupV1(dirs map[string]string) (*cgroups, error) {
 			continue
 		}
 		base := filepath.Join(dir, cgroupDir)
-		made, err := usableBase(base)
+		own, made, err := ownDir(base, name, nil)
+		if made {
+			cg.created = append(cg.created, base)
+		}
 		if err != nil {
 			if c == "memory" || c == "pids" {
+				_ = cg.removeAll()
 				return nil, err
 			}
 			continue
 		}
-		if made {
-			cg.created = append(cg.created, base)
-		}
-		cg.v1[c] = base
+		cg.v1[c] = own
+		cg.shared = append(cg.shared, base)
 		cg.ctrls = append(cg.ctrls, c)
 	}
 	return cg, nil
 }
 
-// usableBase creates airlock's base cgroup dir, or accepts one left by an earlier server
-// only if this one may create cgroups in it: a root of a user namespace whose host uid is
-// not the dir's owner (unshare -r, rootless podman) finds it but cannot.
-// made says this process created it.
-func usableBase(base string) (made bool, err error) {
-	if err := os.Mkdir(base, 0o755); err == nil {
-		return true, nil
-	} else if !errors.Is(err, os.ErrExist) {
-		return false, fmt.Errorf("create %s: %w", base, err)
+// ownDir creates airlock's base cgroup dir (or accepts one left by an earlier server)
+// and this Sandbox's own dir in it; on v2 it enables v2ctrls in the base. A root of a
+// user namespace whose host uid is not the base's owner (unshare -r, rootless podman)
+// finds the base but cannot create in it. made says this process created the base. A
+// base another airlock process removed, empty, in between (removeBases) is made again.
+func ownDir(base, name string, v2ctrls []string) (own string, made bool, err error) {
+	own = filepath.Join(base, name)
+	for try := 1; ; try++ {
+		switch err := os.Mkdir(base, 0o755); {
+		case err == nil:
+			made = true
+		case !errors.Is(err, os.ErrExist):
+			return "", made, fmt.Errorf("create %s: %w", base, err)
+		}
+		if v2ctrls != nil {
+			// Without its controllers a cgroup made in it has no memory.max or pids.max
+			// (create refuses such a cgroup: fail closed, never a sandbox without limits).
+			if err := enableV2(base, v2ctrls); err != nil && (!errors.Is(err, os.ErrNotExist) || try == baseTries) {
+				return "", made, err
+			}
+		}
+		err := os.Mkdir(own, 0o755)
+		if err == nil {
+			return own, made, nil
+		}
+		if !errors.Is(err, os.ErrNotExist) || try == baseTries {
+			return "", made, fmt.Errorf("create a cgroup in %s: %w", base, err)
+		}
 	}
-	trial := filepath.Join(base, fmt.Sprintf("%d-probe", os.Getpid()))
-	if err := os.Mkdir(trial, 0o755); err != nil {
-		return false, fmt.Errorf("create a cgroup in %s: %w", base, err)
+}
+
+// removeOwn removes this Sandbox's own dirs (Close, or a failed New). Every sandbox's
+// cgroup in them is gone by then, unless its removal failed (logged then): those go
+// first.
+func (m *cgroups) removeOwn() error {
+	m.ownMu.Lock()
+	defer m.ownMu.Unlock()
+	m.removed = true
+	var errs []error
+	for _, d := range m.ownDirs() {
+		entries, _ := os.ReadDir(d)
+		for _, e := range entries {
+			if e.IsDir() {
+				errs = append(errs, removeCgroupDir(filepath.Join(d, e.Name())))
+			}
+		}
+		errs = append(errs, removeCgroupDir(d))
 	}
-	return false, os.Remove(trial)
+	return errors.Join(errs...)
+}
+
+// ensureOwn makes the own dirs again after Close removed them. A dir that vanished
+// otherwise (a host's cleanup) is not made again: runs fail, naming the cgroup.
+func (m *cgroups) ensureOwn() error {
+	m.ownMu.Lock()
+	defer m.ownMu.Unlock()
+	if !m.removed {
+		return nil
+	}
+	var v2ctrls []string
+	if m.version == 2 {
+		v2ctrls = m.ctrls
+	}
+	for _, d := range m.ownDirs() {
+		base := filepath.Dir(d)
+		_, made, err := ownDir(base, filepath.Base(d), v2ctrls)
+		if made && !slices.Contains(m.created, base) {
+			m.created = append(m.created, base)
+		}
+		if err != nil && !errors.Is(err, os.ErrExist) {
+			return fmt.Errorf("create cgroup %s: %w", d, err)
+		}
+		if m.version == 2 {
+			if err := enableV2(d, m.ctrls); err != nil {
+				return err
+			}
+		}
+	}
+	m.removed = false
+	return nil
+}
+
+// mkRun makes a run's cgroup dir in own, this Sandbox's dir, making own (and its base)
+// again if it vanished: a host's cleanup, or the base removed, empty, by another airlock
+// process's exit in between. On v2 it enables v2ctrls in own: without them a cgroup made
+// in it has no memory.max or pids.max, which create refuses (fail closed).
+func (m *cgroups) mkRun(own, dir string, v2ctrls []string) error {
+	err := os.Mkdir(dir, 0o755)
+	if !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	m.ownMu.Lock()
+	base := filepath.Dir(own)
+	_, made, err := ownDir(base, filepath.Base(own), v2ctrls)
+	if made && !slices.Contains(m.created, base) {
+		m.created = append(m.created, base)
+	}
+	m.ownMu.Unlock()
+	if err != nil && !errors.Is(err, os.ErrExist) {
+		return err
+	}
+	if v2ctrls != nil {
+		if err := enableV2(own, v2ctrls); err != nil {
+			return err
+		}
+	}
+	return os.Mkdir(dir, 0o755)
+}
+
+func (m *cgroups) ownDirs() []string {
+	var dirs []string
+	for _, d := range m.v1 {
+		dirs = append(dirs, d)
+	}
+	if m.v2 != "" {
+		dirs = append(dirs, m.v2)
+	}
+	return dirs
 }
 
 func setupV2(dir string) (*cgroups, error) {
@@ -195,10 +319,6 @@ func setupV2(dir string) (*cgroups, error) {
 		return nil, fmt.Errorf("memory and pids controllers not delegated to %s (have %q)", dir, have)
 	}
 	base := filepath.Join(dir, cgroupDir)
-	made, err := usableBase(base)
-	if err != nil {
-		return nil, err
-	}
 	want := []string{"memory", "pids"}
 	if contains(have, "cpu") {
 		want = append(want, "cpu")
@@ -218,12 +338,18 @@ func setupV2(dir string) (*cgroups, error) {
 			return nil, err
 		}
 	}
-	if err := enableV2(base, want); err != nil {
-		return nil, err
-	}
-	cg := &cgroups{version: 2, v2: base, ctrls: want}
+	own, made, err := ownDir(base, instanceName(), want)
+	cg := &cgroups{version: 2, v2: own, shared: []string{base}, ctrls: want}
 	if made {
 		cg.created = []string{base}
+	}
+	if err != nil {
+		_ = cg.removeAll()
+		return nil, err
+	}
+	if err := enableV2(own, want); err != nil {
+		_ = cg.removeAll()
+		return nil, err
 	}
 	return cg, nil
 }
@@ -269,6 +395,9 @@ type cgroup struct {
 // create makes the cgroup for one run and sets its limits. Memory has no swap, pids
 // count the init's threads too, and the CPU quota is one CPU.
 func (m *cgroups) create(id string, l sandbox.Limits) (*cgroup, error) {
+	if err := m.ensureOwn(); err != nil {
+		return nil, err
+	}
 	name := runName(id)
 	pids := strconv.Itoa(max(l.Pids, 1) + initProcs)
 	mem := strconv.FormatInt(l.Memory, 10)
@@ -278,7 +407,7 @@ func (m *cgroups) create(id string, l sandbox.Limits) (*cgroup, error) {
 		cg.dirs = map[string]string{}
 		for c, base := range m.v1 {
 			d := filepath.Join(base, name)
-			if err := m.makeIn(base, d); err != nil {
+			if err := m.mkRun(base, d, nil); err != nil {
 				_ = cg.destroy()
 				return nil, fmt.Errorf("create cgroup %s: %w", d, err)
 			}
@@ -297,7 +426,7 @@ func (m *cgroups) create(id string, l sandbox.Limits) (*cgroup, error) {
 			if !ok {
 				continue
 			}
-			err := os.WriteFile(filepath.Join(d, s.file), []byte(s.val), 0)
+			err := writeCgroupFile(filepath.Join(d, s.file), s.val)
 			if err != nil && !(s.file == "memory.memsw.limit_in_bytes" && errors.Is(err, os.ErrNotExist)) {
 				_ = cg.destroy()
 				return nil, fmt.Errorf("set %s=%s: %w", s.file, s.val, err)
@@ -305,12 +434,12 @@ func (m *cgroups) create(id string, l sandbox.Limits) (*cgroup, error) {
 		}
 	case 2:
 		cg.dir = filepath.Join(m.v2, name)
-		if err := m.makeIn(m.v2, cg.dir); err != nil {
+		if err := m.mkRun(m.v2, cg.dir, m.ctrls); err != nil {
 			return nil, fmt.Errorf("create cgroup %s: %w", cg.dir, err)
 		}
 		// memory.max and pids.max exist wherever their controllers are enabled, which
-		// setupV2 checked: one missing is a base made again without them (makeIn), never
-		// a sandbox without limits. The others depend on swap accounting and cpu.
+		// setupV2 checked: one missing is an own dir made again without them, never a
+		// sandbox without limits. The others depend on swap accounting and cpu.
 		sets := []struct {
 			file, val string
 			required  bool
@@ -322,7 +451,7 @@ func (m *cgroups) create(id string, l sandbox.Limits) (*cgroup, error) {
 			{"cpu.max", "100000 100000", false},
 		}
 		for _, s := range sets {
-			err := os.WriteFile(filepath.Join(cg.dir, s.file), []byte(s.val), 0)
+			err := writeCgroupFile(filepath.Join(cg.dir, s.file), s.val)
 			if err != nil && (s.required || !errors.Is(err, os.ErrNotExist)) {
 				_ = cg.destroy()
 				return nil, fmt.Errorf("set %s=%s: %w", s.file, s.val, err)
@@ -357,10 +486,10 @@ func (c *cgroup) unthrottle() {
 	switch c.version {
 	case 1:
 		if d, ok := c.dirs["cpu"]; ok {
-			_ = os.WriteFile(filepath.Join(d, "cpu.cfs_quota_us"), []byte("-1"), 0)
+			_ = writeCgroupFile(filepath.Join(d, "cpu.cfs_quota_us"), "-1")
 		}
 	case 2:
-		_ = os.WriteFile(filepath.Join(c.dir, "cpu.max"), []byte("max"), 0)
+		_ = writeCgroupFile(filepath.Join(c.dir, "cpu.max"), "max")
 	}
 }
 
@@ -409,42 +538,39 @@ func (c *cgroup) destroy() error {
 		dirs = append(dirs, d)
 	}
 	if c.dir != "" {
-		_ = os.WriteFile(filepath.Join(c.dir, "cgroup.kill"), []byte("1"), 0)
+		_ = writeCgroupFile(filepath.Join(c.dir, "cgroup.kill"), "1")
 		dirs = append(dirs, c.dir)
 	}
-	var last error
 	for _, d := range dirs {
-		last = nil
-		for i := 0; i < 200; i++ {
-			err := unix.Rmdir(d)
-			if err == nil || err == unix.ENOENT {
-				last = nil
-				break
-			}
-			last = err
-			time.Sleep(time.Millisecond)
-		}
-		if last != nil {
-			return fmt.Errorf("remove cgroup %s: %w", d, last)
+		if err := removeCgroupDir(d); err != nil {
+			return err
 		}
 	}
 	return nil
 }
 
-// cleanStale removes the cgroups of servers that are no longer running, killing anything
-// left inside. It returns the directories it removed.
-func (m *cgroups) cleanStale(log *slog.Logger) []string {
-	var bases []string
-	switch m.version {
-	case 1:
-		for _, b := range m.v1 {
-			bases = append(bases, b)
+// removeCgroupDir removes an empty cgroup, trying again while its last processes are
+// still being freed.
+func removeCgroupDir(d string) error {
+	var last error
+	for i := 0; i < 200; i++ {
+		err := unix.Rmdir(d)
+		if err == nil || err == unix.ENOENT {
+			return nil
 		}
-	case 2:
-		bases = append(bases, m.v2)
+		last = err
+		time.Sleep(time.Millisecond)
 	}
+	return fmt.Errorf("remove cgroup %s: %w", d, last)
+}
+
+// cleanStale removes the cgroups of servers that are no longer running, killing anything
+// left inside: a dead server's own dir with its sandboxes' cgroups, and the sandbox
+// cgroups older versions made straight in the base. It returns the directories it
+// removed.
+func (m *cgroups) cleanStale(log *slog.Logger) []string {
 	var removed []string
-	for _, base := range bases {
+	for _, base := range m.shared {
 		entries, err := os.ReadDir(base)
 		if err != nil {
 			continue
@@ -453,27 +579,32 @@ func (m *cgroups) cleanStale(log *slog.Logger) []string {
 			if !e.IsDir() {
 				continue
 			}
-			pidStr, _, ok := strings.Cut(e.Name(), "-")
+			pidStr, _, ok := strings.Cut(strings.Replace(e.Name(), ".", "-", 1), "-")
 			pid, err := strconv.Atoi(pidStr)
 			if !ok || err != nil || pid == os.Getpid() || processAlive(pid) {
 				continue
 			}
 			d := filepath.Join(base, e.Name())
-			killCgroup(d)
-			cg := &cgroup{fd: -1}
-			if m.version == 2 {
-				cg.dir = d
-			} else {
-				cg.dirs = map[string]string{"x": d}
+			inner, _ := os.ReadDir(d)
+			for _, c := range inner {
+				if c.IsDir() {
+					removed = append(removed, removeStale(filepath.Join(d, c.Name()), log)...)
+				}
 			}
-			if err := cg.destroy(); err != nil {
-				log.Warn("stale cgroup not removed", "component", "sandbox", "dir", d, "err", err)
-				continue
-			}
-			removed = append(removed, d)
+			removed = append(removed, removeStale(d, log)...)
 		}
 	}
 	return removed
+}
+
+// removeStale kills whatever is left in the cgroup d and removes it.
+func removeStale(d string, log *slog.Logger) []string {
+	killCgroup(d)
+	if err := removeCgroupDir(d); err != nil {
+		log.Warn("stale cgroup not removed", "component", "sandbox", "dir", d, "err", err)
+		return nil
+	}
+	return []string{d}
 }
 
 func killCgroup(d string) {
@@ -498,7 +629,7 @@ func processAlive(pid int) bool {
 }
 
 func readInt(p string) int64 {
-	b, err := os.ReadFile(p)
+	b, err := readCgroupFile(p)
 	if err != nil {
 		return 0
 	}
@@ -507,20 +638,66 @@ func readInt(p string) int64 {
 }
 
 func readKey(p, key string) int64 {
-	f, err := os.Open(p)
+	b, err := readCgroupFile(p)
 	if err != nil {
 		return 0
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		k, v, ok := strings.Cut(sc.Text(), " ")
+	for _, line := range strings.Split(string(b), "\n") {
+		k, v, ok := strings.Cut(line, " ")
 		if ok && k == key {
 			n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
 			return n
 		}
 	}
 	return 0
+}
+
+// writeCgroupFile and readCgroupFile do a cgroup file's I/O with plain system calls.
+// Through os.File, every cgroup file (kernfs files can be polled) is registered with the
+// runtime's poller and taken off it again: an epoll_ctl pair, an fstat and fcntls
+// around each of the dozen cgroup files a run touches, and the poller's wake-ups.
+func writeCgroupFile(p, val string) error {
+	fd, err := unix.Open(p, unix.O_WRONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return &os.PathError{Op: "open", Path: p, Err: err}
+	}
+	defer unix.Close(fd)
+	for {
+		_, err = unix.Write(fd, []byte(val))
+		if err != unix.EINTR {
+			break
+		}
+	}
+	if err != nil {
+		return &os.PathError{Op: "write", Path: p, Err: err}
+	}
+	return nil
+}
+
+// readCgroupFile reads a small cgroup or proc file (up to 4 KiB: the counters and
+// limits read here are a few lines).
+func readCgroupFile(p string) ([]byte, error) {
+	fd, err := unix.Open(p, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: p, Err: err}
+	}
+	defer unix.Close(fd)
+	buf := make([]byte, 4096)
+	n := 0
+	for n < len(buf) {
+		m, err := unix.Read(fd, buf[n:])
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, &os.PathError{Op: "read", Path: p, Err: err}
+		}
+		if m == 0 {
+			break
+		}
+		n += m
+	}
+	return buf[:n], nil
 }
 
 // lower sets the memory and pids limits of a prepared sandbox's cgroup to a call's,
@@ -544,7 +721,7 @@ func (c *cgroup) lower(l sandbox.Limits) error {
 		}
 	}
 	for _, s := range sets {
-		if err := os.WriteFile(s[0], []byte(s[1]), 0); err != nil && !errors.Is(err, os.ErrNotExist) {
+		if err := writeCgroupFile(s[0], s[1]); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return fmt.Errorf("set %s=%s: %w", s[0], s[1], err)
 		}
 	}

@@ -1,12 +1,6 @@
 package linux
 
-import (
-	"errors"
-	"fmt"
-	"os"
-
-	"golang.org/x/sys/unix"
-)
+import "golang.org/x/sys/unix"
 
 // airlock's base cgroup ("airlock", in each controller's cgroup of the process) is
 // removed when the backend closes, if this process made it and no sandbox of anyone's
@@ -14,36 +8,25 @@ import (
 // caller's (a login session's memory cgroup gained one per shell). A base found in
 // place belongs to whoever made it (a running server of an older airlock would not make
 // it again), and one with children is in use (rmdir fails with EBUSY). A backend that
-// finds its base gone when it creates a sandbox's cgroup makes it again (makeIn).
+// finds its base gone when it makes its own dir makes the base again (ownDir).
 
 // removeBases removes the base dirs this process made, if they are empty.
 func (m *cgroups) removeBases() {
+	m.ownMu.Lock()
+	defer m.ownMu.Unlock()
 	for _, b := range m.created {
 		_ = unix.Rmdir(b)
 	}
 }
 
-// baseTries bounds how often a sandbox's cgroup is tried again after its base vanished
+// baseTries bounds how often a Sandbox's own dir is tried again after its base vanished
 // under it (another airlock process removed it, empty, in between).
 const baseTries = 4
 
-// makeIn creates the cgroup dir in base, making base again (with its controllers
-// enabled, on v2) if another process removed it.
-func (m *cgroups) makeIn(base, dir string) error {
-	for try := 1; ; try++ {
-		err := os.Mkdir(dir, 0o755)
-		if err == nil || !errors.Is(err, os.ErrNotExist) || try == baseTries {
-			return err
-		}
-		if err := os.Mkdir(base, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
-			return fmt.Errorf("create %s again: %w", base, err)
-		}
-		if m.version == 2 {
-			// Without its controllers a cgroup made in it has no memory.max or pids.max
-			// (create refuses such a cgroup: fail closed, never a sandbox without limits).
-			if err := enableV2(base, m.ctrls); err != nil && !errors.Is(err, os.ErrNotExist) {
-				return err
-			}
-		}
-	}
+// removeAll removes the own dirs, then the bases this process made (a New that fails,
+// Close): what is left is only what others use.
+func (m *cgroups) removeAll() error {
+	err := m.removeOwn()
+	m.removeBases()
+	return err
 }

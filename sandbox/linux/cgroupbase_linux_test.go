@@ -1,24 +1,24 @@
 package linux
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"testing"
 )
 
 // A base removed by another airlock process (empty, at its Close) is made again when the
-// next sandbox's cgroup is created in it. Plain directories stand in for the hierarchy.
-func TestMakeInRemakesARemovedBase(t *testing.T) {
+// next Sandbox makes its own dir in it. Plain directories stand in for the hierarchy.
+func TestOwnDirRemakesARemovedBase(t *testing.T) {
 	base := filepath.Join(t.TempDir(), cgroupDir)
-	m := &cgroups{version: 1, v1: map[string]string{"memory": base}}
-	if err := m.makeIn(base, filepath.Join(base, "1-a")); err != nil {
-		t.Fatalf("with the base gone: %v", err)
+	if _, made, err := ownDir(base, "1.a", nil); err != nil || !made {
+		t.Fatalf("with the base gone: made %t, %v", made, err)
 	}
-	if err := m.makeIn(base, filepath.Join(base, "1-b")); err != nil {
-		t.Fatalf("with the base there: %v", err)
+	if _, made, err := ownDir(base, "1.b", nil); err != nil || made {
+		t.Fatalf("with the base there: made %t, %v", made, err)
 	}
-	if err := m.makeIn(base, filepath.Join(base, "1-b")); !os.IsExist(err) {
-		t.Fatalf("an existing cgroup: %v, want EEXIST", err)
+	if _, _, err := ownDir(base, "1.b", nil); !os.IsExist(errors.Unwrap(err)) {
+		t.Fatalf("an existing own dir: %v, want EEXIST", err)
 	}
 }
 

@@ -50,7 +50,10 @@ type launch struct {
 	exitCh     chan struct{} // closed when the init reports the program's exit
 	running    bool          // the init was created (and so must be reaped)
 	reportDone chan struct{}
-	drained    sync.WaitGroup
+	// pumped is closed when both output readers have reached EOF (nil until they
+	// start); pumping counts them down.
+	pumped  chan struct{}
+	pumping atomic.Int32
 
 	mu      sync.Mutex
 	started time.Time // when the program began running
@@ -130,7 +133,7 @@ func (l *launch) start(cfg *initConfig) error {
 	// instead of waiting for our next turn. (A bigger one is sent after the spawn: the
 	// write would block until the spawner reads.)
 	early := false
-	if size, err := unix.FcntlInt(l.cfgW.Fd(), unix.F_GETPIPE_SZ, 0); err == nil && len(frame) <= size {
+	if size, err := pipeSize(l.cfgW); err == nil && len(frame) <= size {
 		if _, err := l.cfgW.Write(frame); err == nil {
 			early = true
 		}
@@ -164,13 +167,14 @@ func (l *launch) start(cfg *initConfig) error {
 
 	// Output readers: the capture keeps the cap, the reader keeps counting, and a flood
 	// past floodFactor × cap ends the run.
-	l.drained.Add(2)
+	l.pumped = make(chan struct{})
+	l.pumping.Store(2)
 	go l.pump(l.outR, l.stdout)
 	go l.pump(l.errR, l.stderr)
 	l.reportDone = make(chan struct{})
 	go l.readReports(l.repR, l.reportDone)
 
-	fail := func(err error) error {
+	stop := func(err error) error {
 		l.kill()
 		l.cfgW.Close()
 		l.stdinW.Close()
@@ -185,17 +189,17 @@ func (l *launch) start(cfg *initConfig) error {
 		_, _ = l.cfgW.Write(frame)
 	}
 	if err := l.awaitCgroup(); err != nil {
-		return fail(fmt.Errorf("%w: %w", errCgroup, err))
+		return stop(fmt.Errorf("%w: %w", errCgroup, err))
 	}
 	cgFrame, err := encodeCgroup(l.cg.tasksFiles())
 	if err != nil {
-		return fail(err)
+		return stop(err)
 	}
 	_, _ = l.cfgW.Write(cgFrame)
 	if cfg.Landlock {
 		llFrame, err := l.landlockFrame(cfg)
 		if err != nil {
-			return fail(err)
+			return stop(err)
 		}
 		_, _ = l.cfgW.Write(llFrame)
 	}
@@ -251,12 +255,14 @@ func (l *launch) handover(spec sandbox.Spec, h *handover) error {
 	}
 	// EPIPE: the init is gone, having reported why (a setup failure) or not; wait says.
 	stdin, w := spec.Stdin, l.stdinW
+	if len(stdin) == 0 {
+		w.Close() // most calls: no goroutine for nothing to write
+		return nil
+	}
 	go func() {
 		// A program that never reads its stdin leaves this blocked until the sandbox
 		// is gone and the write fails.
-		if len(stdin) > 0 {
-			_, _ = w.Write(stdin)
-		}
+		_, _ = w.Write(stdin)
 		w.Close()
 	}()
 	return nil
@@ -298,9 +304,11 @@ func (l *launch) closeParentEnds() {
 }
 
 // pipes are one sandbox's descriptors: the spawner's ends, which it inherits as its
-// descriptors 0 to 4 (stdin, stdout, stderr, configFD, reportFD), and ours.
+// descriptors 0 to 4 (stdin, stdout, stderr, configFD, reportFD) and which stay plain
+// descriptors off the runtime's poller (fds_linux.go), and ours.
 type pipes struct {
-	child        [5]*os.File
+	child        [5]int   // -1 once closed
+	opened       bool     // child holds descriptors (a zero pipes must not close fd 0)
 	cfgW, stdinW *os.File // the config and handover frames; the program's stdin
 	outR, errR   *os.File // the program's stdout and stderr
 	repR         *reportConn
@@ -308,19 +316,17 @@ type pipes struct {
 
 // openPipes opens every descriptor of a sandbox, or none.
 func openPipes() (pipes, error) {
-	var p pipes
+	p := pipes{child: [5]int{-1, -1, -1, -1, -1}, opened: true}
 	var err error
-	pipe := func(what string, r, w **os.File) {
+	pipe := func(what string, serverReads bool, mine **os.File, theirs *int) {
 		if err == nil {
-			if *r, *w, err = os.Pipe(); err != nil {
-				err = fmt.Errorf("%s pipe: %w", what, err)
-			}
+			*mine, *theirs, err = childPipe(what, serverReads)
 		}
 	}
-	pipe("config", &p.child[configFD], &p.cfgW)
-	pipe("stdin", &p.child[0], &p.stdinW)
-	pipe("stdout", &p.outR, &p.child[1])
-	pipe("stderr", &p.errR, &p.child[2])
+	pipe("config", false, &p.cfgW, &p.child[configFD])
+	pipe("stdin", false, &p.stdinW, &p.child[0])
+	pipe("stdout", true, &p.outR, &p.child[1])
+	pipe("stderr", true, &p.errR, &p.child[2])
 	if err == nil {
 		p.repR, p.child[reportFD], err = reportPair()
 	}
@@ -332,7 +338,13 @@ func openPipes() (pipes, error) {
 }
 
 // closeChild closes our copies of the spawner's ends, once it has its own.
-func (p *pipes) closeChild() { closeAll(p.child[:]...) }
+func (p *pipes) closeChild() {
+	if !p.opened {
+		return
+	}
+	closeFDs(p.child[:]...)
+	p.child = [5]int{-1, -1, -1, -1, -1}
+}
 
 // Close closes every descriptor, ours and the spawner's, that is still open.
 func (p *pipes) Close() {
@@ -369,14 +381,17 @@ func (l *launch) wait(ctx context.Context) sandbox.Result {
 // drain waits for stdout and stderr to reach EOF, which they do once the program and
 // its descendants are gone.
 func (l *launch) drain() {
-	drained := make(chan struct{})
-	go func() { l.drained.Wait(); close(drained) }()
+	if l.pumped == nil || closed(l.pumped) {
+		return // most often: the pipes reached EOF with the program's end
+	}
+	t := time.NewTimer(drainGrace)
+	defer t.Stop()
 	select {
-	case <-drained:
-	case <-time.After(drainGrace):
+	case <-l.pumped:
+	case <-t.C:
 		// Only possible if something outside the sandbox holds a write end.
 		l.closeParentEnds()
-		<-drained
+		<-l.pumped
 	}
 }
 
@@ -443,9 +458,19 @@ func (l *launch) stop(status sandbox.Status, detail string) {
 	l.kill()
 }
 
+// pumpBuffers are the output readers' buffers, reused: two fresh 32 KiB buffers per run
+// were a good part of the server's garbage (and of its GC's CPU) under load.
+var pumpBuffers = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
 func (l *launch) pump(r *os.File, c *sandbox.Capture) {
-	defer l.drained.Done()
-	buf := make([]byte, 32<<10)
+	defer func() {
+		if l.pumping.Add(-1) == 0 {
+			close(l.pumped)
+		}
+	}()
+	bp := pumpBuffers.Get().(*[]byte)
+	defer pumpBuffers.Put(bp)
+	buf := *bp
 	for {
 		n, err := r.Read(buf)
 		if sink := l.sink.Load(); n > 0 && sink != nil {
@@ -466,7 +491,9 @@ func (l *launch) pump(r *os.File, c *sandbox.Capture) {
 func (l *launch) readReports(r *reportConn, done chan<- struct{}) {
 	defer close(done)
 	defer r.Close()
-	br := bufio.NewReaderSize(r, 64<<10)
+	// Small: frames are read whole (io.ReadFull), a large one straight into its own
+	// buffer; a 64 KiB reader per run was garbage the GC paid for.
+	br := bufio.NewReaderSize(r, 4<<10)
 	for {
 		m, err := readReport(br)
 		if err != nil {

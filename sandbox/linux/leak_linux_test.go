@@ -2,6 +2,7 @@ package linux
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -427,6 +428,63 @@ func TestSignalDispositionsAreFresh(t *testing.T) {
 		}
 		if strings.Trim(m[1], "0") != "" {
 			t.Errorf("the program starts with %s %s, want none", field, m[1])
+		}
+	}
+}
+
+// Each Sandbox keeps its sandboxes' cgroups in a dir of its own, not shared with other
+// servers on the host, and removes it when it closes.
+func TestCgroupDirPerServer(t *testing.T) {
+	a, err := New(sandbox.Options{})
+	sandboxtest.Require(t, err)
+	b, err := New(sandbox.Options{})
+	sandboxtest.Require(t, err)
+	if a.cg.version == 0 {
+		a.Close()
+		b.Close()
+		t.Skipf("SKIPPING: no cgroups here: %s", a.cg.reason)
+	}
+	own := func(s *Sandbox) []string { return s.cg.ownDirs() }
+	for _, d := range own(a) {
+		if slices.Contains(own(b), d) {
+			t.Errorf("two Sandboxes share the cgroup dir %s", d)
+		}
+		if filepath.Base(filepath.Dir(d)) != cgroupDir {
+			t.Errorf("own dir %s is not in an %s dir", d, cgroupDir)
+		}
+	}
+	if res, err := a.Run(t.Context(), withDefaults(sandbox.Spec{Argv: []string{"/bin/true"}})); err != nil || res.Status != sandbox.StatusOK {
+		t.Fatalf("%v %s", err, brief(res))
+	}
+	dirs := own(a)
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range dirs {
+		if _, err := os.Stat(d); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("after Close, %s: %v (want it gone)", d, err)
+		}
+	}
+	for _, d := range own(b) {
+		if _, err := os.Stat(d); err != nil {
+			t.Errorf("closing one Sandbox touched the other's dir: %v", err)
+		}
+	}
+	// A closed Sandbox still runs (Close drains the pool; the next call starts afresh),
+	// in its own dirs again, and its next Close removes them again.
+	if res, err := a.Run(t.Context(), withDefaults(sandbox.Spec{Argv: []string{"/bin/true"}})); err != nil || res.Status != sandbox.StatusOK {
+		t.Fatalf("after Close: %v %s", err, brief(res))
+	}
+	for _, d := range dirs {
+		if _, err := os.Stat(d); err != nil {
+			t.Errorf("a run after Close: %v", err)
+		}
+	}
+	a.Close()
+	b.Close()
+	for _, d := range append(dirs, own(b)...) {
+		if _, err := os.Stat(d); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("after the last Close, %s: %v (want it gone)", d, err)
 		}
 	}
 }

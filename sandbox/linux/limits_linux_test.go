@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
@@ -408,7 +409,9 @@ func TestProcessesInTheirCgroup(t *testing.T) {
 	}()
 	prog := waitHostProc(t, marker, 5*time.Second)
 	init := parentOf(t, prog)
-	want := "/airlock/" + runName(spec.ID)
+	// In this server's own dir of the airlock base (one per Sandbox), not in a dir
+	// every server on the host shares.
+	want := "/" + cgroupDir + "/" + filepath.Base(s.cg.v1["memory"]) + "/" + runName(spec.ID)
 	for _, pid := range []int{prog, init} {
 		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
 		if err != nil {

@@ -17,5 +17,10 @@ func TestMain(m *testing.M) {
 	}
 	code := m.Run()
 	printTierTable(os.Stdout)
+	// The shared Sandbox's cgroup dirs go with it (a dead test binary's would be removed
+	// as stale by the next airlock start).
+	if sbInst != nil {
+		_ = sbInst.Close()
+	}
 	os.Exit(code)
 }

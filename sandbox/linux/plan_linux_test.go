@@ -379,3 +379,21 @@ func TestValidateRefusesZeroLimits(t *testing.T) {
 		t.Fatalf("a zero workspace: %v, want ErrInvalidSpec naming it", err)
 	}
 }
+
+// An output directory with a zero artifact cap is refused the same way: the C walker
+// never sees a zero cap (it would have no default of its own to fall back on).
+func TestValidateRefusesZeroArtifactCaps(t *testing.T) {
+	spec := withDefaults(sandbox.Spec{Argv: []string{"/bin/true"}, OutDir: "out",
+		Artifacts: sandbox.ArtifactLimits{MaxFiles: 4, MaxFileBytes: 1 << 10, MaxTotal: 4 << 10}})
+	if err := validate(spec); err != nil {
+		t.Fatalf("positive caps: %v", err)
+	}
+	spec.Artifacts.MaxTotal = 0
+	if err := validate(spec); !errors.Is(err, sandbox.ErrInvalidSpec) || !strings.Contains(err.Error(), "max_total") {
+		t.Fatalf("a zero max_total: %v, want ErrInvalidSpec naming it", err)
+	}
+	spec.OutDir = "" // no output directory: the caps are not used
+	if err := validate(spec); err != nil {
+		t.Fatalf("no output directory: %v", err)
+	}
+}

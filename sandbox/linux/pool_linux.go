@@ -89,8 +89,12 @@ func (s *Sandbox) Close() error {
 	s.closeDone()
 	s.cleanup.Wait()
 	s.zyg.stop()
-	s.cg.removeBases()
 	s.ll.close(s.log)
+	// Every sandbox's cgroup is gone with the cleanup: the server's own dirs follow.
+	if err := s.cg.removeAll(); err != nil {
+		s.log.Warn("cgroup left behind", "err", err)
+		return err
+	}
 	return nil
 }
 

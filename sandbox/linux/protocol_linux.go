@@ -292,8 +292,7 @@ func configWire(cfg *initConfig, host hostFS) (*wireConfig, error) {
 	if err := noNUL("id map helper", cfg.UIDMap, cfg.GIDMap); err != nil {
 		return nil, err
 	}
-	// The walker takes each cap as it is: a zero one means its floor on every OS.
-	arts := cfg.Artifacts.WithFloors()
+	arts := cfg.Artifacts // validate refused a zero cap
 	w := &wireConfig{
 		CloneFlags:   cfg.CloneFlags,
 		HostUID:      cfg.HostUID,

@@ -117,6 +117,7 @@ func New(opts sandbox.Options) (*Sandbox, error) {
 	reused := s.reuseCheck(key)
 	if s.filters, err = filters(); err != nil {
 		abandon()
+		s.cg.removeAll()
 		return nil, err
 	}
 	// The definitive check: build a whole sandbox once, without running a program. A
@@ -128,6 +129,7 @@ func New(opts sandbox.Options) (*Sandbox, error) {
 	if err := s.check(key, nil); err != nil {
 		s.Wait()
 		s.zyg.stop()
+		s.cg.removeAll()
 		return nil, err
 	}
 	return s, nil
@@ -209,6 +211,11 @@ func validate(spec sandbox.Spec) error {
 	}
 	if err := spec.Limits.Validate(); err != nil {
 		return err
+	}
+	if spec.OutDir != "" {
+		if err := spec.Artifacts.Validate(); err != nil {
+			return err
+		}
 	}
 	switch spec.Network {
 	case sandbox.NetworkNone, sandbox.NetworkHost:

@@ -196,3 +196,50 @@ func TestSessionsConcurrent(t *testing.T) {
 		t.Errorf("the first call: %v", err)
 	}
 }
+
+// A process a call leaves writing between calls, when nobody's output is kept, cannot
+// make the server read without end: past the flood ceiling the session is ended, as a
+// single-use call flooding its pipes is killed, and nothing of it stays.
+func TestSessionFloodBetweenCallsEnds(t *testing.T) {
+	s := testSandbox(t)
+	ss := openSession(t, sessionSpec(t, "python"))
+	marker := newMarker()
+	res := call(t, ss, "import subprocess\nsubprocess.Popen(['/usr/bin/python3', '-c', 'import sys\\nwhile True: sys.stdout.write(\"x\" * 65536)', '"+marker+"'])\nprint('started')")
+	wantOut(t, res, sandbox.StatusOK, "started")
+	select {
+	case <-ss.Done():
+	case <-time.After(30 * time.Second):
+		t.Fatal("a process writing without end between calls did not end the session")
+	}
+	s.Wait()
+	assertNoSurvivors(t, marker)
+	if _, err := ss.Call(context.Background(), sandbox.SessionCall{Code: []byte("print(1)"), Limits: filled(sandbox.Limits{})}); !errors.Is(err, sandbox.ErrSessionEnded) {
+		t.Fatalf("the flooded session took a call: %v", err)
+	}
+}
+
+// A process of a call killed at the session's memory limit is reported, even when the
+// interpreter survives it and ends the call itself: the call is not "ok" (a single-use
+// call's sandbox would have ended at the limit).
+func TestSessionChildOOMIsReported(t *testing.T) {
+	spec := sessionSpec(t, "python")
+	spec.Limits.Memory = 128 << 20
+	ss := openSession(t, spec)
+	res := call(t, ss, "import subprocess\nr = subprocess.run(['/usr/bin/python3', '-c', 'b = bytearray(1 << 30)'])\nprint(r.returncode)", 30*time.Second)
+	if res.Status != sandbox.StatusMemoryLimit {
+		t.Fatalf("a child killed at the memory limit: want memory_limit, got %s", brief(res))
+	}
+	wantOut(t, call(t, ss, "print(1)"), sandbox.StatusOK, "1")
+}
+
+// A call that closes the driver's stdout and stderr, so that no end marker can reach the
+// server, is not reported as done (nor ok): it ends at its wall-clock limit, the worker
+// is restarted, and the session goes on.
+func TestSessionClosedStdioFailsClosed(t *testing.T) {
+	ss := openSession(t, sessionSpec(t, "python"))
+	res := call(t, ss, "import os\nos.close(1)\nos.close(2)", time.Second)
+	if res.Status != sandbox.StatusTimeout || !res.Restarted {
+		t.Fatalf("a call that closed fds 1 and 2: want timeout with a restart, got %s", brief(res))
+	}
+	wantOut(t, call(t, ss, "print(1)"), sandbox.StatusOK, "1")
+}

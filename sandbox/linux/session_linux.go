@@ -91,6 +91,11 @@ type session struct {
 	superNS int // the supervisor's pid in the sandbox, from "ready" (before any call ran)
 	super   int // its host pid
 	seq     int
+	// between counts the output written while no call runs (background processes),
+	// which nobody keeps; past the flood ceiling the session is ended, since the
+	// server would read it without end.
+	between int64
+	flooded bool
 	// frames are the calls for the driver's stdin, written in order by one writer: a
 	// frame a killed worker left half read must not interleave with the next.
 	frames  chan []byte
@@ -318,7 +323,14 @@ func (ss *session) feed(stderr bool, p []byte) {
 	sp.Feed(p, func(b []byte) {
 		c := ss.cur
 		if c == nil {
-			return // between calls (a background process): nobody's output
+			// Between calls (a background process): nobody's output.
+			ss.between += int64(len(b))
+			if ceiling := ss.l.spec.Limits.Output * floodFactor; ss.between > ceiling && !ss.flooded {
+				ss.flooded = true
+				ss.sb.log.Warn("a session's processes wrote more than the flood ceiling between calls; ending the session", "id", ss.l.spec.ID, "ceiling", ceiling)
+				go ss.Close()
+			}
+			return
 		}
 		cp := c.stdout
 		if stderr {
@@ -598,6 +610,7 @@ func (ss *session) Call(ctx context.Context, c sandbox.SessionCall) (sandbox.Res
 	ss.seq++
 	cur.seq = ss.seq
 	ss.cur = cur
+	ss.between = 0
 	ss.mu.Unlock()
 	before, cpu0 := cg.stats(), ss.cpu()
 	start := time.Now()
@@ -748,6 +761,12 @@ func (ss *session) outcome(res sandbox.Result, cur *sessionCall, lim sandbox.Lim
 	if cur.code != 0 {
 		res.Status = sandbox.StatusError
 		res.Detail = fmt.Sprintf("exited with code %d", cur.code)
+	}
+	if oom {
+		// The interpreter outlived a process the kernel killed at the session's limit
+		// (memory.oom.group is 0 here): a single-use call's sandbox would have ended.
+		res.Status = sandbox.StatusMemoryLimit
+		res.Detail = fmt.Sprintf("a process of the session was killed at its memory limit of %d bytes; the interpreter went on (exit code %d)", ss.l.spec.Limits.Memory, cur.code)
 	}
 	return res
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sort"
 
 	"golang.org/x/sys/unix"
@@ -61,12 +62,17 @@ func (s *Sandbox) checkKey() *stamp.Key {
 	k.AddRead("/proc/self/uid_map")
 	k.Add("ids", fmt.Sprintf("euid %d egid %d root %t", os.Geteuid(), os.Getegid(), s.root))
 	k.Add("host-ids", s.ids.scheme+" "+s.ids.describe())
+	// The shared base dirs, not this Sandbox's own dirs in them (named per process).
 	ctrls := make([]string, 0, len(s.cg.v1))
 	for c, d := range s.cg.v1 {
-		ctrls = append(ctrls, c+":"+d)
+		ctrls = append(ctrls, c+":"+filepath.Dir(d))
 	}
 	sort.Strings(ctrls)
-	k.Add("cgroups", fmt.Sprintf("v%d %q %q %q %q", s.cg.version, s.cg.v2, ctrls, s.cg.ctrls, s.cg.reason))
+	v2 := s.cg.v2
+	if v2 != "" {
+		v2 = filepath.Dir(v2)
+	}
+	k.Add("cgroups", fmt.Sprintf("v%d %q %q %q %q", s.cg.version, v2, ctrls, s.cg.ctrls, s.cg.reason))
 	opts := s.opts
 	opts.Stamps = nil
 	b, err := json.Marshal(opts)

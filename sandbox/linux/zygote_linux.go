@@ -99,14 +99,11 @@ func (z *zygote) stopLocked() {
 
 var errZygote = errors.New("the zygote did not answer")
 
-// spawn asks for a spawner with files as its descriptors 0-4 (and, with cgroupFD ≥ 0,
+// spawn asks for a spawner with the descriptors files as its 0-4 (and, with cgroupFD ≥ 0,
 // started in that cgroup v2 directory). It returns a pidfd for the spawner, the only
 // handle the server keeps: the spawner is the zygote's child, not ours.
-func (z *zygote) spawn(files []*os.File, cgroupFD int) (*os.File, error) {
-	fds := make([]int, 0, len(files)+1)
-	for _, f := range files {
-		fds = append(fds, int(f.Fd()))
-	}
+func (z *zygote) spawn(files []int, cgroupFD int) (*os.File, error) {
+	fds := append(make([]int, 0, len(files)+1), files...)
 	var req [4]byte
 	if cgroupFD >= 0 {
 		fds = append(fds, cgroupFD)
@@ -130,7 +127,6 @@ func (z *zygote) spawn(files []*os.File, cgroupFD int) (*os.File, error) {
 		z.log.Warn("sandbox zygote gone; starting a new one", "err", err)
 		z.stopLocked()
 	}
-	runtime.KeepAlive(files)
 	return pidfd, err
 }
 
