@@ -117,7 +117,7 @@ func New(opts sandbox.Options) (*Sandbox, error) {
 	reused := s.reuseCheck(key)
 	if s.filters, err = filters(); err != nil {
 		abandon()
-		s.cg.removeAll()
+		_ = s.cg.removeAll()
 		return nil, err
 	}
 	// The definitive check: build a whole sandbox once, without running a program. A
@@ -129,7 +129,7 @@ func New(opts sandbox.Options) (*Sandbox, error) {
 	if err := s.check(key, nil); err != nil {
 		s.Wait()
 		s.zyg.stop()
-		s.cg.removeAll()
+		_ = s.cg.removeAll()
 		return nil, err
 	}
 	return s, nil
