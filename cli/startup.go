@@ -40,6 +40,11 @@ func startupCheck(ctx context.Context, deps tools.Deps, cfg config.Config, log *
 		return fmt.Errorf("%w: escape probes succeeded at startup: %s; run `airlock probe` for the fixes",
 			sandbox.ErrUnavailable, strings.Join(failed, "; "))
 	}
+	if cfg.Sandbox.Isolation == sandbox.IsolationLandlock {
+		// Chosen by the operator, and said on every result: never entered silently.
+		deps.Runner.Degraded = true
+		log.Warn("serving in the Landlock tier, weaker than the namespace tier (no pid, mount, network or IPC namespace); airlock probe lists what is weaker", "verdict", rep.Verdict)
+	}
 	if len(errored) > 0 {
 		if !cfg.Sandbox.AllowDegraded {
 			return fmt.Errorf("%w: startup probes could not run: %s (set sandbox.allow_degraded = true to serve anyway)",

@@ -111,6 +111,9 @@ type Sandbox struct {
 	Cgroups       string `toml:"cgroups" json:"cgroups"`
 	AllowDegraded bool   `toml:"allow_degraded" json:"allow_degraded"`
 	StateDir      string `toml:"state_dir" json:"state_dir,omitempty"`
+	// Isolation is the Linux tier: "auto" (namespaces, refusing without them),
+	// "namespaces" or "landlock" (the weaker tier, only when chosen).
+	Isolation string `toml:"isolation" json:"isolation"`
 }
 
 // HTTP configures the Streamable HTTP and SSE transports.
@@ -230,7 +233,7 @@ func Default() Config {
 		MaxStdinBytes: 1 << 20,
 		Files:         Caps{MaxFiles: 32, MaxFileBytes: 1 << 20, MaxTotal: 8 << 20},
 		Artifacts:     Artifacts{Caps: Caps{MaxFiles: 16, MaxFileBytes: 4 << 20, MaxTotal: 16 << 20}, Dir: "out"},
-		Sandbox:       Sandbox{HostUser: "nobody", Cgroups: "auto"},
+		Sandbox:       Sandbox{HostUser: "nobody", Cgroups: "auto", Isolation: "auto"},
 		// Room for the largest legal call: 1 MiB of code plus 8 MiB of files as base64.
 		// A session idle for 30 minutes is an agent that went away without DELETE; 30 s
 		// of drain is Kubernetes' default terminationGracePeriodSeconds.
@@ -308,7 +311,7 @@ func (c Config) PolicyEnvironments() []policy.EnvironmentConfig {
 // SandboxOptions converts to the backend's options.
 func (c Config) SandboxOptions() sandbox.Options {
 	return sandbox.Options{HostUser: c.Sandbox.HostUser, UIDRange: c.Sandbox.UIDRange, Cgroups: c.Sandbox.Cgroups,
-		AllowDegraded: c.Sandbox.AllowDegraded, StateDir: c.Sandbox.StateDir}
+		AllowDegraded: c.Sandbox.AllowDegraded, StateDir: c.Sandbox.StateDir, Isolation: c.Sandbox.Isolation}
 }
 
 // Load builds the effective configuration: defaults < file (when path is not empty) <
@@ -427,6 +430,17 @@ func (c Config) Validate() error {
 	}
 	if err := validOutDir(c.Artifacts.Dir); err != nil {
 		bad("artifacts.dir", "%v", err)
+	}
+	switch c.Sandbox.Isolation {
+	case "auto", "namespaces":
+	case "landlock":
+		if c.Network != "none" {
+			// Both need a network namespace: the bridge to the egress proxy, or one to
+			// share; the Landlock tier has neither.
+			bad("sandbox.isolation", `"landlock" runs only with network = "none", got network %q`, c.Network)
+		}
+	default:
+		bad("sandbox.isolation", `must be "auto", "namespaces" or "landlock", got %q`, c.Sandbox.Isolation)
 	}
 	switch c.Sandbox.Cgroups {
 	case "auto", "require", "off":

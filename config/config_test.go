@@ -238,6 +238,8 @@ func TestValidateNamesField(t *testing.T) {
 		{"network", func(c *Config) { c.Network = "bridge" }, "network: must be"},
 		{"parallel", func(c *Config) { c.Concurrency.MaxParallel = 0 }, "concurrency.max_parallel"},
 		{"cgroups", func(c *Config) { c.Sandbox.Cgroups = "yes" }, "sandbox.cgroups"},
+		{"isolation", func(c *Config) { c.Sandbox.Isolation = "chroot" }, "sandbox.isolation: must be"},
+		{"landlock with host network", func(c *Config) { c.Sandbox.Isolation = "landlock"; c.Network = "host" }, `sandbox.isolation: "landlock" runs only with network = "none"`},
 		{"addr", func(c *Config) { c.HTTP.Addr = "8080" }, "http.addr"},
 		{"origin", func(c *Config) { c.HTTP.AllowedOrigins = []string{"evil.example"} }, "http.allowed_origins[0]"},
 		{"no languages", func(c *Config) { c.Languages.Enabled = nil }, "languages.enabled"},

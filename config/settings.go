@@ -52,6 +52,8 @@ var Settings = []Setting{
 		func(c *Config, v string) error { c.Sandbox.UIDRange = v; return nil }},
 	{"sandbox.cgroups", "AIRLOCK_CGROUPS", "cgroups", `"auto", "require" or "off"`,
 		func(c *Config, v string) error { c.Sandbox.Cgroups = v; return nil }},
+	{"sandbox.isolation", "AIRLOCK_ISOLATION", "isolation", `Linux tier: "auto" (namespaces), "namespaces" or "landlock" (weaker: for hosts without user namespaces)`,
+		func(c *Config, v string) error { c.Sandbox.Isolation = v; return nil }},
 	{"sandbox.allow_degraded", "AIRLOCK_ALLOW_DEGRADED", "allow-degraded", "serve even when optional layers are missing",
 		func(c *Config, v string) error { return setBool(&c.Sandbox.AllowDegraded, v) }},
 	{"http.auth_token", "AIRLOCK_AUTH_TOKEN", "auth-token", "bearer token required on HTTP (prefer the env var)",

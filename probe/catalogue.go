@@ -29,6 +29,9 @@ type probeDef struct {
 	// only lists the GOOS values the probe means something on; why says why not elsewhere.
 	only []string
 	why  string
+	// landlock says why the probe does not apply in the Landlock tier (what it tests is
+	// a namespace that tier does not have, listed as a weaker layer); empty: it applies.
+	landlock string
 	// sysnr marks probes that call syscalls by number: kernel.py knows x86_64's and
 	// aarch64's (syscallArches).
 	sysnr bool
@@ -200,7 +203,8 @@ var catalogue = []probeDef{
 		fix: "no_new_privs must be set before exec so setuid bits are inert; " + userFix},
 
 	// processes
-	{name: "host-pids", category: "processes", program: "processes", only: onLinux, why: linuxOnly, setup: hostSleeper, judge: byProgram, fix: pidFix},
+	{name: "host-pids", category: "processes", program: "processes", only: onLinux, why: linuxOnly, setup: hostSleeper, judge: byProgram, fix: pidFix,
+		landlock: "no pid namespace: host processes are listable (layer pid-namespace); their memory, environment and signals stay closed (Landlock ptrace rule, scoping, per-run uid)"},
 	{name: "fork-bomb", category: "processes", program: "processes", limits: sandbox.Limits{Pids: 32},
 		setup: func(a *attempt) error { a.args["pids"] = a.limits.Pids; return nil }, judge: byProgram, fix: cgroupFix},
 	{name: "detached-survivor", category: "processes", program: "processes", timeout: time.Second, only: onLinux, why: linuxOnly,
@@ -215,7 +219,8 @@ var catalogue = []probeDef{
 		fix: "the wall-clock limit did not stop the program: " + pidFix},
 	{name: "disk-fill", category: "resources", program: "resources", limits: sandbox.Limits{Workspace: 16 << 20},
 		setup: func(a *attempt) error { a.args["workspace"] = a.limits.Workspace; return nil }, judge: byProgram,
-		fix: "the workspace must be a size-capped tmpfs (mount namespace) with RLIMIT_FSIZE; " + fsFix},
+		landlock: "the workspace is a host directory, not a size-capped tmpfs (layer workspace-size): files are capped by RLIMIT_FSIZE only",
+		fix:      "the workspace must be a size-capped tmpfs (mount namespace) with RLIMIT_FSIZE; " + fsFix},
 	{name: "open-files", category: "resources", program: "resources", limits: sandbox.Limits{OpenFiles: 64},
 		setup: func(a *attempt) error { a.args["open_files"] = a.limits.OpenFiles; return nil }, judge: byProgram,
 		fix: "RLIMIT_NOFILE was not applied to the program: an airlock engine defect; report it"},

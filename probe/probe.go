@@ -46,13 +46,15 @@ type Totals struct {
 
 // Report is the whole self-check.
 type Report struct {
-	Platform string          `json:"platform"`
-	Backend  string          `json:"backend"`
-	Layers   []sandbox.Layer `json:"layers"`
-	Probes   []Result        `json:"probes"`
-	Totals   Totals          `json:"totals"`
-	Verdict  Verdict         `json:"verdict"`
-	Fixes    []string        `json:"fixes"`
+	Platform string `json:"platform"`
+	Backend  string `json:"backend"`
+	// Isolation is the Linux tier the probes ran in (namespaces, landlock).
+	Isolation string          `json:"isolation,omitempty"`
+	Layers    []sandbox.Layer `json:"layers"`
+	Probes    []Result        `json:"probes"`
+	Totals    Totals          `json:"totals"`
+	Verdict   Verdict         `json:"verdict"`
+	Fixes     []string        `json:"fixes"`
 	// Notes say how the probe runs differed from a run_code call (probe language, import
 	// guard, lowered limits).
 	Notes []string `json:"notes,omitempty"`
@@ -153,7 +155,7 @@ func NewReport(sr sandbox.Report, results []Result) Report {
 		layers = []sandbox.Layer{}
 	}
 	return Report{
-		Platform: sr.Platform, Backend: sr.Backend, Layers: layers, Probes: results,
+		Platform: sr.Platform, Backend: sr.Backend, Isolation: sr.Isolation, Layers: layers, Probes: results,
 		Totals: Count(results), Verdict: Judge(layers, results), Fixes: Fixes(layers, results),
 	}
 }

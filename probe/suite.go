@@ -156,7 +156,7 @@ func (s *Suite) Run(ctx context.Context, f Filter) (Report, error) {
 			select {
 			case sem <- struct{}{}:
 				defer func() { <-sem }()
-				results[i] = s.runOne(ctx, byName(name))
+				results[i] = s.runOne(ctx, byName(name), sr.Isolation)
 			case <-ctx.Done():
 				p := byName(name)
 				results[i] = Result{Name: p.name, Category: p.category, Status: Errored,
@@ -195,10 +195,10 @@ func byName(name string) *probeDef {
 
 // runOne runs one probe: host-side preparation, the program in a fresh sandbox, the
 // host-side verdict, then cleanup whatever happened.
-func (s *Suite) runOne(ctx context.Context, p *probeDef) Result {
+func (s *Suite) runOne(ctx context.Context, p *probeDef, tier string) Result {
 	start := time.Now()
 	res := Result{Name: p.name, Category: p.category}
-	res.Status, res.Detail = s.verdict(ctx, p)
+	res.Status, res.Detail = s.verdict(ctx, p, tier)
 	if res.Status == Failed || res.Status == Errored {
 		res.Fix = p.fix
 	}
@@ -206,9 +206,12 @@ func (s *Suite) runOne(ctx context.Context, p *probeDef) Result {
 	return res
 }
 
-func (s *Suite) verdict(ctx context.Context, p *probeDef) (Status, string) {
+func (s *Suite) verdict(ctx context.Context, p *probeDef, tier string) (Status, string) {
 	if why := p.skip(s.env); why != "" {
 		return NotApplicable, why
+	}
+	if tier == sandbox.IsolationLandlock && p.landlock != "" {
+		return NotApplicable, "the Landlock tier: " + p.landlock
 	}
 	if s.langErr != nil {
 		return Errored, s.langErr.Error()

@@ -328,3 +328,45 @@ func TestAllowlistNetworkProbes(t *testing.T) {
 		}
 	}
 }
+
+// TestLandlockTierVerdicts runs the whole catalogue in the Landlock tier: every probe it
+// covers passes, the ones it cannot cover are not_applicable with the reason, and the
+// verdict is degraded, with the weaker layers listed.
+func TestLandlockTierVerdicts(t *testing.T) {
+	sb, err := host.New(sandbox.Options{Isolation: sandbox.IsolationLandlock})
+	sandboxtest.Require(t, err)
+	defer sb.(sandbox.Warmer).Close()
+	rep := run(t, NewSuite(newRunner(t, sb)), Filter{})
+	if rep.Isolation != sandbox.IsolationLandlock || rep.Backend != "linux-landlock" {
+		t.Errorf("report says isolation %q, backend %q", rep.Isolation, rep.Backend)
+	}
+	notCovered := map[string]bool{"host-pids": true, "disk-fill": true}
+	for _, r := range rep.Probes {
+		switch {
+		case notCovered[r.Name]:
+			if r.Status != NotApplicable || !strings.HasPrefix(r.Detail, "the Landlock tier: ") {
+				t.Errorf("%s: %s (%s), want not_applicable with the tier's reason", r.Name, r.Status, r.Detail)
+			}
+		case r.Status == NotApplicable:
+			if strings.Contains(r.Detail, "Landlock") {
+				t.Errorf("%s: not applicable for the tier, unexpectedly: %s", r.Name, r.Detail)
+			}
+		case r.Status != Passed:
+			t.Errorf("%s: %s: %s", r.Name, r.Status, r.Detail)
+		}
+	}
+	if rep.Verdict != Degraded {
+		t.Errorf("verdict %s, want degraded", rep.Verdict)
+	}
+	for _, name := range []string{"pid-namespace", "mount-namespace", "uts-namespace", "ipc-namespace", "network-namespace", "private-tmp", "workspace-size"} {
+		l, ok := sandbox.Report{Layers: rep.Layers}.Layer(name)
+		if !ok || l.Active || l.Fix == "" || l.Detail == "" {
+			t.Errorf("weaker layer %s: %+v, want listed inactive with what is weaker and a fix", name, l)
+		}
+	}
+	for _, name := range []string{"landlock-fs", "landlock-net", "landlock-scope", "seccomp", "no-new-privs", "process-tree"} {
+		if l, ok := (sandbox.Report{Layers: rep.Layers}).Layer(name); !ok || !l.Active || !l.Required {
+			t.Errorf("layer %s: %+v, want active and required", name, l)
+		}
+	}
+}

@@ -279,6 +279,9 @@ type Result struct {
 	Network *NetworkUse `json:"network,omitempty"`
 	// Detail says why, in one line, when Status is not ok: which limit, which stage.
 	Detail string `json:"detail,omitempty"`
+	// Isolation is the tier the run had (IsolationNamespaces or IsolationLandlock on
+	// Linux; empty elsewhere).
+	Isolation string `json:"isolation,omitempty"`
 	// Restarted: a session call whose session's processes were killed and its driver
 	// started again (sandbox.Session); the files are kept, the interpreter's state is not.
 	Restarted bool `json:"restarted,omitempty"`
@@ -286,9 +289,12 @@ type Result struct {
 
 // Report describes the isolation really in effect.
 type Report struct {
-	Platform string  `json:"platform"` // GOOS
-	Backend  string  `json:"backend"`  // e.g. "linux-namespaces", "darwin-seatbelt"
-	Layers   []Layer `json:"layers"`
+	Platform string `json:"platform"` // GOOS
+	Backend  string `json:"backend"`  // e.g. "linux-namespaces", "darwin-seatbelt"
+	// Isolation is the Linux tier (IsolationNamespaces, IsolationLandlock); empty
+	// elsewhere.
+	Isolation string  `json:"isolation,omitempty"`
+	Layers    []Layer `json:"layers"`
 }
 
 // Layer is one isolation mechanism and whether it is in effect.
@@ -330,6 +336,13 @@ var (
 	ErrInvalidSpec = errors.New("invalid sandbox spec")
 )
 
+// The Linux isolation tiers (Options.Isolation, Result.Isolation).
+const (
+	IsolationAuto       = "auto"
+	IsolationNamespaces = "namespaces"
+	IsolationLandlock   = "landlock"
+)
+
 // Options configure a backend once, at startup.
 type Options struct {
 	// HostUser is the unprivileged host account that every sandbox runs as when the
@@ -347,6 +360,10 @@ type Options struct {
 	AllowDegraded bool `json:"allow_degraded"`
 	// StateDir holds what must survive a crash for cleanup (per-platform default when empty).
 	StateDir string `json:"state_dir"`
+	// Isolation is the Linux tier: IsolationAuto (the default: namespaces, refusing
+	// where they are unavailable), IsolationNamespaces, or IsolationLandlock, the weaker
+	// tier for hosts without user namespaces, entered only when the operator asks.
+	Isolation string `json:"isolation"`
 	// SelfTest are programs a backend's start-up self-test runs once under the real
 	// sandbox before it serves: each enabled language with an empty program, exactly as a
 	// call would run it (argv, env, mounts). The darwin backend runs them; Linux does not

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Runs bin/airlock inside real containers, configured as users run them (docs/containers.md):
 podman's default security, seccomp=unconfined alone, a Docker-like seccomp profile, --privileged,
-a read-only root, a non-root user, unmasked /proc, and gVisor (runsc do). For each: `airlock probe
+a read-only root, a non-root user, unmasked /proc, gVisor (runsc do), and the Landlock tier
+(AIRLOCK_ISOLATION=landlock) under podman's default and the Docker-like profile. For each: `airlock probe
 --json`, then run_code over MCP stdio (every stdout line must be JSON-RPC), checked against what
 the configuration must give. Then the engine's own test binary (sandbox/linux, escape tests
 included) inside a default container and one with seccomp=unconfined. Prints the table configuration → outcome → active layers.
@@ -27,6 +28,12 @@ QUIRKS = ["--runtime", "runc", "--ulimit", "nofile=4096:4096", "--ulimit", "npro
 # (locked submounts, docs/containers.md).
 MOUNT = ["-v", AIRLOCK + ":/usr/local/bin/airlock:ro"]
 REQUIRED = ["user-namespace", "pid-namespace", "mount-namespace", "network-namespace", "seccomp"]
+# The Landlock tier's (sandbox.isolation = "landlock"): it serves where user namespaces are
+# refused, degraded, with the namespaces it lacks listed as weaker layers.
+LANDLOCK = {"serves": True, "required": ["landlock-fs", "landlock-net", "landlock-scope", "seccomp",
+                                         "no-new-privs", "process-tree"],
+            "inactive": ["pid-namespace", "mount-namespace", "network-namespace", "ipc-namespace"],
+            "verdict": "degraded", "isolation": "landlock"}
 CODE = "import os\nprint(6*7, os.path.isdir('/proc/self'))\n"
 # What an engine bound under /usr shows inside the sandbox: nothing (a file denied, a
 # directory empty). Printed after the answer, checked where a case asks.
@@ -144,7 +151,7 @@ def check_case(name, cmd, want):
         for w in want.get("stdout", []):
             if w not in res.get("stdout", ""):
                 problems.append("run_code printed %r, want %r in it" % (res.get("stdout"), w))
-        for l in REQUIRED + want.get("active", []):
+        for l in want.get("required", REQUIRED) + want.get("active", []):
             if l not in active:
                 problems.append("layer %s not active" % l)
         for l in want.get("inactive", []):
@@ -152,6 +159,16 @@ def check_case(name, cmd, want):
                 problems.append("layer %s active, want it reported missing" % l)
         if rep["verdict"] == "unsafe":
             problems.append("probe verdict unsafe: %s" % rep["fixes"])
+        if want.get("verdict") and rep["verdict"] != want["verdict"]:
+            problems.append("probe verdict %s, want %s" % (rep["verdict"], want["verdict"]))
+        if want.get("isolation"):
+            if rep.get("isolation") != want["isolation"]:
+                problems.append("probe states isolation %r, want %r" % (rep.get("isolation"), want["isolation"]))
+            if res.get("isolation") != want["isolation"]:
+                problems.append("run_code states isolation %r, want %r" % (res.get("isolation"), want["isolation"]))
+            bad = [p["name"] for p in rep["probes"] if p["status"] in ("failed", "error")]
+            if bad:
+                problems.append("probes failed or errored: %s" % bad)
         for w in want.get("log", []):
             if w not in serve_err:
                 problems.append("the server's log lacks %r" % w)
@@ -170,24 +187,34 @@ def check_case(name, cmd, want):
 
 
 def engine_tests(configs):
-    """The sandbox/linux test binary (escape tests included) in containers of each config."""
+    """The sandbox/linux test binary (escape tests included) in containers of each config:
+    (name, podman options, -test.run or None for all)."""
     ok = True
     with tempfile.TemporaryDirectory() as d:
         binary = os.path.join(d, "sandbox-linux.test")
         subprocess.run(["go", "test", "-c", "-o", binary, "./sandbox/linux/"], cwd=ROOT, check=True)
-        for name, opts in configs:
+        for name, opts, run in configs:
+            argv = ["sandbox-linux.test", "-test.count=1", "-test.timeout=10m", "-test.v"]
+            if run:
+                argv += ["-test.run=" + run, "-test.short"]
             p = subprocess.run(["podman", "run", "--rm"] + QUIRKS + opts + ["-e", "AIRLOCK_REQUIRE_SANDBOX=1",
-                               "-v", binary + ":/usr/local/bin/sandbox-linux.test:ro", IMAGE,
-                               "sandbox-linux.test", "-test.count=1", "-test.timeout=10m", "-test.v"],
+                               "-v", binary + ":/usr/local/bin/sandbox-linux.test:ro", IMAGE] + argv,
                                capture_output=True, timeout=900)
             out = p.stdout.decode(errors="replace")
+            if "guarantee → " in out:
+                print(out[out.index("guarantee → "):].rstrip())
             skips = sorted({l.split()[2] for l in out.splitlines() if l.startswith("--- SKIP")})
             fails = [l for l in out.splitlines() if l.startswith("--- FAIL")]
             print("%s engine tests in a container, %s: exit %d, skipped %s" % (
                 "PASS" if p.returncode == 0 else "FAIL", name, p.returncode, skips))
             if p.returncode != 0:
                 ok = False
-                print("\n".join(fails) + "\n" + out[-4000:] + p.stderr.decode(errors="replace")[-2000:])
+                # What each failing test said (the lines before its "--- FAIL"), then the end.
+                lines = out.splitlines()
+                said = [l for i, l in enumerate(lines) if "_test.go:" in l and
+                        any(x.lstrip().startswith("--- FAIL") for x in lines[i:i + 40])]
+                print("\n".join(fails) + "\n" + "\n".join(said[-60:])[-6000:] + "\n" +
+                      out[-2000:] + p.stderr.decode(errors="replace")[-2000:])
     return ok
 
 
@@ -225,7 +252,10 @@ def main():
          {"serves": True, "active": ["proc"]}),
         ("Docker-like seccomp profile (clone3 ENOSYS, namespaces need CAP_SYS_ADMIN)",
          pod(["--security-opt", "seccomp=" + docker]),
-         {"serves": False, "refusal": ["clone3", "seccomp=unconfined", "kubernetes", "podman"]}),
+         {"serves": False, "refusal": ["user namespaces", "seccomp=unconfined", "kubernetes", "podman", 'sandbox.isolation = "landlock"']}),
+        ("Docker-like seccomp profile, AIRLOCK_ISOLATION=landlock",
+         pod(["--security-opt", "seccomp=" + docker, "-e", "AIRLOCK_ISOLATION=landlock"]), LANDLOCK),
+        ("podman, default security, AIRLOCK_ISOLATION=landlock", pod(["-e", "AIRLOCK_ISOLATION=landlock"]), LANDLOCK),
         ("podman --privileged", pod(["--privileged"]),
          {"serves": True, "active": ["cgroups", "proc"]}),
         ("podman --read-only", pod(["--read-only"]),
@@ -255,9 +285,12 @@ def main():
             failed.append(name)
         rows.append("| %s | %s | %s | %s |" % (name, outcome, ", ".join(active) or "none",
                                                ", ".join(inactive) or "none"))
+    # The Landlock tier's run is TestLandlockTier: the escape suite in that tier, in a child.
     if not args.skip_engine_tests and not engine_tests([
-            ("podman default security", []),
-            ("seccomp=unconfined", ["--security-opt", "seccomp=unconfined"])]):
+            ("podman default security", [], None),
+            ("seccomp=unconfined", ["--security-opt", "seccomp=unconfined"], None),
+            ("the Landlock tier, podman default security", [], "^TestLandlockTier$"),
+            ("the Landlock tier, Docker-like seccomp profile", ["--security-opt", "seccomp=" + docker], "^TestLandlockTier$")]):
         failed.append("engine tests in containers")
     table = "\n".join(["| configuration | outcome | active layers | missing layers |",
                        "|---|---|---|---|"] + rows)

@@ -68,6 +68,9 @@ print(json.dumps({p: [hashlib.sha256(open(p, "rb").read()).hexdigest(), os.stat(
 	if r.IsError {
 		t.Fatalf("%s", textOf(r))
 	}
+	if out.Isolation != testTier() {
+		t.Errorf("the result states isolation %q, want %q", out.Isolation, testTier())
+	}
 	var got map[string][2]any
 	if err := json.Unmarshal([]byte(out.Stdout), &got); err != nil {
 		t.Fatalf("stdout %q: %v", out.Stdout, err)
@@ -146,7 +149,7 @@ func TestRealArtifactsOut(t *testing.T) {
 os.makedirs("out/sub", exist_ok=True)
 open("out/report.txt", "w").write("total: 42\n\x1b[31mred\x1b[0m\n")
 open("out/sub/data.bin", "wb").write(bytes(range(256)))
-open("/workspace/out/abs.json", "w").write('{"ok": true}')`
+open(os.environ["HOME"] + "/out/abs.json", "w").write('{"ok": true}')`
 	r := call(t, c, "run_code", map[string]any{"code": code})
 	out := structured(t, r)
 	if r.IsError {

@@ -63,8 +63,10 @@ type ConfigView struct {
 	MaxCodeBytes  int `json:"max_code_bytes"`
 	MaxStdinBytes int `json:"max_stdin_bytes"`
 	Isolation     struct {
-		Platform string          `json:"platform"`
-		Backend  string          `json:"backend"`
+		Platform string `json:"platform"`
+		Backend  string `json:"backend"`
+		// Tier is the Linux isolation tier in effect: "namespaces" or "landlock".
+		Tier     string          `json:"tier,omitempty"`
 		Layers   []sandbox.Layer `json:"layers"`
 		Degraded bool            `json:"degraded"`
 		Error    string          `json:"error,omitempty"`
@@ -77,6 +79,8 @@ type ConfigView struct {
 		HostUser      string `json:"host_user"`
 		Cgroups       string `json:"cgroups"`
 		AllowDegraded bool   `json:"allow_degraded"`
+		// Isolation is the configured tier: "auto", "namespaces" or "landlock".
+		Isolation string `json:"isolation"`
 	} `json:"sandbox"`
 	HTTP struct {
 		Addr           string   `json:"addr"`
@@ -138,7 +142,7 @@ func EffectiveConfig(ctx context.Context, d Deps) ConfigView {
 	if rep, err := r.Sandbox.Probe(ctx); err != nil {
 		v.Isolation.Error = err.Error()
 	} else {
-		v.Isolation.Platform, v.Isolation.Backend = rep.Platform, rep.Backend
+		v.Isolation.Platform, v.Isolation.Backend, v.Isolation.Tier = rep.Platform, rep.Backend, rep.Isolation
 		if rep.Layers != nil {
 			v.Isolation.Layers = rep.Layers
 		}
@@ -148,6 +152,7 @@ func EffectiveConfig(ctx context.Context, d Deps) ConfigView {
 	}
 	v.Sessions = sessionsView(r)
 	v.Sandbox.HostUser, v.Sandbox.Cgroups, v.Sandbox.AllowDegraded = c.Sandbox.HostUser, c.Sandbox.Cgroups, c.Sandbox.AllowDegraded
+	v.Sandbox.Isolation = c.Sandbox.Isolation
 	v.HTTP.Addr = c.HTTP.Addr
 	v.HTTP.AuthRequired = c.HTTP.AuthToken != ""
 	v.HTTP.AllowedOrigins = nonNil(c.HTTP.AllowedOrigins)
@@ -185,6 +190,9 @@ func GetConfig(d Deps) server.ServerTool {
 func RenderConfig(v ConfigView) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "airlock %s: %s/%s, network %s, %d parallel runs\n", v.Version, v.Isolation.Platform, v.Isolation.Backend, v.Network, v.Concurrency.MaxParallel)
+	if v.Isolation.Tier != "" {
+		fmt.Fprintf(&b, "isolation: %s\n", v.Isolation.Tier)
+	}
 	if e := v.Egress; e != nil {
 		fmt.Fprintf(&b, "egress allowlist %s, ports %s, allow_private=%t, max %d bytes and %d connections per call\n",
 			strings.Join(e.Domains, ", "), joinPorts(e.Ports), e.AllowPrivate, e.MaxBytes, e.MaxConnections)

@@ -9,6 +9,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/airlock-mcp/airlock/probe"
+	"github.com/airlock-mcp/airlock/sandbox"
 )
 
 // Prober runs the sandbox self-check. Quick is the startup subset, and every prober has
@@ -63,10 +64,17 @@ func RenderReport(r probe.Report) string {
 		fmt.Fprintf(&b, " (%s)", strings.Join(where, ", "))
 	}
 	b.WriteString("\n")
+	if r.Isolation != "" {
+		fmt.Fprintf(&b, "isolation: %s\n", r.Isolation)
+	}
+	weaker := r.Isolation == sandbox.IsolationLandlock
 	for _, l := range r.Layers {
 		state := "active"
 		if !l.Active {
 			state = "MISSING"
+			if weaker && !l.Required {
+				state = "WEAKER"
+			}
 		}
 		req := ""
 		if l.Required {

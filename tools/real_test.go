@@ -1,9 +1,11 @@
 package tools
 
 import (
+	"bytes"
 	"context"
 	"log/slog"
 	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -28,6 +30,7 @@ func TestMain(m *testing.M) {
 func realDeps(t *testing.T) Deps {
 	t.Helper()
 	cfg := config.Default()
+	cfg.Sandbox.Isolation = testTier()
 	sb, err := host.New(cfg.SandboxOptions())
 	if err == nil {
 		_, err = sb.Probe(context.Background())
@@ -77,5 +80,39 @@ func TestRealRunCode(t *testing.T) {
 				t.Errorf("a 1 s timeout took %v", time.Since(t0))
 			}
 		})
+	}
+}
+
+// testTier is the tier of this test process's real sandboxes: the namespace tier unless
+// AIRLOCK_TEST_ISOLATION names another (TestRealLandlockTier).
+func testTier() string {
+	if t := os.Getenv("AIRLOCK_TEST_ISOLATION"); t != "" {
+		return t
+	}
+	return sandbox.IsolationNamespaces
+}
+
+// TestRealLandlockTier runs the real run_code, files and artifacts tests again in the
+// Landlock tier, in a child test process (one backend per process, as in a server).
+func TestRealLandlockTier(t *testing.T) {
+	if testTier() == sandbox.IsolationLandlock {
+		t.Skip("this is the Landlock tier's run itself")
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(self, "-test.count=1", "-test.v", "-test.timeout=300s",
+		"-test.run=^TestReal(RunCode|FilesIn|FilesRefused|FilesWorkspaceLimit|ArtifactsOut|ArtifactEscapes|OutDirReplacedBySymlink|ArtifactCaps)$")
+	cmd.Env = append(os.Environ(), "AIRLOCK_TEST_ISOLATION="+sandbox.IsolationLandlock)
+	out, err := cmd.CombinedOutput()
+	if bytes.Contains(out, []byte("SKIPPING")) && os.Getenv("AIRLOCK_REQUIRE_SANDBOX") == "1" {
+		t.Fatalf("the Landlock tier's run skipped:\n%s", out)
+	}
+	if err != nil || !bytes.Contains(out, []byte("\nPASS\n")) {
+		t.Fatalf("run_code, files and artifacts fail in the Landlock tier (%v):\n%s", err, out)
+	}
+	if n := bytes.Count(out, []byte("--- PASS: TestReal")); n < 8 {
+		t.Fatalf("%d of 8 tests passed in the Landlock tier:\n%s", n, out)
 	}
 }

@@ -52,27 +52,29 @@ type Violation struct {
 
 // RunCodeResult is run_code's structured result.
 type RunCodeResult struct {
-	ID              string     `json:"id"`
-	Status          string     `json:"status" jsonschema:"enum=ok,enum=error,enum=timeout,enum=memory_limit,enum=output_limit,enum=killed,enum=cancelled,enum=policy_denied,enum=sandbox_error,enum=invalid_request,enum=busy"`
-	ExitCode        int        `json:"exit_code"`
-	Signal          string     `json:"signal,omitempty"`
-	Stdout          string     `json:"stdout"`
-	Stderr          string     `json:"stderr"`
-	StdoutTruncated bool       `json:"stdout_truncated"`
-	StderrTruncated bool       `json:"stderr_truncated"`
-	StdoutBytes     int64      `json:"stdout_bytes"`
-	StderrBytes     int64      `json:"stderr_bytes"`
-	WallMs          int64      `json:"wall_ms"`
-	CPUMs           int64      `json:"cpu_ms"`
-	PeakMemoryBytes int64      `json:"peak_memory_bytes"`
-	TimeoutSeconds  float64    `json:"timeout_seconds"`
-	Language        string     `json:"language"`
-	LanguageVersion string     `json:"language_version"`
-	Environment     string     `json:"environment,omitempty"`
-	Detail          string     `json:"detail,omitempty"`
-	Degraded        bool       `json:"degraded,omitempty"`
-	Violation       *Violation `json:"violation,omitempty"`
-	Artifacts       []Artifact `json:"artifacts,omitempty"`
+	ID              string  `json:"id"`
+	Status          string  `json:"status" jsonschema:"enum=ok,enum=error,enum=timeout,enum=memory_limit,enum=output_limit,enum=killed,enum=cancelled,enum=policy_denied,enum=sandbox_error,enum=invalid_request,enum=busy"`
+	ExitCode        int     `json:"exit_code"`
+	Signal          string  `json:"signal,omitempty"`
+	Stdout          string  `json:"stdout"`
+	Stderr          string  `json:"stderr"`
+	StdoutTruncated bool    `json:"stdout_truncated"`
+	StderrTruncated bool    `json:"stderr_truncated"`
+	StdoutBytes     int64   `json:"stdout_bytes"`
+	StderrBytes     int64   `json:"stderr_bytes"`
+	WallMs          int64   `json:"wall_ms"`
+	CPUMs           int64   `json:"cpu_ms"`
+	PeakMemoryBytes int64   `json:"peak_memory_bytes"`
+	TimeoutSeconds  float64 `json:"timeout_seconds"`
+	Language        string  `json:"language"`
+	LanguageVersion string  `json:"language_version"`
+	Environment     string  `json:"environment,omitempty"`
+	Detail          string  `json:"detail,omitempty"`
+	Degraded        bool    `json:"degraded,omitempty"`
+	// Isolation is the tier the run had on Linux: "namespaces" or "landlock".
+	Isolation string     `json:"isolation,omitempty"`
+	Violation *Violation `json:"violation,omitempty"`
+	Artifacts []Artifact `json:"artifacts,omitempty"`
 	// Lowered is never silent: a call that asked for more than the server allows ran
 	// with less, and must know it.
 	Lowered []LoweredLimit `json:"lowered,omitempty" jsonschema:"description=Limits the call asked for above the server's maximum and the values it ran with."`
@@ -374,6 +376,7 @@ func resultOf(o runner.Outcome, arts []Artifact) RunCodeResult {
 		TimeoutSeconds: o.Limits.Wall.Seconds(),
 		Language:       o.Language.Name, LanguageVersion: o.Language.Version, Environment: o.Environment,
 		Detail: sanitize.String(r.Detail), Degraded: o.Degraded, Lowered: loweredOf(o.Lowered),
+		Isolation: r.Isolation,
 	}
 	if o.Violation != nil {
 		// The guard reports the module the program asked for: its own string.
@@ -453,6 +456,9 @@ func renderRun(r RunCodeResult, l sandbox.Limits) string {
 	}
 	if r.Degraded {
 		b.WriteString("\nwarning: the server runs in degraded isolation mode (see probe_sandbox)")
+	}
+	if r.Isolation == sandbox.IsolationLandlock {
+		b.WriteString("\nisolation: landlock (the weaker tier: no pid, mount, network or IPC namespace; see probe_sandbox)")
 	}
 	if r.SessionID != "" {
 		fmt.Fprintf(&b, "\nsession: %s", r.SessionID)

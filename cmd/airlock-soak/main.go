@@ -27,6 +27,7 @@ func main() {
 	slack := fs.Int("goroutine-slack", 4, "fail if the server ends with more goroutines than a warmed-up twin server plus this; 0 skips the check and ends the server by closing stdin instead of SIGQUIT")
 	pool := fs.Int("pool", 2, "the server's warm pool size; that many idle sandboxes may remain while it runs")
 	tenants := fs.Int("tenants", 0, "concurrent-tenant mode: start this many servers at once and send calls that exhaust per-user kernel budgets beside calls (and a host process of root) that must still get theirs; -calls in all, -parallel per server")
+	isolation := fs.String("isolation", "", `the server's sandbox.isolation ("landlock": soak the Landlock tier)`)
 	sessions := fs.Bool("sessions", false, fmt.Sprintf("sessions mode: every call runs in a run_code session, %d calls per session", soak.LaneCalls))
 	dir := fs.String("dir", "", "work directory for server logs, audit logs and the server's TMPDIR (default: a new temp dir, kept)")
 	fs.Usage = func() {
@@ -55,7 +56,7 @@ func main() {
 		os.Exit(runTenants(ctx, soak.Options{Binary: abs, Calls: *calls, Parallel: *parallel, Pool: *pool, Dir: *dir, Progress: os.Stderr}, *tenants))
 	}
 	rep, err := soak.Run(ctx, soak.Options{Binary: abs, Calls: *calls, Parallel: *parallel, Memory: *memory,
-		MaxRSSGrowth: *rss << 20, GoroutineSlack: *slack, Pool: *pool, Dir: *dir, Progress: os.Stderr, Sessions: *sessions})
+		MaxRSSGrowth: *rss << 20, GoroutineSlack: *slack, Pool: *pool, Dir: *dir, Isolation: *isolation, Progress: os.Stderr, Sessions: *sessions})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "airlock-soak:", err)
 		fmt.Fprintln(os.Stderr, "FAIL")

@@ -40,6 +40,8 @@ type Options struct {
 	Pool int
 	// Dir holds the server's log, audit log and TMPDIR; empty makes a temporary one.
 	Dir string
+	// Isolation is the server's sandbox.isolation ("" for its default).
+	Isolation string
 	// Progress, when set, gets a line every few hundred calls.
 	Progress io.Writer
 	// Sessions sends every call in a run_code session: each sequence of calls (the
@@ -149,10 +151,14 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		}
 	}()
 	env := func(audit string) []string {
-		return ServerEnv(o.Dir, "AIRLOCK_MEMORY="+o.Memory,
+		extra := []string{"AIRLOCK_MEMORY=" + o.Memory,
 			fmt.Sprintf("AIRLOCK_MAX_PARALLEL=%d", o.Parallel), "AIRLOCK_QUEUE_SIZE=64", "AIRLOCK_QUEUE_TIMEOUT=120s",
-			"AIRLOCK_AUDIT="+filepath.Join(o.Dir, audit), "GOTRACEBACK=all",
-			fmt.Sprintf("AIRLOCK_POOL_SIZE=%d", o.Pool))
+			"AIRLOCK_AUDIT=" + filepath.Join(o.Dir, audit), "GOTRACEBACK=all",
+			fmt.Sprintf("AIRLOCK_POOL_SIZE=%d", o.Pool)}
+		if o.Isolation != "" {
+			extra = append(extra, "AIRLOCK_ISOLATION="+o.Isolation)
+		}
+		return ServerEnv(o.Dir, extra...)
 	}
 	mounts0 := Mounts()
 

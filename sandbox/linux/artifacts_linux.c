@@ -163,7 +163,7 @@ static void art_walk(struct collector *c, int dirfd, const char *rel, uint32_t d
 }
 
 void collect_artifacts(struct collector *c) {
-	int fd = open("/workspace", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	int fd = open(workspace_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	char *rel = strdup(c->cfg->out_dir);
 	for (char *save = NULL, *part = strtok_r(rel, "/", &save); fd >= 0 && part; part = strtok_r(NULL, "/", &save)) {
 		int next = openat(fd, part, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);

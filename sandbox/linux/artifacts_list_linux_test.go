@@ -12,6 +12,7 @@ import (
 // returned files, then skipped entries up to sandbox.MaxArtifactEntries, then one entry counting
 // the rest. The result must not grow with what the program wrote.
 func TestArtifactListIsBounded(t *testing.T) {
+	recordTier(t)
 	t.Parallel()
 	s := testSandbox(t)
 	spec := pySpec("for i in range(5000): open('out/f%05d' % i, 'w').write('x')", newMarker())

@@ -2,6 +2,7 @@ package linux
 
 import (
 	"encoding/json"
+	"errors"
 	"net"
 	"os"
 	"os/exec"
@@ -41,6 +42,7 @@ print(json.dumps(out))
 `
 
 func TestHostFilesUnreachable(t *testing.T) {
+	recordTier(t)
 	secret := "airlock-secret-" + randHex(16)
 	var hostFiles []string
 	tmpFile := filepath.Join(t.TempDir(), "secret.txt")
@@ -50,6 +52,18 @@ func TestHostFilesUnreachable(t *testing.T) {
 	// World-readable on purpose: only the sandbox may keep the program from it.
 	os.Chmod(filepath.Dir(tmpFile), 0o755)
 	hostFiles = append(hostFiles, tmpFile)
+	// Host canaries in the other shared scratch places, and in the server's state dir.
+	for _, dir := range []string{"/var/tmp", "/dev/shm", lockDir()} {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		f := filepath.Join(dir, "airlock-canary-"+randHex(4))
+		if err := os.WriteFile(f, []byte(secret), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.Remove(f) })
+		hostFiles = append(hostFiles, f)
+	}
 	if isRoot() {
 		rootFile := "/root/airlock-secret-" + randHex(4)
 		if err := os.WriteFile(rootFile, []byte(secret), 0o644); err != nil {
@@ -70,7 +84,7 @@ func TestHostFilesUnreachable(t *testing.T) {
 	// The server's own binary, by its host path and through the init's /proc entries.
 	paths = append(paths, self, "/proc/1/exe", "/proc/1/environ", "/proc/1/mem", "/proc/1/fd/0",
 		"/proc/1/fd/4", "/proc/1/root/etc/shadow", "/etc/shadow", "/etc/gshadow",
-		"/etc/sudoers", "/etc/ssh/ssh_host_ed25519_key", "/root/.bash_history", "/etc/machine-id")
+		"/etc/sudoers", "/etc/ssh/ssh_host_ed25519_key", "/root/.bash_history", "/etc/machine-id", "/home")
 	stdin, _ := json.Marshal(paths)
 	spec := pySpec(probeOpen, newMarker())
 	spec.Stdin = stdin
@@ -87,13 +101,28 @@ func TestHostFilesUnreachable(t *testing.T) {
 	want := map[string]string{
 		// Not in the sandbox's /etc at all: no such file, not merely unreadable.
 		"/etc/shadow": "ENOENT", "/etc/gshadow": "ENOENT", "/etc/sudoers": "ENOENT",
-		"/etc/machine-id": "ENOENT", "/root/.bash_history": "ENOENT", self: "ENOENT",
+		"/etc/machine-id": "ENOENT", "/root/.bash_history": "ENOENT", self: "ENOENT", "/home": "ENOENT",
 		// The init is not dumpable: its /proc entries are closed to the program.
 		"/proc/1/exe": "EACCES", "/proc/1/environ": "EACCES", "/proc/1/mem": "EACCES",
 		"/proc/1/fd/0": "EACCES", "/proc/1/fd/4": "EACCES",
 	}
 	noProcExpect(t, want, "ENOENT")
-	if mountPoint(t, self) {
+	if inLandlockTier() {
+		// The host's tree is there, and Landlock refuses every path it does not allow;
+		// /proc/1 is the host's init, closed by Landlock's ptrace rule.
+		for p := range want {
+			want[p] = "EACCES"
+			if _, err := os.Lstat(p); errors.Is(err, os.ErrNotExist) {
+				// Not on this host: the lookup fails before Landlock is asked, with
+				// ENOENT or the DAC's EACCES; either way nothing is read.
+				delete(want, p)
+			}
+		}
+		for _, f := range hostFiles {
+			want[f] = "EACCES"
+		}
+	}
+	if mountPoint(t, self) && !inLandlockTier() {
 		// A file a container engine bound under /usr comes along with /usr, covered
 		// (root_linux.c, cover_submounts): there, but nothing can be read from it.
 		want[self] = "EACCES"
@@ -113,15 +142,21 @@ func TestHostFilesUnreachable(t *testing.T) {
 // TestNoServerFilesInTree walks the sandbox's whole tree outside the read-only system
 // dirs: nothing of the server (its binary, config, a Go build dir) may be there.
 func TestNoServerFilesInTree(t *testing.T) {
+	recordTier(t)
 	const walk = `
 import os, json
 seen = []
-for top in sorted(os.listdir("/")):
+try:
+    tops = os.listdir("/")
+except OSError:
+    # The Landlock tier: / is not listable; walk what a host could have there.
+    tops = ["etc", "dev", "tmp", "var", "home", "root", "run", "opt", "srv", "mnt", "media", "workspace", "sys", "boot"]
+for top in sorted(tops):
     if top in ("proc", "usr", "lib", "lib64", "lib32", "libx32", "bin", "sbin"):
         continue
     for d, dirs, files in os.walk("/" + top):
         seen += [os.path.join(d, x) for x in dirs + files]
-print(json.dumps({"root": sorted(os.listdir("/")), "seen": seen}))
+print(json.dumps({"root": sorted(tops), "seen": seen}))
 `
 	var got struct {
 		Root []string `json:"root"`
@@ -129,6 +164,9 @@ print(json.dumps({"root": sorted(os.listdir("/")), "seen": seen}))
 	}
 	runJSON(t, pySpec(walk, newMarker()), &got)
 	want := []string{"bin", "dev", "etc", "lib", "lib64", "proc", "sbin", "tmp", "usr", "workspace"}
+	if inLandlockTier() {
+		want = append(want, "boot", "home", "media", "mnt", "opt", "root", "run", "srv", "sys", "var")
+	}
 	for _, name := range got.Root {
 		if !contains(want, name) {
 			t.Errorf("unexpected top-level entry /%s", name)
@@ -164,17 +202,17 @@ for p in ["/pwned-dir", "/usr/pwned-dir", "/etc/pwned-dir", "/dev/pwned-dir", "/
         out["mkdir " + p] = errno.errorcode.get(e.errno, str(e.errno))
 for p in ["/etc/passwd", "/usr/bin/python3", "/etc/hosts"]:
     try:
-        os.rename(p, "/workspace/stolen")
+        os.rename(p, os.getcwd() + "/stolen")
         out["rename " + p] = "ok"
     except OSError as e:
         out["rename " + p] = errno.errorcode.get(e.errno, str(e.errno))
 try:
-    os.link("/etc/passwd", "/workspace/passwd-link")
+    os.link("/etc/passwd", os.getcwd() + "/passwd-link")
     out["link /etc/passwd"] = "ok"
 except OSError as e:
     out["link /etc/passwd"] = errno.errorcode.get(e.errno, str(e.errno))
 try:
-    os.mknod("/workspace/mem", 0o600 | 0o020000, os.makedev(1, 1))
+    os.mknod(os.getcwd() + "/mem", 0o600 | 0o020000, os.makedev(1, 1))
     out["mknod /dev/mem"] = "ok"
 except OSError as e:
     out["mknod /dev/mem"] = errno.errorcode.get(e.errno, str(e.errno))
@@ -182,6 +220,7 @@ print(json.dumps(out))
 `
 
 func TestWriteOutsideWorkspace(t *testing.T) {
+	recordTier(t)
 	hostFile := filepath.Join(t.TempDir(), "host.txt")
 	if err := os.WriteFile(hostFile, []byte("original"), 0o666); err != nil {
 		t.Fatal(err)
@@ -219,6 +258,21 @@ func TestWriteOutsideWorkspace(t *testing.T) {
 		// The empty /proc is a read-only tmpfs: creating in it fails as in any.
 		want["mkdir /proc/pwned-dir"], want["/proc/sysrq-trigger"] = "EROFS", "EROFS"
 	}
+	if inLandlockTier() {
+		// The host's own tree, writable only in the run's directories: Landlock refuses
+		// the rest (a rename or link out of a directory without the right: EXDEV).
+		for p := range want {
+			want[p] = "EACCES"
+		}
+		want[hostFile] = "EACCES"
+		want["/dev/null"] = "ok"
+		if _, err := os.Lstat("/proc/sysrq-trigger"); err != nil {
+			want["/proc/sysrq-trigger"] = "ENOENT"
+		}
+		// proc has no mkdir at all; a hard link to another uid's file is refused by
+		// protected_hardlinks before Landlock's refer check.
+		want["mkdir /proc/pwned-dir"], want["link /etc/passwd"], want["mknod /dev/mem"] = "ENOENT", "EPERM", "EPERM"
+	}
 	var paths []string
 	for p := range want {
 		if strings.HasPrefix(p, "/") {
@@ -244,6 +298,8 @@ func TestWriteOutsideWorkspace(t *testing.T) {
 // TestMountFlags reads the sandbox's own mount table: everything but the size-capped
 // scratch mounts is read-only, and nothing writable allows setuid or devices.
 func TestMountFlags(t *testing.T) {
+	recordTier(t)
+	notInTier(t, "no own mount table: the program sees the host's (probe: mount-namespace); Landlock, not mount flags, keeps it read-only")
 	const code = `
 import json, os, stat
 out = {}
@@ -292,6 +348,8 @@ print(json.dumps(out))
 }
 
 func TestHostPidsHidden(t *testing.T) {
+	recordTier(t)
+	notInTier(t, "no own pid view: host processes are listable (probe: pid-namespace); TestLandlockTwoRunsInFlight checks they cannot be signalled or traced")
 	// A host process the program must not see, under a pid it could guess.
 	sleeper := startHostSleeper(t)
 	const code = `
@@ -404,6 +462,7 @@ print(json.dumps(out))
 `
 
 func TestNetworkDenied(t *testing.T) {
+	recordTier(t)
 	tcp, err := net.Listen("tcp4", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -457,11 +516,31 @@ func TestNetworkDenied(t *testing.T) {
 		"tcp6": "EADDRNOTAVAIL", "raw4": "EPERM", "packet": "EPERM",
 		"unix": "created", "abstract": "ECONNREFUSED",
 	}
-	for _, tc := range []struct {
+	layers := []struct {
 		name    string
 		seccomp bool
 		want    map[string]string
-	}{{"seccomp+netns", true, withSeccomp}, {"netns-only", false, withoutSeccomp}} {
+	}{{"seccomp+netns", true, withSeccomp}, {"netns-only", false, withoutSeccomp}}
+	if inLandlockTier() {
+		// No network namespace: the host's loopback is there. Seccomp refuses every
+		// family but AF_UNIX; beneath it Landlock refuses TCP bind and connect (UDP and
+		// raw sockets have no second layer: the CAP_NET_RAW check for raw); the abstract
+		// socket namespace is scoped.
+		withSeccomp["abstract"] = "EPERM"
+		withoutLayer := map[string]string{
+			"tcp4": "EACCES", "tcp4-remote": "EACCES", "tcp6": "EACCES", "raw4": "EPERM",
+			"packet": "EPERM", "unix": "created", "abstract": "EPERM",
+		}
+		layers = append(layers[:1], struct {
+			name    string
+			seccomp bool
+			want    map[string]string
+		}{"landlock-only", false, withoutLayer})
+		// Without seccomp, UDP reaches the host listener: that layer is seccomp alone
+		// in this tier, which the seccomp+landlock row proves refuses it.
+		udp.Close()
+	}
+	for _, tc := range layers {
 		t.Run(tc.name, func(t *testing.T) {
 			spec := pySpec(socketProbe, newMarker())
 			spec.Stdin = []byte(port)
@@ -475,7 +554,7 @@ func TestNetworkDenied(t *testing.T) {
 				}
 			}
 			for k, v := range got {
-				if v == "connected" || v == "sent" && k != "udp4" {
+				if v == "connected" || v == "sent" && k != "udp4" || v == "sent" && tc.seccomp {
 					t.Errorf("%s: %s", k, v)
 				}
 			}
@@ -555,6 +634,7 @@ const unifiedSyscalls = 424
 // numbers; on another architecture each is looked up by name (syscallNumber), and a
 // syscall that architecture lacks (iopl, vserver, inotify_init on arm64) is left out.
 func TestSyscallsDenied(t *testing.T) {
+	recordTier(t)
 	const (
 		cloneNewUser  = 0x10000000
 		cloneNewNS    = 0x00020000
@@ -733,6 +813,7 @@ print(json.dumps(out))
 // other runs, use them. (With inotify it could learn when the host runs git or ssh, or
 // which modules another run imports.) The host execs /usr/bin/true throughout.
 func TestHostActivityInvisible(t *testing.T) {
+	recordTier(t)
 	stop := make(chan struct{})
 	ran := make(chan int)
 	go func() {
@@ -772,6 +853,7 @@ func TestHostActivityInvisible(t *testing.T) {
 // process has no instruction that enters the AArch32 table (only a 32-bit program does),
 // and TestFilterPerArch checks that the arm64 program admits AUDIT_ARCH_AARCH64 alone.
 func TestForeignArchSyscallKills(t *testing.T) {
+	recordTier(t)
 	if runtime.GOARCH != "amd64" {
 		t.Skipf("not applicable on %s: int 0x80 and x32 are x86_64's foreign entry points", runtime.GOARCH)
 	}
@@ -812,6 +894,7 @@ if sys.argv[-1] == "self":
 }
 
 func TestIdentity(t *testing.T) {
+	recordTier(t)
 	needProc(t)
 	const code = `
 import os, json, sys, time
@@ -845,11 +928,19 @@ time.sleep(float(sys.argv[2]) if len(sys.argv) > 2 else 0)
 		Status         map[string]string
 	}
 	decodeLast(t, res, &got)
-	if got.UID != 1000 || got.EUID != 1000 || got.GID != 1000 {
-		t.Errorf("inside ids: uid %d euid %d gid %d, want 1000", got.UID, got.EUID, got.GID)
+	inside := 1000
+	if inLandlockTier() {
+		// No user namespace: the program's ids are its host ids.
+		inside, _ = strconv.Atoi(strings.Fields(hostUID)[0])
+		if inside == 0 {
+			t.Fatalf("the program runs as host root")
+		}
+	}
+	if got.UID != inside || got.EUID != inside || got.GID != inside {
+		t.Errorf("inside ids: uid %d euid %d gid %d, want %d", got.UID, got.EUID, got.GID, inside)
 	}
 	for _, g := range got.Groups {
-		if g != 1000 && g != 65534 {
+		if g != inside && g != 65534 {
 			t.Errorf("supplementary group %d", g)
 		}
 	}
@@ -860,6 +951,9 @@ time.sleep(float(sys.argv[2]) if len(sys.argv) > 2 else 0)
 		"CapInh": "0000000000000000", "CapPrm": "0000000000000000", "CapEff": "0000000000000000",
 		"CapBnd": "0000000000000000", "CapAmb": "0000000000000000", "NoNewPrivs": "1", "Seccomp": "2",
 	} {
+		if k == "CapBnd" && inLandlockTier() && !isRoot() {
+			continue // only a root server's spawner can empty it; no_new_privs makes it inert
+		}
 		if got.Status[k] != want {
 			t.Errorf("/proc/self/status %s = %q, want %q", k, got.Status[k], want)
 		}
@@ -893,6 +987,7 @@ func statusField(status, key string) string {
 // TestSetuidGainsNothing runs setuid-root binaries: the mounts are nosuid, no_new_privs
 // is set and host root is not even mapped, so they run as uid 1000 and fail.
 func TestSetuidGainsNothing(t *testing.T) {
+	recordTier(t)
 	t.Parallel()
 	for _, p := range []string{"/usr/bin/su", "/usr/bin/passwd"} {
 		fi, err := os.Stat(p)
@@ -929,6 +1024,7 @@ print(json.dumps(out))
 }
 
 func TestEnvDoesNotLeak(t *testing.T) {
+	recordTier(t)
 	secret := "airlock-env-secret-" + randHex(12)
 	t.Setenv("AIRLOCK_TEST_SECRET", secret)
 	t.Setenv("AWS_SECRET_ACCESS_KEY", secret)
@@ -970,6 +1066,7 @@ print(json.dumps(out))
 }
 
 func TestFDsDoNotLeak(t *testing.T) {
+	recordTier(t)
 	secretFile := filepath.Join(t.TempDir(), "fd-secret")
 	if err := os.WriteFile(secretFile, []byte("fd-secret"), 0o644); err != nil {
 		t.Fatal(err)

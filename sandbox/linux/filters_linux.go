@@ -18,7 +18,7 @@ var allNetworks = []sandbox.Network{sandbox.NetworkNone, sandbox.NetworkHost, sa
 
 // compileFilters starts compiling the filters of networks (and "none"); the function it
 // returns waits for them.
-func compileFilters(networks []sandbox.Network) func() (map[sandbox.Network]*bpf, error) {
+func compileFilters(networks []sandbox.Network, landlock bool) func() (map[sandbox.Network]*bpf, error) {
 	if len(networks) == 0 {
 		networks = allNetworks
 	}
@@ -30,7 +30,7 @@ func compileFilters(networks []sandbox.Network) func() (map[sandbox.Network]*bpf
 	var wg sync.WaitGroup
 	for i, n := range networks {
 		wg.Go(func() {
-			filters[i], errs[i] = compileFilter(filterPlan{network: n == sandbox.NetworkHost, loopback: n == sandbox.NetworkAllowlist})
+			filters[i], errs[i] = compileFilter(filterPlan{network: n == sandbox.NetworkHost, loopback: n == sandbox.NetworkAllowlist, landlock: landlock})
 		})
 	}
 	return func() (map[sandbox.Network]*bpf, error) {

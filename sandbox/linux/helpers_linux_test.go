@@ -30,13 +30,39 @@ var (
 	sbErr  error
 )
 
-// testSandbox is one backend for the whole test process, as in the server.
+// testSandbox is one backend for the whole test process, as in the server, in the tier
+// testTier names.
 func testSandbox(t *testing.T) *Sandbox {
 	t.Helper()
-	sbOnce.Do(func() { sbInst, sbErr = New(sandbox.Options{}) })
+	sbOnce.Do(func() { sbInst, sbErr = New(sandbox.Options{Isolation: testTier()}) })
 	sandboxtest.Require(t, sbErr)
 	return sbInst
 }
+
+// testTier is the isolation tier this test process's sandboxes have: the namespace
+// tier unless AIRLOCK_TEST_ISOLATION says otherwise (TestLandlockTier runs the escape
+// suite again in a child test process with it set to landlock).
+func testTier() string {
+	if t := os.Getenv("AIRLOCK_TEST_ISOLATION"); t != "" {
+		return t
+	}
+	return sandbox.IsolationNamespaces
+}
+
+// inLandlockTier reports whether this test process tests the Landlock tier.
+func inLandlockTier() bool { return testTier() == sandbox.IsolationLandlock }
+
+// notInTier marks a test whose guarantee the Landlock tier does not give, with why (the
+// probe and the README list the same): the guarantee table shows it as not applicable.
+// It is not a skip for a missing kernel feature, so AIRLOCK_REQUIRE_SANDBOX leaves it be.
+func notInTier(t *testing.T, why string) {
+	t.Helper()
+	if inLandlockTier() {
+		t.Skip(notApplicable + why)
+	}
+}
+
+const notApplicable = "NOT APPLICABLE IN THE LANDLOCK TIER: "
 
 func randHex(n int) string {
 	b := make([]byte, n)

@@ -101,6 +101,87 @@ static void become_sandbox_user(void) {
 		fail("set the sandbox user", "pdeathsig");
 }
 
+// ---- the Landlock tier's hooks (landlock_linux.c has the rest) ----------------------
+//
+// The same spawner and init, with three differences: no namespaces (the spawner's
+// clone creates none, and no id maps are written); the host ids instead of a mapped
+// uid; and instead of the new root, a Landlock domain over the host's tree, applied in
+// the init before seccomp, so it covers the init and everything it starts, never the
+// server. Both the spawner and the init are child subreapers: a pid namespace no
+// longer takes the program's descendants with it, so each sweeps what is reparented
+// to it (ll_sweep).
+
+// landlock_spawner reads the landlock frame (after the cgroup frame) and prepares the
+// spawner: a root server's spawner empties the capability bounding set while it still
+// can, and becomes a subreaper before the init exists.
+static void landlock_spawner(struct config *cfg) {
+	struct cur c = read_frame("read landlock plan");
+	if (parse_landlock(&c, &cfg->ll) < 0)
+		failf("read landlock plan", EINVAL, "malformed landlock frame");
+	landlock_tier = 1;
+	workspace_dir = cfg->ll.workspace;
+	// HOME and TMPDIR are the run's own directories (program_env lets them replace
+	// the base ones).
+	size_t n = 0;
+	while (cfg->env[n])
+		n++;
+	char **env = calloc(n + 3, sizeof *env);
+	if (!env || asprintf(&env[0], "HOME=%s", cfg->ll.workspace) < 0 || asprintf(&env[1], "TMPDIR=%s", cfg->ll.tmp) < 0)
+		fail("read landlock plan", "malloc");
+	memcpy(env + 2, cfg->env, n * sizeof *env);
+	cfg->env = env;
+	if (geteuid() == 0)
+		drop_caps();
+	if (prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) < 0)
+		fail("landlock: subreaper", "prctl");
+}
+
+// landlock_user gives the init the sandbox's host ids where the spawner did not (a root
+// server with one shared host user), then asks it to die with the spawner: a
+// credential change clears that request.
+static void landlock_user(const struct config *cfg) {
+	if (geteuid() == 0) {
+		if (cfg->host_uid == 0 || cfg->host_gid == 0)
+			failf("set the sandbox user", EPERM, "the Landlock tier never runs a program as root");
+		if (setresgid(cfg->host_gid, cfg->host_gid, cfg->host_gid) < 0)
+			fail("set the sandbox user", "setresgid");
+		if (setresuid(cfg->host_uid, cfg->host_uid, cfg->host_uid) < 0)
+			fail("set the sandbox user", "setresuid");
+	}
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
+		fail("set the sandbox user", "pdeathsig");
+}
+
+// landlock_setup is setup() for this tier, in the same order minus what needs a
+// namespace: subreaper → dumpable off → close-on-exec fds ≥ 3 → capabilities →
+// no_new_privs → Landlock → seccomp last.
+static void landlock_setup(const struct config *cfg) {
+	if (prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) < 0)
+		fail("landlock: subreaper", "prctl");
+	// Not dumpable: the program (same uid) cannot open /proc/<init>/mem or fd.
+	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
+		fail("prctl dumpable", "prctl");
+	if (syscall(SYS_close_range, 3, ~0U, CLOSE_RANGE_CLOEXEC) < 0)
+		fail("close fds", "close_range");
+	// What an unprivileged process can drop: a root server's spawner already emptied
+	// the bounding set; under an unprivileged one no_new_privs keeps exec from using it.
+	if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0)
+		fail("drop capabilities", "clear ambient");
+	struct __user_cap_header_struct hdr = {_LINUX_CAPABILITY_VERSION_3, 0};
+	struct __user_cap_data_struct data[2];
+	if (syscall(SYS_capget, &hdr, data) < 0)
+		fail("drop capabilities", "capget");
+	memset(data, 0, sizeof data);
+	if (syscall(SYS_capset, &hdr, data) < 0)
+		fail("drop capabilities", "clear every capability set");
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+		fail("no_new_privs", "no_new_privs");
+	const char *what = "landlock";
+	if (ll_restrict(&cfg->ll, &what) < 0)
+		fail("landlock", what);
+	load_seccomp(cfg);
+}
+
 static void __attribute__((noreturn)) sandbox_init(struct config *c, int sync);
 
 static int write_file(const char *path, const char *s) {
@@ -282,6 +363,8 @@ void __attribute__((noreturn)) spawner(void) {
 			failf("join cgroup", e, "write %s: %s", *p, strerror(e));
 		}
 	}
+	if (cfg.flags & CFG_LANDLOCK)
+		landlock_spawner(&cfg);
 	// A root server's supplementary groups (root's own among them) must not follow
 	// into the sandbox, where they would still grant group access to host files.
 	if (geteuid() == 0 && setgroups(0, NULL) < 0)
@@ -312,7 +395,7 @@ void __attribute__((noreturn)) spawner(void) {
 		map_subids(&cfg, pid);
 	char path[64], map[64];
 	static const char *const files[] = {"setgroups", "uid_map", "gid_map"};
-	for (int i = cfg.uidmap[0] ? 3 : 0; i < 3; i++) {
+	for (int i = cfg.uidmap[0] || (cfg.flags & CFG_LANDLOCK) ? 3 : 0; i < 3; i++) {
 		snprintf(path, sizeof path, "/proc/%d/%s", pid, files[i]);
 		if (i == 0)
 			snprintf(map, sizeof map, "deny");
@@ -342,6 +425,9 @@ void __attribute__((noreturn)) spawner(void) {
 		if (errno != EINTR)
 			_exit(EXIT_SETUP_FAILED);
 	}
+	// The Landlock tier's spawner is a subreaper: what the init left is reparented here.
+	if (cfg.flags & CFG_LANDLOCK)
+		ll_sweep();
 	if (cfg.flags & CFG_OWN_UID)
 		clear_host_uid();
 	_exit(WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws));
@@ -370,15 +456,22 @@ static void __attribute__((noreturn)) sandbox_init(struct config *parsed, int sy
 	struct net_thread net;
 	if (cfg.clone_flags & CLONE_NEWNET)
 		start_net(&net);
-	make_private();
+	if (!(cfg.flags & CFG_LANDLOCK))
+		make_private();
 	await(sync, SYNC_MAPS);
-	become_sandbox_user();
+	if (cfg.flags & CFG_LANDLOCK)
+		landlock_user(&cfg);
+	else
+		become_sandbox_user();
 	// A spawner that died before the Pdeathsig request took has closed its end.
 	struct pollfd gone = {sync, POLLIN, 0};
 	if (poll(&gone, 1, 0) != 0)
 		_exit(EXIT_SETUP_FAILED);
 	close(sync);
-	setup(&cfg, &net);
+	if (cfg.flags & CFG_LANDLOCK)
+		landlock_setup(&cfg);
+	else
+		setup(&cfg, &net);
 	if (cfg.flags & CFG_SETUP_ONLY) {
 		report(REP_STARTED, NULL);
 		report_exit(&(struct exit_info){.exited = 1}, NULL);

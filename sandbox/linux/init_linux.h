@@ -44,6 +44,7 @@
 #endif
 
 #include "protocol_linux.h"
+#include "landlock_linux.h"
 
 // The root is built in a tmpfs over /tmp of the private mount namespace.
 #define NEW_ROOT "/tmp"
@@ -102,6 +103,7 @@ struct config {
 	uint32_t nrl;
 	struct rlim *rl;
 	uint32_t proxy_port; // network "allowlist": the bridge's port on 127.0.0.1, else 0
+	struct ll_plan ll;   // CFG_LANDLOCK: the landlock frame (parse_landlock)
 };
 
 struct file {
@@ -175,6 +177,7 @@ struct cur read_frame(const char *stage);
 char **rd_strv(struct cur *c);
 int parse_config(struct cur *c, struct config *cfg, struct wire_error *e);
 void read_config(struct config *cfg);
+int parse_landlock(struct cur *c, struct ll_plan *p);
 int parse_handover(struct cur *c, struct handover *h, struct wire_error *e);
 void read_handover(struct handover *h);
 
@@ -184,6 +187,8 @@ int mkdir_parent(const char *path);
 void make_private(void);
 void start_net(struct net_thread *n);
 void setup(const struct config *cfg, struct net_thread *net);
+void drop_caps(void);
+void load_seccomp(const struct config *cfg);
 
 // program_linux.c: starting programs, the workspace, reaping.
 char **program_env(char **extra);
@@ -191,6 +196,11 @@ pid_t start_program(char **argv, char **env, int *fds, int nfds, const struct rl
 void lower_rlimits(pid_t pid, const struct rlim *rl, uint32_t n);
 struct preloaded preload(const struct config *cfg, char **env);
 void write_workspace(const struct config *cfg, const struct handover *h);
+// The program's working directory: /workspace of the new root, or in the Landlock tier
+// the run's own directory on the host (landlock_spawner).
+extern const char *workspace_dir;
+// The Landlock tier: no pid namespace ends the program's descendants (reap, ll_sweep).
+extern int landlock_tier;
 struct exit_info reap(pid_t pid);
 int64_t cpu_usec_of(pid_t pid);
 

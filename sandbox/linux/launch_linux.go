@@ -70,6 +70,8 @@ type launch struct {
 	// sandbox and could not end it.
 	leftover bool
 	kill     func()
+	// runDir is the Landlock tier's run directory, removed at release.
+	runDir string
 
 	// cpuBefore is the cgroup's CPU time at the handover: the init's setup and a
 	// preloaded interpreter's start, which are not the call's.
@@ -194,6 +196,13 @@ func (l *launch) start(cfg *initConfig) error {
 		return stop(err)
 	}
 	_, _ = l.cfgW.Write(cgFrame)
+	if cfg.Landlock {
+		llFrame, err := l.landlockFrame(cfg)
+		if err != nil {
+			return stop(err)
+		}
+		_, _ = l.cfgW.Write(llFrame)
+	}
 	return nil
 }
 

@@ -16,6 +16,7 @@ func TestMain(m *testing.M) {
 		return
 	}
 	code := m.Run()
+	printTierTable(os.Stdout)
 	// The shared Sandbox's cgroup dirs go with it (a dead test binary's would be removed
 	// as stale by the next airlock start).
 	if sbInst != nil {

@@ -89,6 +89,7 @@ func (s *Sandbox) Close() error {
 	s.closeDone()
 	s.cleanup.Wait()
 	s.zyg.stop()
+	s.ll.close(s.log)
 	// Every sandbox's cgroup is gone with the cleanup: the server's own dirs follow.
 	if err := s.cg.removeAll(); err != nil {
 		s.log.Warn("cgroup left behind", "err", err)

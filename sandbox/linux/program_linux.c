@@ -23,10 +23,19 @@ char **program_env(char **extra) {
 	char **env = calloc(nb + ne + 1, sizeof *env);
 	if (!env)
 		_exit(EXIT_SETUP_FAILED);
-	for (size_t i = 0; i < nb; i++)
-		env[i] = (char *)base_env[i];
+	size_t n = 0;
+	for (size_t i = 0; i < nb; i++) {
+		// An entry of extra with the same name replaces the base one (the Landlock
+		// tier's HOME and TMPDIR): getenv finds the first.
+		size_t k = strcspn(base_env[i], "=") + 1;
+		int replaced = 0;
+		for (size_t j = 0; j < ne && !replaced; j++)
+			replaced = strncmp(extra[j], base_env[i], k) == 0;
+		if (!replaced)
+			env[n++] = (char *)base_env[i];
+	}
 	for (size_t i = 0; i < ne; i++)
-		env[nb + i] = extra[i];
+		env[n++] = extra[i];
 	return env;
 }
 
@@ -36,13 +45,16 @@ struct spawn {
 	int *fds, nfds;
 	const struct rlim *rl;
 	uint32_t nrl;
-	int what, err; // what failed: 0 the descriptors, 1 an rlimit, 2 execve
+	int what, err; // what failed: 0 the descriptors, 1 an rlimit, 2 execve, 3 the nested Landlock domain
 };
+
+const char *workspace_dir = "/workspace";
+int landlock_tier;
 
 static int spawn_child(void *arg) {
 	struct spawn *sp = arg;
 	int err = 0;
-	if (setsid() < 0 || chdir("/workspace") < 0)
+	if (setsid() < 0 || chdir(workspace_dir) < 0)
 		err = errno;
 	// Move sources out of the way of the targets, then place them.
 	for (int i = 0; !err && i < sp->nfds; i++) {
@@ -72,6 +84,9 @@ static int spawn_child(void *arg) {
 			err = errno;
 		}
 	}
+	// The Landlock tier: the program's own domain, nested in the init's.
+	if (!err && landlock_tier && (err = ll_nest()) != 0)
+		sp->what = 3;
 	if (!err) {
 		execve(sp->argv[0], sp->argv, sp->env);
 		sp->what = 2;
@@ -104,7 +119,10 @@ pid_t start_program(char **argv, char **env, int *fds, int nfds, const struct rl
 		while (waitpid(pid, &ws, __WALL) < 0 && errno == EINTR)
 			;
 		errno = sp.err;
-		fail(sp.what == 1 ? "rlimits" : stage, sp.what == 1 ? "setrlimit" : (sp.what == 2 ? "execve" : "descriptors"));
+		fail(sp.what == 1 ? "rlimits" : sp.what == 3 ? "landlock"
+							     : stage,
+		     sp.what == 1 ? "setrlimit" : (sp.what == 2 ? "execve" : sp.what == 3 ? "nested domain"
+											  : "descriptors"));
 	}
 	return pid;
 }
@@ -195,7 +213,7 @@ static void create_file(const char *stage, const char *rel, const uint8_t *data,
 	char full[PATH_MAX];
 	if (!clean_relative(rel))
 		failf(stage, EINVAL, "path \"%s\" is not clean and relative", rel);
-	if (snprintf(full, sizeof full, "/workspace/%s", rel) >= (int)sizeof full)
+	if (snprintf(full, sizeof full, "%s/%s", workspace_dir, rel) >= (int)sizeof full)
 		failf(stage, ENAMETOOLONG, "path too long");
 	if (mkdir_parent(full) < 0)
 		fail(stage, "mkdir");
@@ -219,7 +237,7 @@ void write_workspace(const struct config *cfg, const struct handover *h) {
 	if (cfg->out_dir[0]) {
 		char full[PATH_MAX];
 		if (!clean_relative(cfg->out_dir) ||
-		    snprintf(full, sizeof full, "/workspace/%s", cfg->out_dir) >= (int)sizeof full)
+		    snprintf(full, sizeof full, "%s/%s", workspace_dir, cfg->out_dir) >= (int)sizeof full)
 			failf("create output dir", EINVAL, "bad output dir");
 		if (mkdir_p(full, 0755) < 0)
 			fail("create output dir", "mkdir");
@@ -243,8 +261,13 @@ struct exit_info reap(pid_t pid) {
 			x.code = x.exited ? WEXITSTATUS(ws) : -1;
 			if (WIFSIGNALED(ws))
 				x.signal = WTERMSIG(ws);
-			// pid 1 is exempt from kill(-1): this ends every other process here.
-			kill(-1, SIGKILL);
+			// pid 1 is exempt from kill(-1): this ends every other process here. The
+			// Landlock tier has no pid namespace: its init, a subreaper, kills its
+			// descendants instead.
+			if (landlock_tier)
+				ll_sweep();
+			else
+				kill(-1, SIGKILL);
 		}
 	}
 	struct rusage ru;

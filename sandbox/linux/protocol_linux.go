@@ -110,6 +110,9 @@ type initConfig struct {
 	// ProxyPort is, for network "allowlist", the port on the sandbox's 127.0.0.1 whose
 	// listening socket the init passes out (REP_LISTENER); 0 otherwise.
 	ProxyPort uint16
+	// Landlock: the Landlock tier (cfgLandlock); the landlock frame follows the cgroup
+	// frame.
+	Landlock bool
 
 	// Set by the launch: the namespaces to create and the host ids the sandbox's ids
 	// map to (uids_linux.go). OwnUID: the spawner becomes HostUID/HostGID before it
@@ -315,6 +318,9 @@ func configWire(cfg *initConfig, host hostFS) (*wireConfig, error) {
 	}
 	if cfg.OwnUID {
 		w.Flags |= cfgOwnUID
+	}
+	if cfg.Landlock {
+		w.Flags |= cfgLandlock
 	}
 	if cfg.KeepHostname {
 		w.Hostname = "" // the init leaves the hostname alone

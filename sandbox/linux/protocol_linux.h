@@ -47,6 +47,11 @@
 // Config flags, the config frame's first field.
 #define CFG_SETUP_ONLY 1 // build the sandbox, report, exit without a program
 #define CFG_OWN_UID 2    // become the host uid first, prove none of its processes is left
+#define CFG_LANDLOCK 4   // the Landlock tier: a landlock frame follows the cgroup frame
+
+// The landlock frame's want bits (landlock_linux.go): the file system is always restricted.
+#define LL_NET 1   // deny TCP bind and connect (Landlock ABI 4)
+#define LL_SCOPE 2 // scope abstract unix sockets and signals to the sandbox (ABI 6)
 
 // Kinds of mount plan steps (mountKind).
 #define OP_DIR 0

@@ -16,18 +16,29 @@ import (
 // proved it; the required ones are what Run will not do without. With a stamp store
 // (a one-shot command) the self-check New passed or reused stands for that proof.
 func (s *Sandbox) Probe(ctx context.Context) (sandbox.Report, error) {
-	rep := sandbox.Report{Platform: "linux", Backend: "linux-namespaces"}
+	rep := sandbox.Report{Platform: "linux", Backend: "linux-namespaces", Isolation: s.isolation()}
 	var rules int
 	var err error
 	if s.opts.Stamps != nil && s.checked != nil {
 		rules = s.checked.Rules
 	} else {
 		rules, err = s.selfTest(ctx, nil)
+		// A host uid found busy is another server's (in another container, sharing
+		// the host's uids but not its lock): the check is made again with another, as
+		// New does.
+		for busy := 1; uidBusy(err) && busy < busyTries; busy++ {
+			rules, err = s.selfTest(ctx, nil)
+		}
 	}
 	ok := err == nil
 	fail := ""
 	if err != nil {
 		fail = err.Error()
+	}
+	if s.ll != nil {
+		rep.Backend = "linux-landlock"
+		rep.Layers = s.landlockLayers(ok, fail, rules)
+		return rep, nil
 	}
 	layer := func(name string, required bool, detail, fix string) {
 		l := sandbox.Layer{Name: name, Active: ok, Required: required, Detail: detail}

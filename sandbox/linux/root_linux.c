@@ -321,7 +321,7 @@ static void seal(void) {
 // execs can regain a capability in this user namespace. The inheritable set matters on
 // its own: the kernel does not mask it with the bounding set. The init keeps its
 // permitted and effective sets for the few steps left.
-static void drop_caps(void) {
+void drop_caps(void) {
 	if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0)
 		fail("drop capabilities", "clear ambient");
 	struct __user_cap_header_struct hdr = {_LINUX_CAPABILITY_VERSION_3, 0};
@@ -338,7 +338,7 @@ static void drop_caps(void) {
 	}
 }
 
-static void load_seccomp(const struct config *cfg) {
+void load_seccomp(const struct config *cfg) {
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
 		fail(cfg->filter_len ? "seccomp" : "no_new_privs", "no_new_privs");
 	if (cfg->filter_len == 0)

@@ -44,6 +44,8 @@ type Sandbox struct {
 	cleanup sync.WaitGroup
 	pool    atomic.Pointer[pool]
 	zyg     *zygote
+	// ll is the Landlock tier's state; nil in the namespace tier (landlock_linux.go).
+	ll *landlockTier
 	// checked is the self-check New passed or reused (stamp_linux.go): with a stamp
 	// store, Probe reports it instead of building another sandbox.
 	checked *checkStamp
@@ -70,7 +72,7 @@ func New(opts sandbox.Options) (*Sandbox, error) {
 	s.closing, s.closeDone = context.WithCancel(context.Background())
 	// The filters compile and the zygote starts (an exec) while the rest is checked:
 	// every sandbox needs both, and a one-shot run waits for them first.
-	filters := compileFilters(opts.Networks)
+	filters := compileFilters(opts.Networks, opts.Isolation == sandbox.IsolationLandlock)
 	zygote := make(chan struct{})
 	go func() {
 		s.zyg.prestart()
@@ -81,7 +83,18 @@ func New(opts sandbox.Options) (*Sandbox, error) {
 		<-zygote
 		s.zyg.stop()
 	}
+	if opts.Isolation == sandbox.IsolationLandlock {
+		t, err := newLandlockTier(opts)
+		if err != nil {
+			abandon()
+			return nil, err
+		}
+		s.ll = t
+	}
 	ids, err := newHostIDs(opts)
+	if s.ll != nil && !s.root {
+		ids, err = landlockIDs(), nil
+	}
 	if err != nil {
 		abandon()
 		return nil, err
@@ -138,7 +151,14 @@ func (s *Sandbox) check(key *stamp.Key, adjust func(*initConfig)) error {
 			continue
 		}
 		next, what, ok := s.adapt.after(err)
+		if s.ll != nil {
+			ok = false // the adaptations replace namespace pieces this tier has none of
+		}
 		if !ok {
+			if s.ll == nil && errors.Is(err, sandbox.ErrUnavailable) {
+				// The operator may choose the weaker tier; it is never entered silently.
+				err = fmt.Errorf("%w; where user namespaces cannot be allowed, the weaker Landlock tier can be chosen explicitly: sandbox.isolation = \"landlock\" (AIRLOCK_ISOLATION=landlock; README, Security, lists what it cannot give)", err)
+			}
 			return err
 		}
 		s.log.Warn("sandboxes adapted to this container", "change", what, "err", err)
@@ -166,6 +186,9 @@ func lookupUser(name string) (int, int, error) {
 // operator enabled host networking. (The cgroup namespace comes later, from inside
 // the cgroup.)
 func (s *Sandbox) cloneFlags(network sandbox.Network) uint32 {
+	if s.ll != nil {
+		return 0 // the Landlock tier creates none
+	}
 	flags := uint32(unix.CLONE_NEWUSER | unix.CLONE_NEWPID | unix.CLONE_NEWNS |
 		unix.CLONE_NEWIPC | unix.CLONE_NEWUTS)
 	if network != sandbox.NetworkHost {
@@ -240,7 +263,8 @@ func (s *Sandbox) Run(ctx context.Context, spec sandbox.Spec) (sandbox.Result, e
 // runSpec is Run. adjust, when set, changes the init's config (only tests do:
 // WithoutSeccomp, an injected fault) and keeps the call off the warm pool, whose
 // sandboxes were built without it.
-func (s *Sandbox) runSpec(ctx context.Context, spec sandbox.Spec, adjust func(*initConfig)) (sandbox.Result, error) {
+func (s *Sandbox) runSpec(ctx context.Context, spec sandbox.Spec, adjust func(*initConfig)) (out sandbox.Result, err error) {
+	defer func() { out.Isolation = s.isolation() }()
 	spec = withDefaultNetwork(spec)
 	if spec.ID == "" {
 		spec.ID = newID()
@@ -249,6 +273,12 @@ func (s *Sandbox) runSpec(ctx context.Context, spec sandbox.Spec, adjust func(*i
 	if err := validate(spec); err != nil {
 		res.Detail = err.Error()
 		return res, err
+	}
+	if s.ll != nil {
+		if err := landlockSpec(spec); err != nil {
+			res.Detail = err.Error()
+			return res, err
+		}
 	}
 	if err := s.prepared(spec.Network); err != nil {
 		res.Detail = err.Error()
@@ -274,6 +304,7 @@ func (s *Sandbox) config(spec sandbox.Spec) *initConfig {
 		Mounts: spec.Mounts, Environment: spec.Environment, OutDir: spec.OutDir, Artifacts: spec.Artifacts,
 		Filter: f.prog, FilterRules: f.rules,
 		NoProc: s.adapt.noProc, KeepHostname: s.adapt.keepHostname,
+		Landlock: s.ll != nil,
 	}
 	if spec.Network == sandbox.NetworkAllowlist {
 		cfg.Env = append(slices.Clone(spec.Env), egress.Env()...)
@@ -369,6 +400,7 @@ func (s *Sandbox) release(l *launch) {
 		if leftover {
 			s.log.Error("a process of a sandbox's host uid outlived it; the uid is not reused", "id", l.spec.ID, "uid", l.ids.uid)
 		}
+		l.removeRunDir()
 		s.ids.release(l.ids, !leftover)
 		_ = l.awaitCgroup()
 		if l.cg == nil {
@@ -486,6 +518,9 @@ func (s *Sandbox) selfTest(ctx context.Context, adjust func(*initConfig)) (int, 
 		}
 		if errors.Is(err, errCgroup) {
 			return 0, fmt.Errorf("%w: %w (%s, or set sandbox.cgroups = \"off\")", sandbox.ErrUnavailable, err, cgroupFix(s.root, container()))
+		}
+		if s.ll != nil {
+			return 0, fmt.Errorf("%w: the Landlock tier: %w", sandbox.ErrUnavailable, err)
 		}
 		return 0, fmt.Errorf("%w: %w%s", sandbox.ErrUnavailable, err, diagnose())
 	}

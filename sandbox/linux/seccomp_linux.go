@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 
 	seccomp "github.com/seccomp/libseccomp-golang"
 	"golang.org/x/sys/unix"
@@ -94,6 +95,14 @@ var deniedSyscalls = []string{
 	"sethostname", "setdomainname",
 }
 
+// ipcSyscalls are System V IPC and POSIX message queues: a namespace's own, or refused
+// where there is none (filterPlan.landlock).
+var ipcSyscalls = []string{
+	"msgget", "msgsnd", "msgrcv", "msgctl", "semget", "semop", "semtimedop", "semctl",
+	"shmget", "shmat", "shmdt", "shmctl", "mq_open", "mq_unlink", "mq_timedsend",
+	"mq_timedreceive", "mq_notify", "mq_getsetattr",
+}
+
 // nsFlags are the clone flags that create namespaces.
 var nsFlags = []uint64{
 	unix.CLONE_NEWUSER, unix.CLONE_NEWNS, unix.CLONE_NEWPID, unix.CLONE_NEWNET,
@@ -109,6 +118,13 @@ type filterPlan struct {
 	// loopback (network "allowlist"): AF_INET and AF_INET6, to reach the proxy on the
 	// namespace's loopback, its only interface. Netlink stays refused.
 	loopback bool
+	// landlock is the Landlock tier, which has no IPC or network namespace. System V
+	// IPC and POSIX message queues would be the host's, shared with every other run:
+	// refused with EPERM. So is connect, and sendto with an address: the only sockets
+	// are AF_UNIX, and Landlock before ABI 9 cannot restrict pathname sockets, so the
+	// host's world-writable ones (/run/dbus/system_bus_socket, /dev/log) would be
+	// reachable. (sendmsg's address sits in memory seccomp cannot read: probe lists it.)
+	landlock bool
 	// arch is the architecture the filter is for; zero (ArchInvalid) is the native one.
 	// Rules name syscalls, and libseccomp numbers them for the architecture, so tests
 	// build the arm64 filter on amd64 and the other way round.
@@ -169,6 +185,15 @@ func compileFilter(p filterPlan) (*bpf, error) {
 	eperm := seccomp.ActErrno.SetReturnCode(int16(unix.EPERM))
 
 	for _, name := range allowedSyscalls {
+		if p.landlock && (slices.Contains(ipcSyscalls, name) || name == "connect") {
+			b.rule(name, eperm)
+			continue
+		}
+		if p.landlock && name == "sendto" {
+			b.rule(name, seccomp.ActAllow, cond(4, seccomp.CompareEqual, 0))
+			b.rule(name, eperm, cond(4, seccomp.CompareNotEqual, 0))
+			continue
+		}
 		b.rule(name, seccomp.ActAllow)
 	}
 	for _, name := range deniedSyscalls {

@@ -60,8 +60,13 @@ const (
 	cpuPoll = 50 * time.Millisecond
 )
 
-// sessionUnavailable is why a host without cgroups has no sessions.
+// sessionUnavailable is why a host without cgroups, or the Landlock tier, has no sessions.
 func (s *Sandbox) sessionUnavailable() error {
+	if s.ll != nil {
+		// The driver's supervisor and the interrupt of a call's processes are built
+		// on the sandbox's pid namespace, which this tier does not have.
+		return fmt.Errorf("%w: run_code sessions need the namespace tier (sandbox.isolation = \"landlock\" has no pid namespace); use single-use calls", sandbox.ErrUnavailable)
+	}
 	if s.cg.version != 0 {
 		return nil
 	}

@@ -138,6 +138,7 @@ print(json.dumps({"ok": ok, "detail": "send one fd: " + (err or "ok")}))
 }}
 
 func TestTenantBudgets(t *testing.T) {
+	recordTier(t)
 	s := testSandbox(t)
 	if !s.ids.isolated() {
 		// An unprivileged server without subordinate ids maps every sandbox to its own
@@ -306,11 +307,12 @@ func lastJSON(t *testing.T, who string, res sandbox.Result) map[string]any {
 // airlock processes on one host would be), cold runs on one and a waiting warm pool on
 // the other: no two sandboxes (pid namespaces) share a host uid.
 func TestHostUIDsDistinct(t *testing.T) {
+	recordTier(t)
 	s := testSandbox(t)
 	if !s.ids.isolated() {
 		t.Skipf("SKIPPING: the %s id scheme shares one host uid by design (TestTenantBudgets checks the probe says so)", s.ids.scheme)
 	}
-	other, err := New(sandbox.Options{})
+	other, err := New(sandbox.Options{Isolation: testTier()})
 	sandboxtest.Require(t, err)
 	defer other.Close()
 	py := poolLanguages(t)["python"]
@@ -411,6 +413,7 @@ func TestHostUIDsDistinct(t *testing.T) {
 // an escape would leave behind): when the sandbox ends, the spawner kills it before
 // the uid can go to another sandbox.
 func TestNoProcessOutlivesItsUID(t *testing.T) {
+	recordTier(t)
 	s := testSandbox(t)
 	if !s.ids.ownUID() {
 		t.Skipf("SKIPPING: only a root server's spawner becomes the sandbox's uid and can clear it (scheme %s)", s.ids.scheme)

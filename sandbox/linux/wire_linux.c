@@ -346,3 +346,14 @@ void read_handover(struct handover *h) {
 	if (parse_handover(&c, h, &e) < 0)
 		failf(e.stage, EINVAL, "%s", e.msg);
 }
+
+// parse_landlock reads the landlock frame (CFG_LANDLOCK, after the cgroup frame):
+// encodeLandlock in landlock_linux.go.
+int parse_landlock(struct cur *c, struct ll_plan *p) {
+	p->want = rd_u32(c);
+	p->workspace = rd_str(c);
+	p->tmp = rd_str(c);
+	p->ro = rd_strv(c);
+	p->rw_files = rd_strv(c);
+	return c->bad || c->n != 0 || !p->workspace[0] || !p->tmp[0] ? -1 : 0;
+}

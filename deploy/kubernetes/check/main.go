@@ -116,10 +116,60 @@ func deployment(d *appsv1.Deployment) error {
 			}
 		}
 	}
+	errs = append(errs, restricted(spec)...)
 	if len(errs) > 0 {
 		return fmt.Errorf("Deployment %s: %s", d.Name, strings.Join(errs, "; "))
 	}
 	return nil
+}
+
+// restricted checks a pod that chooses the Landlock tier (AIRLOCK_ISOLATION=landlock)
+// against the "restricted" Pod Security profile it exists for: that tier needs none of
+// what the profile forbids, so a manifest that asks for any of it is a mistake.
+func restricted(spec corev1.PodSpec) []string {
+	var errs []string
+	landlock := false
+	for _, c := range spec.Containers {
+		for _, e := range c.Env {
+			landlock = landlock || e.Name == "AIRLOCK_ISOLATION" && e.Value == "landlock"
+		}
+	}
+	if !landlock {
+		return nil
+	}
+	psc := spec.SecurityContext
+	if spec.HostUsers != nil && !*spec.HostUsers {
+		errs = append(errs, "the Landlock tier: hostUsers: false is not needed")
+	}
+	podSeccomp := psc != nil && psc.SeccompProfile != nil && psc.SeccompProfile.Type != corev1.SeccompProfileTypeUnconfined
+	podNonRoot := psc != nil && psc.RunAsNonRoot != nil && *psc.RunAsNonRoot
+	for _, c := range spec.Containers {
+		sc := c.SecurityContext
+		if sc == nil {
+			errs = append(errs, c.Name+": restricted needs a securityContext")
+			continue
+		}
+		if sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation {
+			errs = append(errs, c.Name+": restricted needs allowPrivilegeEscalation: false")
+		}
+		if sc.Privileged != nil && *sc.Privileged {
+			errs = append(errs, c.Name+": restricted forbids privileged")
+		}
+		if sc.Capabilities == nil || len(sc.Capabilities.Drop) != 1 || sc.Capabilities.Drop[0] != "ALL" || len(sc.Capabilities.Add) > 0 {
+			errs = append(errs, c.Name+": restricted needs capabilities: {drop: [ALL]}")
+		}
+		if sc.ProcMount != nil && *sc.ProcMount == corev1.UnmaskedProcMount {
+			errs = append(errs, c.Name+": restricted forbids procMount: Unmasked")
+		}
+		if sc.SeccompProfile != nil && sc.SeccompProfile.Type == corev1.SeccompProfileTypeUnconfined ||
+			sc.SeccompProfile == nil && !podSeccomp {
+			errs = append(errs, c.Name+": restricted needs seccompProfile RuntimeDefault or Localhost")
+		}
+		if (sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot) && !podNonRoot {
+			errs = append(errs, c.Name+": restricted needs runAsNonRoot: true")
+		}
+	}
+	return errs
 }
 
 func subset(a, b map[string]string) bool {
