@@ -513,8 +513,8 @@ func (d *decoder) artifact() (sandbox.Artifact, error) {
 		return sandbox.Artifact{}, nil
 	}
 	if code == artUnlisted {
-		if size < 0 || len(data) != 0 {
-			return sandbox.Artifact{}, fmt.Errorf("closing entry of %d, with %d bytes", size, len(data))
+		if size < 0 || len(data) != 0 || path != "..." {
+			return sandbox.Artifact{}, fmt.Errorf("closing entry %q of %d, with %d bytes", path, size, len(data))
 		}
 		return sandbox.UnlistedArtifact(int(size)), nil
 	}
