@@ -6,26 +6,18 @@
 package darwin
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
-	"strings"
 	"syscall"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/airlock-mcp/airlock/sandbox"
 )
-
-// pathMax is the longest relative path the walker lists, as the Linux walker's
-// PATH_MAX buffer bounds it.
-const pathMax = 4096
 
 // maxSocketPath is the longest unix socket path macOS accepts (sun_path is 104 bytes,
 // NUL included).
@@ -160,130 +152,18 @@ func writeNew(root *os.Root, name string, data []byte, perm fs.FileMode) error {
 	return nil
 }
 
-// artifacts returns the regular files under outDir, decided by the rules every OS
-// shares (sandbox/artifacts.go), so a client gets the same list and the same reasons
-// here as from the Linux walker. Everything in the workspace was written by hostile
-// code: a symlink, FIFO, device or hard link (nlink > 1: it could be a second name of a
-// host file) is listed as skipped, never opened or followed. The type is checked by
-// lstat and again by fstat on the O_NOFOLLOW|O_NONBLOCK descriptor.
+// artifacts returns the regular files under outDir, by sandbox.WalkArtifacts: the
+// rules every OS shares (sandbox/artifacts.go).
 func (ws *workspace) artifacts(outDir string, lim sandbox.ArtifactLimits) ([]sandbox.Artifact, error) {
 	if outDir == "" {
 		return nil, nil
-	}
-	local, err := localName(outDir)
-	if err != nil {
-		return nil, err
 	}
 	root, err := os.OpenRoot(ws.dir)
 	if err != nil {
 		return nil, fmt.Errorf("open workspace: %w", err)
 	}
 	defer root.Close()
-	if fi, err := root.Lstat(local); err != nil || !fi.IsDir() {
-		// Removed or replaced by a symlink or file: there is nothing trustworthy to return.
-		return nil, nil
-	}
-	w := &walker{root: root, lim: lim}
-	top := filepath.ToSlash(local)
-	visited := 0
-	err = fs.WalkDir(root.FS(), top, func(p string, d fs.DirEntry, err error) error {
-		visited++
-		if visited > sandbox.MaxArtifactWalk {
-			return fs.SkipAll
-		}
-		if err != nil || p == top {
-			return nil // an unreadable subdirectory costs only its own files
-		}
-		rel := strings.TrimPrefix(p, top+"/")
-		switch {
-		case len(rel) >= pathMax:
-			w.skip(d.Name(), 0, sandbox.SkipPathTooLong)
-		case d.IsDir():
-			if strings.Count(rel, "/")+1 >= sandbox.MaxArtifactDepth {
-				w.skip(rel, 0, sandbox.SkipTooDeep)
-				return fs.SkipDir
-			}
-		case d.Type()&fs.ModeSymlink != 0:
-			w.skip(rel, 0, sandbox.SkipSymlink)
-		case !d.Type().IsRegular():
-			w.skip(rel, 0, sandbox.SkipNotRegular)
-		default:
-			w.file(filepath.FromSlash(p), rel, d)
-		}
-		return nil
-	})
-	if w.unlisted > 0 {
-		w.out = append(w.out, sandbox.UnlistedArtifact(w.unlisted))
-	}
-	if err != nil {
-		return w.out, fmt.Errorf("walk output dir: %w", err)
-	}
-	return w.out, nil
-}
-
-// walker is one walk of the output directory: what it listed and returned so far.
-type walker struct {
-	root     *os.Root
-	lim      sandbox.ArtifactLimits
-	out      []sandbox.Artifact
-	returned int
-	total    int64
-	unlisted int
-}
-
-// full reports whether the list is at MaxArtifactEntries, counting the entry left out.
-func (w *walker) full() bool {
-	if len(w.out) < sandbox.MaxArtifactEntries {
-		return false
-	}
-	w.unlisted++
-	return true
-}
-
-func (w *walker) skip(rel string, size int64, why sandbox.Skip) {
-	if !w.full() {
-		w.out = append(w.out, sandbox.Artifact{Path: rel, Size: size, Skipped: why.Reason()})
-	}
-}
-
-// file decides about one regular file from its lstat, then reads it through a
-// descriptor that must still be that file.
-func (w *walker) file(name, rel string, d fs.DirEntry) {
-	if w.full() {
-		return
-	}
-	fi, err := d.Info()
-	if err != nil {
-		return // gone since the directory was read
-	}
-	size, links := fi.Size(), uint64(2) // without a link count, as a hard link
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-		links = uint64(st.Nlink)
-	}
-	if why := w.lim.Check(w.returned, w.total, size, links); why != sandbox.SkipNone {
-		w.skip(rel, size, why)
-		return
-	}
-	f, err := w.root.OpenFile(name, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		w.skip(rel, size, sandbox.SkipUnreadable)
-		return
-	}
-	defer f.Close()
-	if fi2, err := f.Stat(); err != nil || !os.SameFile(fi, fi2) || !fi2.Mode().IsRegular() {
-		w.skip(rel, size, sandbox.SkipChanged)
-		return
-	}
-	// One byte past the size: a file that grew since the lstat is not the file decided on.
-	data, err := io.ReadAll(io.LimitReader(f, size+1))
-	if err != nil || int64(len(data)) != size {
-		w.skip(rel, size, sandbox.SkipChanged)
-		return
-	}
-	w.returned++
-	w.total += size
-	h := sha256.Sum256(data)
-	w.out = append(w.out, sandbox.Artifact{Path: rel, Size: size, SHA256: hex.EncodeToString(h[:]), Data: data})
+	return sandbox.WalkArtifacts(root, outDir, lim)
 }
 
 // remove deletes the workspace. Hostile code may have made directories unwritable or
