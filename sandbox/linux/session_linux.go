@@ -90,7 +90,12 @@ type session struct {
 	readyCh chan struct{}
 	superNS int // the supervisor's pid in the sandbox, from "ready" (before any call ran)
 	super   int // its host pid
-	seq     int
+	// init is the init's host pid and initFD a pidfd pinning it, found at open (before
+	// any call ran); the workspace is walked for each call's artifacts through its root.
+	init   int
+	initMu sync.Mutex // guards initFD against its Close during a walk
+	initFD *os.File
+	seq    int
 	// between counts the output written while no call runs (background processes),
 	// which nobody keeps; past the flood ceiling the session is ended, since the
 	// server would read it without end.
@@ -218,11 +223,49 @@ func (ss *session) open(ctx context.Context, spec sandbox.Spec) error {
 	for _, pid := range procs {
 		if ns, ok := nsPid(pid); ok && ns[len(ns)-1] == superNS {
 			ss.super = pid
+			if err := ss.pinInit(); err != nil {
+				return err
+			}
 			ss.protect()
 			return nil
 		}
 	}
 	return fmt.Errorf("the session driver's supervisor (pid %d in the sandbox) is not among its processes", superNS)
+}
+
+// pinInit finds the session's init, pid 1 of its pid namespace, among the cgroup's
+// processes and pins it with a pidfd, checked again after the open so that the pid is
+// not one reused meanwhile by a process outside the sandbox.
+func (ss *session) pinInit() error {
+	dir, ctrl := ss.procsDir()
+	procs, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+	if err != nil {
+		return fmt.Errorf("%w: read the session's processes: %w", errCgroup, err)
+	}
+	for _, f := range strings.Fields(string(procs)) {
+		pid, err := strconv.Atoi(f)
+		if err != nil || !isInit(pid) {
+			continue
+		}
+		fd, err := unix.PidfdOpen(pid, 0)
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cgroup")
+		if err != nil || !inCgroup(string(b), dir, ctrl) || !isInit(pid) {
+			unix.Close(fd)
+			continue
+		}
+		ss.init, ss.initFD = pid, os.NewFile(uintptr(fd), fmt.Sprintf("pidfd:%d", pid))
+		return nil
+	}
+	return errors.New("the session's init is not among its processes")
+}
+
+// isInit reports whether pid is pid 1 of a pid namespace one level below the server's.
+func isInit(pid int) bool {
+	ns, ok := nsPid(pid)
+	return ok && len(ns) == 2 && ns[1] == 1
 }
 
 // openFailed explains a driver that did not come up: a setup failure, or its output.
@@ -248,17 +291,7 @@ func (ss *session) protect() {
 	if !ss.sb.root {
 		return
 	}
-	init := -1
-	if procs, err := os.ReadFile(filepath.Join(ss.procsDirPath(), "cgroup.procs")); err == nil {
-		for _, f := range strings.Fields(string(procs)) {
-			if pid, err := strconv.Atoi(f); err == nil {
-				if ns, ok := nsPid(pid); ok && len(ns) > 1 && ns[len(ns)-1] == 1 {
-					init = pid
-				}
-			}
-		}
-	}
-	for _, pid := range []int{ss.super, init} {
+	for _, pid := range []int{ss.super, ss.init} {
 		if pid <= 0 {
 			continue
 		}
@@ -268,8 +301,6 @@ func (ss *session) protect() {
 		}
 	}
 }
-
-func (ss *session) procsDirPath() string { d, _ := ss.procsDir(); return d }
 
 // writer feeds the frames to the driver's stdin until the session ends (Close closes
 // stdin, which ends a write the driver does not read).
@@ -308,6 +339,12 @@ func (ss *session) Close() {
 		// Released first, so that whoever sees Done and then waits for the backend's
 		// cleanup (Sandbox.Wait) waits for this session's too.
 		ss.sb.release(ss.l)
+		ss.initMu.Lock()
+		if ss.initFD != nil {
+			ss.initFD.Close()
+			ss.initFD = nil
+		}
+		ss.initMu.Unlock()
 		close(ss.ended)
 	})
 }
@@ -701,7 +738,44 @@ wait:
 	after := cg.stats()
 	res = sandbox.Result{ID: c.ID, Stdout: cur.stdout.Stream(), Stderr: cur.stderr.Stream(),
 		Wall: time.Since(start), CPU: max(ss.cpu()-cpu0, 0), PeakMemory: after.PeakMemory}
+	if !lost {
+		var err error
+		if res.Artifacts, err = ss.artifacts(); err != nil {
+			ss.sb.log.Warn("cannot read a session call's output files", "id", ss.l.spec.ID, "err", err)
+		}
+	}
 	return ss.outcome(res, cur, lim, status, detail, lost, after.OOMKills > before.OOMKills), nil
+}
+
+// artifacts are the files in the session's output directory when a call has ended, by
+// the rules of a single-use call's (sandbox.WalkArtifacts). The server walks the
+// sandbox's workspace itself, through the init's root: /proc/PID/root of the pinned
+// init, checked to be alive after the open (so PID was not reused), then "workspace"
+// opened beneath it. Every name below is resolved by os.Root inside the workspace's
+// tmpfs: a symlink (out/ itself swapped for one, an absolute one, one to /proc/1/root)
+// is never followed outside it, so nothing of the host can come back.
+func (ss *session) artifacts() ([]sandbox.Artifact, error) {
+	spec := ss.l.spec
+	if spec.OutDir == "" {
+		return nil, nil
+	}
+	top, err := os.OpenRoot("/proc/" + strconv.Itoa(ss.init) + "/root")
+	if err != nil {
+		return nil, fmt.Errorf("open the session's root: %w", err)
+	}
+	defer top.Close()
+	ss.initMu.Lock()
+	alive := ss.initFD != nil && unix.PidfdSendSignal(int(ss.initFD.Fd()), 0, nil, 0) == nil
+	ss.initMu.Unlock()
+	if !alive {
+		return nil, errors.New("the session's init has ended")
+	}
+	ws, err := top.OpenRoot("workspace") // the tmpfs mount_linux.go mounts at /workspace
+	if err != nil {
+		return nil, fmt.Errorf("open the session's workspace: %w", err)
+	}
+	defer ws.Close()
+	return sandbox.WalkArtifacts(ws, spec.OutDir, spec.Artifacts)
 }
 
 // outcome maps how a call ended to its Result. The server's own reason (a limit, a

@@ -1,0 +1,153 @@
+package linux
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/airlock-mcp/airlock/sandbox"
+)
+
+var sessionArtLimits = sandbox.ArtifactLimits{MaxFiles: 3, MaxFileBytes: 100, MaxTotal: 150}
+
+// listing is an artifact list without the data, for comparing two walks.
+func listing(arts []sandbox.Artifact) string {
+	var b strings.Builder
+	for _, a := range arts {
+		fmt.Fprintf(&b, "%s size=%d sha=%s skipped=%q\n", a.Path, a.Size, a.SHA256, a.Skipped)
+	}
+	return b.String()
+}
+
+// Each call of a session returns what is in out/ when it ends, with its sha256: call 1
+// its file, call 2 its own list.
+func TestSessionArtifactsPerCall(t *testing.T) {
+	spec := sessionSpec(t, "python")
+	spec.OutDir, spec.Artifacts = "out", sessionArtLimits
+	ss := openSession(t, spec)
+	res := call(t, ss, "open('out/a.txt', 'w').write('hello')")
+	sum := sha256.Sum256([]byte("hello"))
+	if len(res.Artifacts) != 1 || res.Artifacts[0].Path != "a.txt" || string(res.Artifacts[0].Data) != "hello" ||
+		res.Artifacts[0].SHA256 != hex.EncodeToString(sum[:]) {
+		t.Fatalf("call 1's artifacts:\n%s", listing(res.Artifacts))
+	}
+	res = call(t, ss, "import os; os.remove('out/a.txt'); os.makedirs('out/d'); open('out/d/b.txt', 'w').write('bye')")
+	if got := listing(res.Artifacts); len(res.Artifacts) != 1 || res.Artifacts[0].Path != "d/b.txt" || string(res.Artifacts[0].Data) != "bye" {
+		t.Fatalf("call 2's artifacts:\n%s", got)
+	}
+	if res = call(t, ss, "import shutil; shutil.rmtree('out/d')"); len(res.Artifacts) != 0 {
+		t.Fatalf("call 3 emptied out/, got:\n%s", listing(res.Artifacts))
+	}
+}
+
+// The caps and skip reasons of a session's artifacts are a single-use call's: the same
+// program's out/ gives the same list from the init's C walker (single use) and from the
+// server's walk of the session's workspace.
+func TestSessionArtifactsMatchSingleUse(t *testing.T) {
+	code := `import os
+os.makedirs('out/deep/1/2/3/4/5/6/7/8', exist_ok=True)
+for i in range(5): open('out/f%d' % i, 'w').write('x' * (10 * i))
+open('out/big', 'w').write('y' * 101)
+open('out/orig', 'w').write('o')
+os.link('out/orig', 'out/hard')
+os.symlink('/etc/shadow', 'out/shadow')
+os.symlink('../main.py', 'out/rel')
+os.mkfifo('out/fifo')
+`
+	s := testSandbox(t)
+	single := pySpec(code, newMarker())
+	single.OutDir, single.Artifacts = "out", sessionArtLimits
+	res, err := s.Run(context.Background(), withDefaults(single))
+	if err != nil || res.Status != sandbox.StatusOK {
+		t.Fatalf("single use: %v %s", err, brief(res))
+	}
+	want := listing(res.Artifacts)
+	for _, reason := range []string{"too many files", "file too large", "symlink", "hard link", "not a regular file", "directory too deep"} {
+		if !strings.Contains(want, reason) {
+			t.Fatalf("the single-use list has no %q entry:\n%s", reason, want)
+		}
+	}
+	spec := sessionSpec(t, "python")
+	spec.OutDir, spec.Artifacts = "out", sessionArtLimits
+	ss := openSession(t, spec)
+	got := call(t, ss, code)
+	if got.Status != sandbox.StatusOK {
+		t.Fatalf("session: %s", brief(got))
+	}
+	if listing(got.Artifacts) != want {
+		t.Fatalf("a session's artifacts differ from a single-use call's:\nsession:\n%s\nsingle use:\n%s", listing(got.Artifacts), want)
+	}
+}
+
+// The session's code plants symlinks to host files in out/ (absolute ones, through
+// /proc/1/root and the server's /proc, relative ones climbing out) and, from a
+// background process, swaps out/ itself for such symlinks again and again while the
+// server walks it after each call: nothing of the host comes back.
+func TestSessionArtifactsHostileLinks(t *testing.T) {
+	secretDir := t.TempDir()
+	secret := "host-secret-" + randHex(8)
+	if err := os.WriteFile(filepath.Join(secretDir, "secret.txt"), []byte(secret), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	server := fmt.Sprintf("/proc/%d/root", os.Getpid())
+	targets := []string{"/etc/shadow", "/etc", "/proc/1/root/etc/shadow", "/proc/1/root" + secretDir,
+		secretDir, secretDir + "/secret.txt", server + secretDir, server + "/etc/shadow",
+		"../../../../../../../.." + secretDir, "../../../../../../../../etc", "/proc/self/root/etc"}
+	spec := sessionSpec(t, "python")
+	spec.OutDir, spec.Artifacts = "out", sandbox.ArtifactLimits{MaxFiles: 64, MaxFileBytes: 1 << 20, MaxTotal: 4 << 20}
+	ss := openSession(t, spec)
+	plant := fmt.Sprintf(`import os, subprocess
+targets = %s
+for i, t in enumerate(targets):
+    os.symlink(t, 'out/link%%d' %% i)
+open('out/mine.txt', 'w').write('mine')
+swapper = '''
+import os, time
+targets = %s
+end = time.time() + 20
+i = 0
+while time.time() < end:
+    t = targets[i %% len(targets)]; i += 1
+    try:
+        os.rename('out', 'out.real')
+        os.symlink(t, 'out')
+        os.remove('out')
+        os.rename('out.real', 'out')
+    except OSError:
+        pass
+'''
+subprocess.Popen(['/usr/bin/python3', '-c', swapper], start_new_session=True)
+`, pyList(targets), pyList(targets))
+	wantOut(t, call(t, ss, plant), sandbox.StatusOK, "")
+	mine, walks := 0, 200
+	for i := 0; i < walks; i++ {
+		res := call(t, ss, "pass")
+		for _, a := range res.Artifacts {
+			data := string(a.Data)
+			if strings.Contains(data, secret) || strings.Contains(data, "root:") || a.Path == "secret.txt" ||
+				strings.HasPrefix(a.Path, "link") && a.Skipped != "symlink" {
+				t.Fatalf("call %d returned a host file: %+v", i, a)
+			}
+			if a.Path == "mine.txt" && data == "mine" {
+				mine++
+			}
+		}
+	}
+	if mine == 0 {
+		t.Fatal("no walk saw the session's own out/mine.txt: the walks did not run")
+	}
+	t.Logf("%d of %d walks found out/ in place (the others raced the swapper)", mine, walks)
+}
+
+func pyList(ss []string) string {
+	q := make([]string, len(ss))
+	for i, s := range ss {
+		q[i] = fmt.Sprintf("%q", s)
+	}
+	return "[" + strings.Join(q, ", ") + "]"
+}
