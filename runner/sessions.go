@@ -15,8 +15,9 @@ const NewSession = "new"
 
 // sessionMeta is what the runner keeps with an open session.
 type sessionMeta struct {
-	lang policy.Language
-	env  string
+	lang   policy.Language
+	env    string
+	outDir string // where each call's artifacts come from; empty when off
 }
 
 // runSession runs a call in a session: a new one (Call.Session "new") or the caller's
@@ -62,7 +63,7 @@ func (r *Runner) runSession(ctx context.Context, call Call, out Outcome) (Outcom
 		return out, err
 	}
 	meta := h.Meta.(sessionMeta)
-	out.Session, out.Language, out.Environment = h.ID, meta.lang, meta.env
+	out.Session, out.Language, out.Environment, out.OutDir = h.ID, meta.lang, meta.env, meta.outDir
 	if meta.env != "" {
 		if e, err := r.Environments.Lookup(meta.env); err == nil {
 			out.Language.Version = e.Version
@@ -111,7 +112,7 @@ func (r *Runner) openSession(ctx context.Context, backend sandbox.Sessions, call
 	if spec.Files, err = r.files(call, spec.Limits.Workspace); err != nil {
 		return nil, err
 	}
-	meta := sessionMeta{lang: lang}
+	meta := sessionMeta{lang: lang, outDir: spec.OutDir}
 	if env != nil {
 		meta.env = env.Name
 		out.Environment = env.Name

@@ -19,7 +19,8 @@ func sessionSchema(s, closeSession *jsonschema.Schema, d Deps) {
 	s.Description = fmt.Sprintf(`Omit for a single-use sandbox (the default). "new" starts a session and the result's session_id names it; pass that id to run the next call in the same sandbox: `+
 		`python and javascript keep their globals, bash its variables and working directory, and the workspace its files. A call's timeout interrupts only that call. `+
 		`A session ends after %s without a call, after %s in all, or with close_session; at most %d per client. Sessions run python, javascript and bash; `+
-		`args, allow_domains, output files and (javascript) stdin are not available in them, files only with "new".`,
+		`args, allow_domains and (javascript) stdin are not available in them, files only with "new". `+
+		`Each call returns as its output files what is in the output directory when it ends, files of earlier calls included until the code removes them.`,
 		lim.IdleTTL, lim.MaxLifetime, lim.MaxPerClient)
 	closeSession.Description = "End the session after this call (its sandbox and files are destroyed)."
 }

@@ -150,3 +150,39 @@ func decodeStructured(t *testing.T, r *mcp.CallToolResult, out any) {
 		t.Fatalf("structuredContent: %v", err)
 	}
 }
+
+// A session call's output files come back as a single-use call's do: as content, and
+// listed with their sha256 in structuredContent; each call gets what is in out/ when it
+// ends, and a symlink the session planted is listed, never followed.
+func TestRealSessionArtifacts(t *testing.T) {
+	a := clients(t, sessionDeps(t, testSessionLimits), 1)[0]
+	r := call(t, a, "run_code", map[string]any{"code": "open('out/a.txt', 'w').write('first\\n')", "session": "new"})
+	first := structured(t, r)
+	if r.IsError || first.SessionID == "" {
+		t.Fatalf("session new: %s", textOf(r))
+	}
+	if txt, ok := resources(r)["airlock://run/"+first.ID+"/out/a.txt"].(mcp.TextResourceContents); !ok || txt.Text != "first\n" {
+		t.Fatalf("call 1's a.txt = %#v\n%s", txt, textOf(r))
+	}
+	if art, ok := artifactByPath(first, "a.txt"); !ok || !art.Returned || art.SHA256 != sha([]byte("first\n")) {
+		t.Fatalf("call 1's a.txt listed as %+v", art)
+	}
+	code := "import os\nos.remove('out/a.txt')\nopen('out/b.txt', 'w').write('second\\n')\nos.symlink('/etc/passwd', 'out/passwd')"
+	r = call(t, a, "run_code", map[string]any{"code": code, "session": first.SessionID})
+	second := structured(t, r)
+	if r.IsError || len(second.Artifacts) != 2 {
+		t.Fatalf("call 2: %s", textOf(r))
+	}
+	if art, ok := artifactByPath(second, "b.txt"); !ok || !art.Returned || art.SHA256 != sha([]byte("second\n")) {
+		t.Fatalf("call 2's b.txt listed as %+v", art)
+	}
+	if art, ok := artifactByPath(second, "passwd"); !ok || art.Returned || art.Skipped != "symlink" {
+		t.Fatalf("call 2's symlink listed as %+v", art)
+	}
+	if _, ok := resources(r)["airlock://run/"+second.ID+"/out/b.txt"]; !ok || len(resources(r)) != 1 {
+		t.Fatalf("call 2's resources: %v", resources(r))
+	}
+	if b, _ := json.Marshal(r); strings.Contains(string(b), "root:x:0:0") || strings.Contains(string(b), "cm9vdDp4OjA6") {
+		t.Fatal("call 2's result holds the host's /etc/passwd")
+	}
+}
