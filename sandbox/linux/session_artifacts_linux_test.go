@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/airlock-mcp/airlock/sandbox"
 )
@@ -150,4 +151,31 @@ func pyList(ss []string) string {
 		q[i] = fmt.Sprintf("%q", s)
 	}
 	return "[" + strings.Join(q, ", ") + "]"
+}
+
+// BenchmarkSessionCallArtifacts is BenchmarkSessionCall with an output directory holding
+// one small file, which each call walks and returns: the cost of a session's artifacts.
+func BenchmarkSessionCallArtifacts(b *testing.B) {
+	s := benchSandbox(b)
+	if err := s.sessionUnavailable(); err != nil {
+		b.Skip(err)
+	}
+	spec := sessionSpec(b, "python")
+	spec.OutDir, spec.Artifacts = "out", sessionArtLimits
+	ss, err := s.OpenSession(context.Background(), withDefaults(spec))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ss.Close()
+	lim := filled(sandbox.Limits{Wall: 10 * time.Second})
+	if _, err := ss.Call(context.Background(), sandbox.SessionCall{Code: []byte("open('out/a.txt', 'w').write('x')"), Limits: lim}); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		res, err := ss.Call(context.Background(), sandbox.SessionCall{Code: []byte("print(1)"), Limits: lim})
+		if err != nil || res.Status != sandbox.StatusOK || len(res.Artifacts) != 1 {
+			b.Fatalf("%v %s (%d artifacts)", err, brief(res), len(res.Artifacts))
+		}
+	}
 }

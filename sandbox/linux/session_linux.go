@@ -262,10 +262,11 @@ func (ss *session) pinInit() error {
 	return errors.New("the session's init is not among its processes")
 }
 
-// isInit reports whether pid is pid 1 of a pid namespace one level below the server's.
+// isInit reports whether pid is pid 1 of a pid namespace below the server's: the
+// sandbox's init, at open, when no call has run that could make another.
 func isInit(pid int) bool {
 	ns, ok := nsPid(pid)
-	return ok && len(ns) == 2 && ns[1] == 1
+	return ok && len(ns) > 1 && ns[len(ns)-1] == 1
 }
 
 // openFailed explains a driver that did not come up: a setup failure, or its output.

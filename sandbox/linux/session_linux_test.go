@@ -16,7 +16,7 @@ import (
 )
 
 // sessionSpec is a session of lang with the real interpreter and its driver.
-func sessionSpec(t *testing.T, lang string) sandbox.Spec {
+func sessionSpec(t testing.TB, lang string) sandbox.Spec {
 	t.Helper()
 	code, ok := policy.SessionDriver(lang)
 	if !ok {
