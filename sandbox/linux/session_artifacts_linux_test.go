@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -143,6 +144,56 @@ subprocess.Popen(['/usr/bin/python3', '-c', swapper], start_new_session=True)
 		t.Fatal("no walk saw the session's own out/mine.txt: the walks did not run")
 	}
 	t.Logf("%d of %d walks found out/ in place (the others raced the swapper)", mine, walks)
+}
+
+// Two sessions with calls in flight at once: one plants symlinks to the other's output
+// files through the host's /proc (the path the server itself reads them by), and gets
+// none of them back, while the other gets its own.
+func TestSessionArtifactsOtherSession(t *testing.T) {
+	spec := sessionSpec(t, "python")
+	spec.OutDir, spec.Artifacts = "out", sessionArtLimits
+	victim, thief := openSession(t, spec), openSession(t, spec)
+	secret := "victim-secret-" + randHex(8)
+	wantOut(t, call(t, victim, fmt.Sprintf("open('out/secret.txt', 'w').write(%q)", secret)), sandbox.StatusOK, "")
+	vws := fmt.Sprintf("/proc/%d/root/workspace", victim.(*session).init)
+	targets := []string{vws + "/out/secret.txt", vws + "/out", vws, "/proc/self/root" + vws}
+	plant := fmt.Sprintf(`import os
+for i, t in enumerate(%s):
+    os.symlink(t, 'out/l%%d' %% i)
+os.symlink(%q, 'o2')`, pyList(targets), vws+"/out")
+	wantOut(t, call(t, thief, plant), sandbox.StatusOK, "")
+	// out/ and o2 (a symlink to the victim's out/) trade places at each call.
+	swap := "import os; os.rename('out', 'o3'); os.rename('o2', 'out'); os.rename('o3', 'o2')"
+	var wg sync.WaitGroup
+	errs := make(chan string, 64)
+	for i := 0; i < 10; i++ {
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			if res, err := victim.Call(context.Background(), sandbox.SessionCall{Code: []byte("pass"), Limits: filled(sandbox.Limits{Wall: 10 * time.Second})}); err != nil ||
+				len(res.Artifacts) != 1 || string(res.Artifacts[0].Data) != secret {
+				errs <- fmt.Sprintf("the victim's own call: %v\n%s", err, listing(res.Artifacts))
+			}
+		}()
+		go func() {
+			defer wg.Done()
+			res, err := thief.Call(context.Background(), sandbox.SessionCall{Code: []byte(swap), Limits: filled(sandbox.Limits{Wall: 10 * time.Second})})
+			if err != nil {
+				errs <- err.Error()
+				return
+			}
+			for _, a := range res.Artifacts {
+				if strings.Contains(string(a.Data), secret) || a.Path == "secret.txt" || a.Skipped != "symlink" {
+					errs <- fmt.Sprintf("the thief got %+v", a)
+				}
+			}
+		}()
+		wg.Wait()
+	}
+	close(errs)
+	for e := range errs {
+		t.Error(e)
+	}
 }
 
 func pyList(ss []string) string {
