@@ -357,7 +357,7 @@ func (t *landlockTier) runDirs(id string, ids lease, workspace int64) (dir, ws, 
 // processes are dead; the walk does not follow symlinks the program left.
 func removeRunDir(dir string) error {
 	for _, d := range []string{"workspace", "tmp"} {
-		_ = unix.Unmount(filepath.Join(dir, d), unix.MNT_DETACH) // EINVAL: not a mount
+		_ = unix.Unmount(filepath.Join(dir, d), unix.MNT_DETACH|unix.UMOUNT_NOFOLLOW) // EINVAL: not a mount
 	}
 	return os.RemoveAll(dir)
 }
