@@ -333,19 +333,19 @@ func (t *landlockTier) runDirs(id string, ids lease, workspace int64) (dir, ws, 
 	}
 	for _, d := range []string{dir, ws, tmp} {
 		if err := os.Mkdir(d, 0o700); err != nil {
-			removeRunDir(dir)
+			_ = removeRunDir(dir) // the error below says what failed
 			return "", "", "", fmt.Errorf("landlock run directory: %w", err)
 		}
 		if os.Geteuid() == 0 {
 			if err := os.Chown(d, int(ids.uid), int(ids.gid)); err != nil {
-				removeRunDir(dir)
+				_ = removeRunDir(dir) // the error below says what failed
 				return "", "", "", fmt.Errorf("landlock run directory: %w", err)
 			}
 		}
 		if size := sizes[d]; size != "" && t.unsized == "" {
 			data := fmt.Sprintf("mode=0700,uid=%d,gid=%d,%s", ids.uid, ids.gid, size)
 			if err := unix.Mount("tmpfs", d, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, data); err != nil {
-				removeRunDir(dir)
+				_ = removeRunDir(dir) // the error below says what failed
 				return "", "", "", fmt.Errorf("landlock run directory: mount a tmpfs on %s: %w", d, err)
 			}
 		}
