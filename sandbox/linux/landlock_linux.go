@@ -306,7 +306,7 @@ func tmpfsRefused(base string) string {
 	}
 	defer os.Remove(d)
 	if err := unix.Mount("tmpfs", d, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "size=4k"); err != nil {
-		return fmt.Sprintf("the server cannot mount a tmpfs (%v; it needs CAP_SYS_ADMIN: run it as root)", err)
+		return fmt.Sprintf("the server cannot mount a tmpfs (%v): that needs CAP_SYS_ADMIN, which root on a host has and a container's root has not", err)
 	}
 	_ = unix.Unmount(d, unix.MNT_DETACH)
 	return ""
