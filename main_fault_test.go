@@ -556,3 +556,30 @@ func copyFile(t *testing.T, from, to string) {
 		t.Fatal(err)
 	}
 }
+
+// kill -9 of a server in the Landlock tier, which has no pid namespace to die with the
+// init: the spawner takes the zygote's death as the server's SIGTERM and sweeps the tree,
+// the sleeper's setsid grandchild included, at once.
+func TestFaultKill9LandlockKillsSandboxTree(t *testing.T) {
+	restore, err := soak.PrivateCgroup(fmt.Sprintf("airlock-fault-ll-%d", os.Getpid()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := restore(); err != nil {
+			t.Error(err)
+		}
+	})
+	srv, _ := faultServer(t, "AIRLOCK_ISOLATION=landlock")
+	mark := marker(t)
+	_, _ = startSleeper(t, srv.Client, mark)
+	srv.Kill()
+	n, took := waitProcs(t, mark, 2*time.Second, func(n int) bool { return n == 0 })
+	t.Logf("kill -9: marked processes left: %d after %s", n, took.Round(time.Millisecond))
+	if n != 0 {
+		t.Fatalf("%d sandbox processes outlived the killed server by %s", n, took)
+	}
+	// The next start removes the dead server's cgroups (before the private one goes).
+	next, _ := faultServer(t, "AIRLOCK_ISOLATION=landlock")
+	next.CloseStdin(10 * time.Second)
+}

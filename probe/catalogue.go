@@ -32,6 +32,8 @@ type probeDef struct {
 	// landlock says why the probe does not apply in the Landlock tier (what it tests is
 	// a namespace that tier does not have, listed as a weaker layer); empty: it applies.
 	landlock string
+	// landlockUnless is a layer whose being active there makes the probe apply after all.
+	landlockUnless string
 	// sysnr marks probes that call syscalls by number: kernel.py knows x86_64's and
 	// aarch64's (syscallArches).
 	sysnr bool
@@ -219,8 +221,9 @@ var catalogue = []probeDef{
 		fix: "the wall-clock limit did not stop the program: " + pidFix},
 	{name: "disk-fill", category: "resources", program: "resources", limits: sandbox.Limits{Workspace: 16 << 20},
 		setup: func(a *attempt) error { a.args["workspace"] = a.limits.Workspace; return nil }, judge: byProgram,
-		landlock: "the workspace is a host directory, not a size-capped tmpfs (layer workspace-size): files are capped by RLIMIT_FSIZE only",
-		fix:      "the workspace must be a size-capped tmpfs (mount namespace) with RLIMIT_FSIZE; " + fsFix},
+		landlock:       "the workspace is a host directory, not a size-capped tmpfs (layer workspace-size): files are capped by RLIMIT_FSIZE only",
+		landlockUnless: "workspace-size",
+		fix:            "the workspace must be a size-capped tmpfs (mount namespace) with RLIMIT_FSIZE; " + fsFix},
 	{name: "open-files", category: "resources", program: "resources", limits: sandbox.Limits{OpenFiles: 64},
 		setup: func(a *attempt) error { a.args["open_files"] = a.limits.OpenFiles; return nil }, judge: byProgram,
 		fix: "RLIMIT_NOFILE was not applied to the program: an airlock engine defect; report it"},

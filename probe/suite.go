@@ -156,7 +156,7 @@ func (s *Suite) Run(ctx context.Context, f Filter) (Report, error) {
 			select {
 			case sem <- struct{}{}:
 				defer func() { <-sem }()
-				results[i] = s.runOne(ctx, byName(name), sr.Isolation)
+				results[i] = s.runOne(ctx, byName(name), sr)
 			case <-ctx.Done():
 				p := byName(name)
 				results[i] = Result{Name: p.name, Category: p.category, Status: Errored,
@@ -195,10 +195,10 @@ func byName(name string) *probeDef {
 
 // runOne runs one probe: host-side preparation, the program in a fresh sandbox, the
 // host-side verdict, then cleanup whatever happened.
-func (s *Suite) runOne(ctx context.Context, p *probeDef, tier string) Result {
+func (s *Suite) runOne(ctx context.Context, p *probeDef, sr sandbox.Report) Result {
 	start := time.Now()
 	res := Result{Name: p.name, Category: p.category}
-	res.Status, res.Detail = s.verdict(ctx, p, tier)
+	res.Status, res.Detail = s.verdict(ctx, p, sr)
 	if res.Status == Failed || res.Status == Errored {
 		res.Fix = p.fix
 	}
@@ -206,11 +206,11 @@ func (s *Suite) runOne(ctx context.Context, p *probeDef, tier string) Result {
 	return res
 }
 
-func (s *Suite) verdict(ctx context.Context, p *probeDef, tier string) (Status, string) {
+func (s *Suite) verdict(ctx context.Context, p *probeDef, sr sandbox.Report) (Status, string) {
 	if why := p.skip(s.env); why != "" {
 		return NotApplicable, why
 	}
-	if tier == sandbox.IsolationLandlock && p.landlock != "" {
+	if sr.Isolation == sandbox.IsolationLandlock && p.landlock != "" && !layerActive(sr, p.landlockUnless) {
 		return NotApplicable, "the Landlock tier: " + p.landlock
 	}
 	if s.langErr != nil {
@@ -306,3 +306,9 @@ type hostEnv struct {
 }
 
 func currentHost() hostEnv { return hostEnv{goos: runtime.GOOS, goarch: runtime.GOARCH} }
+
+// layerActive reports whether the sandbox has the layer name, active.
+func layerActive(sr sandbox.Report, name string) bool {
+	l, ok := sr.Layer(name)
+	return name != "" && ok && l.Active
+}

@@ -390,6 +390,12 @@ void __attribute__((noreturn)) spawner(void) {
 	init_pid = pid;
 	struct sigaction sa = {.sa_handler = kill_init};
 	sigaction(SIGTERM, &sa, NULL);
+	// No pid namespace dies with the init in the Landlock tier: its orphans would
+	// outlive a server killed with SIGKILL. So there the zygote's death (the server's)
+	// ends the sandbox as the server would, with SIGTERM: kill_init, then the sweep
+	// below. A zygote already gone has left us to another parent.
+	if ((cfg.flags & CFG_LANDLOCK) && (prctl(PR_SET_PDEATHSIG, SIGTERM, 0, 0, 0) < 0 || getppid() != zygote_pid))
+		kill_init(SIGTERM);
 	set_name("airlock-spawner");
 	if (cfg.uidmap[0])
 		map_subids(&cfg, pid);

@@ -9,8 +9,11 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/airlock-mcp/airlock/sandbox"
 )
@@ -25,7 +28,7 @@ import (
 //	namespace tier                         Landlock tier
 //	user namespace, uid 1000 inside        the sandbox's host uid itself (root server), or the server's uid
 //	new root: tmpfs + read-only binds      Landlock: read-only the same binds (rootPlan), read-write the run's dirs
-//	/workspace, /tmp: size-capped tmpfs    <run dir>/workspace and <run dir>/tmp on the host, no size cap but RLIMIT_FSIZE
+//	/workspace, /tmp: size-capped tmpfs    <run dir>/workspace and <run dir>/tmp: tmpfs the server mounts (root), else RLIMIT_FSIZE only
 //	network namespace                      seccomp: AF_UNIX sockets only; Landlock: TCP bind and connect denied (ABI 4)
 //	ipc namespace, abstract sockets        Landlock scoping of abstract unix sockets and signals (ABI 6)
 //	pid namespace dies with its pid 1      init and spawner are subreapers and sweep to a fixed point; per-uid kill
@@ -48,10 +51,10 @@ var landlockWeaker = []sandbox.Layer{
 	{Name: "mount-namespace", Detail: "no fresh mount table: /proc/self/mountinfo shows the host's; paths are the host's (the workspace is <run dir>/workspace, not /workspace)"},
 	{Name: "uts-namespace", Detail: "no private hostname: the host's name is visible"},
 	{Name: "ipc-namespace", Detail: "no own IPC namespace: System V IPC and POSIX message queues are refused (seccomp, EPERM) rather than private; abstract unix sockets are scoped by Landlock"},
-	{Name: "network-namespace", Detail: "no own network stack: AF_UNIX only (seccomp), TCP bind/connect denied (Landlock), connect and sendto with an address refused (seccomp: Landlock ABI 7 cannot restrict pathname unix sockets); sendmsg with an address on an unbound datagram socket can still reach a host datagram socket the uid may write (/dev/log)"},
+	{Name: "network-namespace", Detail: "no own network stack: AF_UNIX only (seccomp), TCP bind/connect denied (Landlock), connect and sendto with an address refused (seccomp: Landlock ABI 7 cannot restrict pathname unix sockets); AF_UNIX sockets of the stream and seqpacket types only (seccomp), since sendmsg's address is out of seccomp's reach"},
 	{Name: "cgroup-namespace", Detail: "the host's cgroup paths are visible in /proc/self/cgroup"},
 	{Name: "private-tmp", Detail: "/tmp, /var/tmp and /dev/shm are unreachable, not private: TMPDIR points at the run's own tmp; python multiprocessing's semaphores fail"},
-	{Name: "workspace-size", Detail: "the workspace is a host directory: files are capped by RLIMIT_FSIZE and the file count, not by a tmpfs size"},
+	{Name: "workspace-size", Detail: "the workspace is a host directory: files are capped by RLIMIT_FSIZE and the file count, not by a tmpfs size"}, // unless the server mounts one (unsized)
 }
 
 // landlockFix is every weaker layer's fix.
@@ -63,6 +66,9 @@ type landlockTier struct {
 	want    uint32   // llNet | llScope: what the kernel can enforce
 	missing []string // pieces this kernel lacks, served only with allow_degraded
 	base    string   // the server's directory of run directories
+	// unsized says why the run's workspace and tmp are plain host directories; empty
+	// where the server mounts a size-capped tmpfs on each (it can mount: root).
+	unsized string
 	// submounts are the server's mount points, read once: those beneath a granted
 	// directory are left out of it (landlockPaths).
 	submounts []string
@@ -89,7 +95,8 @@ func newLandlockTier(opts sandbox.Options) (*landlockTier, error) {
 	if fi, err := os.Stat(parent); err != nil || fi.Mode().Perm()&0o001 == 0 {
 		return nil, fmt.Errorf("%w: the Landlock tier's run directories: %s must be searchable by the sandboxes' uids (chmod 0711 %s)", sandbox.ErrUnavailable, parent, parent)
 	}
-	base, err := os.MkdirTemp(parent, "landlock-")
+	removeStaleRuns(parent)
+	base, err := os.MkdirTemp(parent, fmt.Sprintf("landlock-%d-", os.Getpid()))
 	if err != nil {
 		return nil, fmt.Errorf("%w: the Landlock tier's run directories: %w", sandbox.ErrUnavailable, err)
 	}
@@ -98,6 +105,7 @@ func newLandlockTier(opts sandbox.Options) (*landlockTier, error) {
 		return nil, fmt.Errorf("%w: the Landlock tier's run directories: %w", sandbox.ErrUnavailable, err)
 	}
 	t.base = base
+	t.unsized = tmpfsRefused(base)
 	t.submounts = submounts()
 	return t, nil
 }
@@ -262,9 +270,53 @@ func unescapeMount(s string) string {
 	return b.String()
 }
 
+// removeStaleRuns removes what dead servers left in parent: the directories, and their
+// tmpfs mounts, of the runs they had in flight or prepared when they died. A server's
+// directory is landlock-<pid>-…; it is stale when that pid is no running airlock
+// server (as for cgroups: cleanStale).
+func removeStaleRuns(parent string) {
+	entries, err := os.ReadDir(parent)
+	if err != nil {
+		return
+	}
+	mounts := submounts()
+	for _, e := range entries {
+		rest, ok := strings.CutPrefix(e.Name(), "landlock-")
+		pidStr, _, dashed := strings.Cut(rest, "-")
+		pid, err := strconv.Atoi(pidStr)
+		if !ok || !dashed || err != nil || pid == os.Getpid() || processAlive(pid) {
+			continue
+		}
+		base := filepath.Join(parent, e.Name())
+		for _, m := range slices.Backward(mounts) {
+			if strings.HasPrefix(m, base+"/") {
+				_ = unix.Unmount(m, unix.MNT_DETACH)
+			}
+		}
+		_ = os.RemoveAll(base)
+	}
+}
+
+// tmpfsRefused tries a tmpfs mount in base and says why the server cannot make one
+// (an unprivileged server, a container without CAP_SYS_ADMIN), or "".
+func tmpfsRefused(base string) string {
+	d := filepath.Join(base, ".mount-check")
+	if err := os.Mkdir(d, 0o700); err != nil {
+		return fmt.Sprintf("the server cannot make a directory to mount on (%v)", err)
+	}
+	defer os.Remove(d)
+	if err := unix.Mount("tmpfs", d, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "size=4k"); err != nil {
+		return fmt.Sprintf("the server cannot mount a tmpfs (%v): that needs CAP_SYS_ADMIN, which root on a host has and a container's root has not", err)
+	}
+	_ = unix.Unmount(d, unix.MNT_DETACH)
+	return ""
+}
+
 // runDirs creates the run's directory and its workspace and tmp, owned by the run's
-// host uid and private to it.
-func (t *landlockTier) runDirs(id string, ids lease) (dir, ws, tmp string, err error) {
+// host uid and private to it; where the server can mount, each is a tmpfs of the
+// namespace tier's size (the workspace limit, tmpSize), so a run cannot fill the
+// host's disk or /run.
+func (t *landlockTier) runDirs(id string, ids lease, workspace int64) (dir, ws, tmp string, err error) {
 	dir = filepath.Join(t.base, id)
 	ws, tmp = filepath.Join(dir, "workspace"), filepath.Join(dir, "tmp")
 	// Close removed the parent; the backend may be used again after it.
@@ -275,19 +327,39 @@ func (t *landlockTier) runDirs(id string, ids lease) (dir, ws, tmp string, err e
 	} else if !errors.Is(err, os.ErrExist) {
 		return "", "", "", fmt.Errorf("landlock run directory: %w", err)
 	}
+	sizes := map[string]string{
+		ws:  fmt.Sprintf("size=%d,nr_inodes=%d", workspace, wsInodes),
+		tmp: fmt.Sprintf("size=%d,nr_inodes=4096", tmpSize),
+	}
 	for _, d := range []string{dir, ws, tmp} {
 		if err := os.Mkdir(d, 0o700); err != nil {
-			os.RemoveAll(dir)
+			_ = removeRunDir(dir) // the error below says what failed
 			return "", "", "", fmt.Errorf("landlock run directory: %w", err)
 		}
 		if os.Geteuid() == 0 {
 			if err := os.Chown(d, int(ids.uid), int(ids.gid)); err != nil {
-				os.RemoveAll(dir)
+				_ = removeRunDir(dir) // the error below says what failed
 				return "", "", "", fmt.Errorf("landlock run directory: %w", err)
+			}
+		}
+		if size := sizes[d]; size != "" && t.unsized == "" {
+			data := fmt.Sprintf("mode=0700,uid=%d,gid=%d,%s", ids.uid, ids.gid, size)
+			if err := unix.Mount("tmpfs", d, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, data); err != nil {
+				_ = removeRunDir(dir) // the error below says what failed
+				return "", "", "", fmt.Errorf("landlock run directory: mount a tmpfs on %s: %w", d, err)
 			}
 		}
 	}
 	return dir, ws, tmp, nil
+}
+
+// removeRunDir unmounts a run directory's tmpfs mounts, if any, and removes it. Its
+// processes are dead; the walk does not follow symlinks the program left.
+func removeRunDir(dir string) error {
+	for _, d := range []string{"workspace", "tmp"} {
+		_ = unix.Unmount(filepath.Join(dir, d), unix.MNT_DETACH|unix.UMOUNT_NOFOLLOW) // EINVAL: not a mount
+	}
+	return os.RemoveAll(dir)
 }
 
 // encodeLandlock is the landlock frame: what the init may reach.
@@ -308,7 +380,7 @@ func encodeLandlock(want uint32, ws, tmp string, ro, dev []string) ([]byte, erro
 // removed at release.
 func (l *launch) landlockFrame(cfg *initConfig) ([]byte, error) {
 	t := l.sb.ll
-	dir, ws, tmp, err := t.runDirs(l.spec.ID, l.ids)
+	dir, ws, tmp, err := t.runDirs(l.spec.ID, l.ids, cfg.Limits.Workspace)
 	if err != nil {
 		return nil, err
 	}
@@ -317,13 +389,12 @@ func (l *launch) landlockFrame(cfg *initConfig) ([]byte, error) {
 	return encodeLandlock(t.want, ws, tmp, ro, dev)
 }
 
-// removeRunDir removes a finished run's directory. Its processes are dead; the walk
-// does not follow symlinks the program left.
+// removeRunDir removes a finished run's directory.
 func (l *launch) removeRunDir() {
 	if l.runDir == "" {
 		return
 	}
-	if err := os.RemoveAll(l.runDir); err != nil && !errors.Is(err, os.ErrNotExist) {
+	if err := removeRunDir(l.runDir); err != nil && !errors.Is(err, os.ErrNotExist) {
 		l.sb.log.Warn("landlock run directory left behind", "id", l.spec.ID, "dir", l.runDir, "err", err)
 	}
 }
@@ -360,6 +431,13 @@ func (s *Sandbox) landlockLayers(ok bool, fail string, rules int) []sandbox.Laye
 	layer("process-tree", true, true, "init and spawner are child subreapers: every descendant (setsid, double fork, fork chains) is killed and reaped to a fixed point; a root server's per-run uid is swept with kill(-1)", "")
 	layer("rlimits", true, true, "the namespace tier's rlimits", "")
 	for _, w := range landlockWeaker {
+		switch {
+		case w.Name == "workspace-size" && t.unsized == "":
+			layer(w.Name, true, false, fmt.Sprintf("the run's workspace and tmp are tmpfs mounts the server makes on its host directories: the workspace limit, %d MiB for tmp", tmpSize>>20), "")
+			continue
+		case w.Name == "workspace-size":
+			w.Detail += ": " + t.unsized
+		}
 		out = append(out, sandbox.Layer{Name: w.Name, Detail: w.Detail, Fix: landlockFix})
 	}
 	return out

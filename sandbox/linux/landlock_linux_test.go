@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -172,6 +173,80 @@ print(json.dumps(out))
 	}
 }
 
+// TestLandlockHostDatagramUnreachable: a host datagram socket anyone may write (as
+// /dev/log is: the host's journal) receives nothing from the program, by sendto, connect
+// or sendmsg with an address (which seccomp cannot read), from a socket or a socketpair.
+func TestLandlockHostDatagramUnreachable(t *testing.T) {
+	recordTier(t)
+	if !inLandlockTier() {
+		t.Skip("the Landlock tier's own test: TestLandlockTier runs it there")
+	}
+	dir, err := os.MkdirTemp("/tmp", "airlock-dgram-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	path := dir + "/log"
+	host, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: path, Net: "unixgram"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer host.Close()
+	for _, p := range []string{dir, path} {
+		if err := os.Chmod(p, 0o777); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const attacker = `
+import errno, json, socket, sys
+path = sys.argv[2]
+out = {}
+def try_(name, f):
+    try:
+        out[name] = "ok:" + str(f())
+    except OSError as e:
+        out[name] = errno.errorcode.get(e.errno, str(e.errno))
+def sock(t):
+    return socket.socket(socket.AF_UNIX, t)
+try_("dgram sendto", lambda: sock(socket.SOCK_DGRAM).sendto(b"sendto", path))
+try_("dgram sendmsg", lambda: sock(socket.SOCK_DGRAM).sendmsg([b"sendmsg"], [], 0, path))
+try_("raw sendmsg", lambda: sock(socket.SOCK_RAW).sendmsg([b"raw"], [], 0, path))
+try_("dgram connect", lambda: sock(socket.SOCK_DGRAM).connect(path))
+try_("pair sendmsg", lambda: socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)[0].sendmsg([b"pair"], [], 0, path))
+try_("stream sendmsg", lambda: sock(socket.SOCK_STREAM).sendmsg([b"stream"], [], 0, path))
+pair = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+try_("seqpacket pair sendmsg", lambda: pair[0].sendmsg([b"seqpacket"], [], 0, path))
+print(json.dumps(out))
+`
+	spec := pySpec(attacker, newMarker())
+	spec.Argv = append(spec.Argv, path)
+	var got map[string]string
+	runJSON(t, spec, &got)
+	t.Logf("attempts: %v", got)
+	want := map[string]string{
+		"dgram sendto": "EPERM", "dgram sendmsg": "EPERM", "raw sendmsg": "EPERM", "dgram connect": "EPERM", "pair sendmsg": "EPERM",
+		// The kernel refuses a msg_name on an unconnected stream socket, and ignores
+		// it on a connected seqpacket one (the datagram goes to its peer).
+		"stream sendmsg": "ENOTSUP", "seqpacket pair sendmsg": "ok:9",
+	}
+	for k, w := range want {
+		if got[k] != w {
+			t.Errorf("%s: got %q, want %q", k, got[k], w)
+		}
+	}
+	if err := host.SetReadDeadline(time.Now().Add(200 * time.Millisecond)); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 64)
+	for {
+		n, err := host.Read(buf)
+		if err != nil {
+			break
+		}
+		t.Errorf("the host datagram socket received %q from the sandbox", buf[:n])
+	}
+}
+
 // forkChain keeps a chain moving: each process forks its successor and exits at once,
 // so at no moment is one fixed process the chain's root to kill.
 const forkChain = `
@@ -208,6 +283,7 @@ var tierGuarantees = []struct{ test, guarantee string }{
 	{"TestWriteOutsideWorkspace", "files: writes only to the workspace and tmp"},
 	{"TestMountFlags", "files: own mount table, read-only and nosuid"},
 	{"TestLandlockTwoRunsInFlight", "files, processes: another run in flight unreachable (workspace, tmp, its socket, signals, ptrace, /proc)"},
+	{"TestLandlockHostDatagramUnreachable", "network: a host datagram socket anyone may write (/dev/log) unreachable"},
 	{"TestStateDoesNotBleed", "files: nothing of one run seen by the next (workspace, tmp, /dev/shm, SysV IPC)"},
 	{"TestIdentity", "identity: no capabilities, no_new_privs, seccomp, an unprivileged host uid"},
 	{"TestHostUIDsDistinct", "identity: a host uid per sandbox (root server)"},

@@ -213,6 +213,19 @@ func TestNoLeftovers(t *testing.T) {
 	if after := mountPoints(t); !equalStrings(after, mountsBefore) {
 		t.Errorf("host mounts changed: before %d, after %d", len(mountsBefore), len(after))
 	}
+	if s.ll != nil {
+		// The Landlock tier's run mounts (runDirs) are this server's under its base,
+		// and go with each run.
+		var ours []string
+		for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+			if ours = runMounts(t, s.ll.base); len(ours) == 0 {
+				break
+			}
+		}
+		if len(ours) > 0 {
+			t.Errorf("run mounts left behind: %v", ours)
+		}
+	}
 	// The engine makes no host temp files; anything new owned by the sandbox's host
 	// uid would be a sandbox writing to the host. (Other suites may share /tmp.)
 	for e := range tmpEntries() {
@@ -261,19 +274,35 @@ var engineMounts = []string{"/var/lib/containers/", "/run/containers/", "/run/ne
 // of container engines.
 func mountPoints(t *testing.T) []string {
 	t.Helper()
+	// The Landlock tier's run mounts, of any server on the host in that tier:
+	// TestNoLeftovers checks this server's own (runMounts).
+	skip := []string{lockDir() + "-runs/"}
+	if s := testSandbox(t); s.ll != nil {
+		skip = append(skip, filepath.Dir(s.ll.base)+"/")
+	}
+	var out []string
+	for _, m := range runMounts(t, "") {
+		if !slices.ContainsFunc(append(skip, engineMounts...), func(p string) bool { return strings.HasPrefix(m, p) }) {
+			out = append(out, m)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// runMounts lists the mount points below dir ("": all of them).
+func runMounts(t *testing.T, dir string) []string {
+	t.Helper()
 	b, err := os.ReadFile("/proc/self/mountinfo")
 	if err != nil {
 		t.Fatal(err)
 	}
 	var out []string
 	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
-		f := strings.Fields(line)
-		if len(f) <= 4 || slices.ContainsFunc(engineMounts, func(p string) bool { return strings.HasPrefix(f[4], p) }) {
-			continue
+		if f := strings.Fields(line); len(f) > 4 && (dir == "" || strings.HasPrefix(f[4], dir+"/")) {
+			out = append(out, f[4])
 		}
-		out = append(out, f[4])
 	}
-	sort.Strings(out)
 	return out
 }
 

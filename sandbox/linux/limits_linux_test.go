@@ -183,27 +183,39 @@ func TestWallTimeout(t *testing.T) {
 func TestDiskFill(t *testing.T) {
 	recordTier(t)
 	const code = `
-import json, os
+import json, os, sys
 out = {}
-for d in ["/workspace", "/tmp", "/dev/shm"]:
+for d in sys.argv[2:]:
+    p = os.path.expandvars(d)
     n = 0
     try:
-        with open(d + "/fill", "wb") as f:
+        with open(p + "/fill", "wb") as f:
             while True:
                 f.write(b"x" * (1 << 20))
                 f.flush()
                 n += 1 << 20
     except OSError as e:
         out[d] = [e.errno, n]
-    os.unlink(d + "/fill")
+    os.unlink(p + "/fill")
 print(json.dumps(out))
 `
-	notInTier(t, "the workspace is a host directory, not a size-capped tmpfs (probe: workspace-size); /tmp and /dev/shm are unreachable (TestHostFilesUnreachable)")
+	caps := map[string]int64{"/workspace": 8 << 20, "/tmp": tmpSize, "/dev/shm": shmSize}
+	if inLandlockTier() {
+		// The run's own workspace and tmp, tmpfs mounts where the server can mount;
+		// /tmp and /dev/shm are unreachable (TestHostFilesUnreachable).
+		if why := testSandbox(t).ll.unsized; why != "" {
+			notInTier(t, "the workspace is a host directory, not a size-capped tmpfs (probe: workspace-size): "+why)
+		}
+		caps = map[string]int64{".": 8 << 20, "$TMPDIR": tmpSize}
+	}
 	spec := pySpec(code, newMarker())
+	for d := range caps {
+		spec.Argv = append(spec.Argv, d)
+	}
 	spec.Limits = sandbox.Limits{Workspace: 8 << 20, FileSize: 1 << 30}
 	var got map[string][2]int64
 	runJSON(t, spec, &got)
-	for d, cap := range map[string]int64{"/workspace": 8 << 20, "/tmp": tmpSize, "/dev/shm": shmSize} {
+	for d, cap := range caps {
 		r, ok := got[d]
 		if !ok {
 			t.Errorf("%s: no result", d)

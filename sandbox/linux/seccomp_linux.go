@@ -123,7 +123,8 @@ type filterPlan struct {
 	// refused with EPERM. So is connect, and sendto with an address: the only sockets
 	// are AF_UNIX, and Landlock before ABI 9 cannot restrict pathname sockets, so the
 	// host's world-writable ones (/run/dbus/system_bus_socket, /dev/log) would be
-	// reachable. (sendmsg's address sits in memory seccomp cannot read: probe lists it.)
+	// reachable. sendmsg's address sits in memory seccomp cannot read, so AF_UNIX
+	// sockets are of the connection-oriented types only (unixConnectedOnly).
 	landlock bool
 	// arch is the architecture the filter is for; zero (ArchInvalid) is the native one.
 	// Rules name syscalls, and libseccomp numbers them for the architecture, so tests
@@ -216,6 +217,10 @@ func compileFilter(p filterPlan) (*bpf, error) {
 	allowed := map[uint64]bool{}
 	for _, fam := range p.socketFamilies() {
 		allowed[fam] = true
+		if p.landlock && fam == unix.AF_UNIX {
+			b.unixConnectedOnly(eperm)
+			continue
+		}
 		b.rule("socket", seccomp.ActAllow, cond(0, seccomp.CompareEqual, fam))
 		b.rule("socketpair", seccomp.ActAllow, cond(0, seccomp.CompareEqual, fam))
 	}
@@ -330,6 +335,25 @@ func (b *builder) rule(name string, act seccomp.ScmpAction, conds ...seccomp.Scm
 		return
 	}
 	b.n++
+}
+
+// unixConnectedOnly allows AF_UNIX sockets of the connection-oriented types only, for
+// the Landlock tier: a datagram socket (SOCK_RAW is one too for AF_UNIX), even one of a
+// socketpair, reaches any host pathname datagram socket it can write (/dev/log: the
+// host's journal) through sendmsg's msg_name, which seccomp cannot read. A stream or
+// seqpacket socket reaches nothing without connect (refused): the kernel refuses or
+// ignores a msg_name on those. The type's low four bits are the type; the rest are
+// SOCK_NONBLOCK and SOCK_CLOEXEC.
+func (b *builder) unixConnectedOnly(deny seccomp.ScmpAction) {
+	for typ := uint64(0); typ <= 0xf; typ++ {
+		act := deny
+		if typ == unix.SOCK_STREAM || typ == unix.SOCK_SEQPACKET {
+			act = seccomp.ActAllow
+		}
+		for _, name := range []string{"socket", "socketpair"} {
+			b.rule(name, act, cond(0, seccomp.CompareEqual, unix.AF_UNIX), cond(1, seccomp.CompareMaskedEqual, 0xf, typ))
+		}
+	}
 }
 
 func cond(arg uint, op seccomp.ScmpCompareOp, values ...uint64) seccomp.ScmpCondition {
