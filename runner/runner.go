@@ -248,16 +248,11 @@ func (r *Runner) run(ctx context.Context, call Call, out Outcome) (Outcome, erro
 	out.OutDir = spec.OutDir
 	spec = r.Imports.Apply(spec)
 
-	mine, err := r.PerClient.Acquire(call.Principal)
+	done, err := r.admit(ctx, call.Principal)
 	if err != nil {
 		return out, err
 	}
-	defer mine()
-	release, err := r.Limiter.Acquire(ctx)
-	if err != nil {
-		return out, err
-	}
-	defer release()
+	defer done()
 	res, err := r.Sandbox.Run(ctx, spec)
 	if err != nil {
 		return out, fmt.Errorf("sandbox: %w", err)
@@ -487,4 +482,19 @@ func (r *Runner) Templates() []sandbox.Spec {
 		out = append(out, r.Imports.Apply(r.spec(lang, &e, nil, nil, limits)))
 	}
 	return out
+}
+
+// admit takes the client's parallel-call slot, then one of the server's; done gives both
+// back. Every call that runs code, single-use or in a session, goes through it.
+func (r *Runner) admit(ctx context.Context, principal string) (done func(), err error) {
+	mine, err := r.PerClient.Acquire(principal)
+	if err != nil {
+		return nil, err
+	}
+	release, err := r.Limiter.Acquire(ctx)
+	if err != nil {
+		mine()
+		return nil, err
+	}
+	return func() { release(); mine() }, nil
 }

@@ -42,16 +42,11 @@ func (r *Runner) runSession(ctx context.Context, call Call, out Outcome) (Outcom
 	out.Limits = r.Bounds.Clamp(req)
 	out.Lowered = r.Bounds.Lowered(req, out.Limits)
 
-	mine, err := r.PerClient.Acquire(call.Principal)
+	done, err := r.admit(ctx, call.Principal)
 	if err != nil {
 		return out, err
 	}
-	defer mine()
-	release, err := r.Limiter.Acquire(ctx)
-	if err != nil {
-		return out, err
-	}
-	defer release()
+	defer done()
 
 	var h *session.Handle
 	if call.Session == NewSession {
