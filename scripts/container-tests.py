@@ -208,13 +208,30 @@ def engine_tests(configs):
             print("%s engine tests in a container, %s: exit %d, skipped %s" % (
                 "PASS" if p.returncode == 0 else "FAIL", name, p.returncode, skips))
             if p.returncode != 0:
-                ok = False
                 # What each failing test said (the lines before its "--- FAIL"), then the end.
                 lines = out.splitlines()
                 said = [l for i, l in enumerate(lines) if "_test.go:" in l and
-                        any(x.lstrip().startswith("--- FAIL") for x in lines[i:i + 40])]
+                        any(x.lstrip().startswith("--- FAIL") for x in lines[max(0, i - 40):i + 40])]
                 print("\n".join(fails) + "\n" + "\n".join(said[-60:])[-6000:] + "\n" +
                       out[-2000:] + p.stderr.decode(errors="replace")[-2000:])
+                # Timing-bound tests (fork bombs, tree kills) share two cores with the whole
+                # suite here: the failed ones run once more, alone, in the same container
+                # configuration. The first failure stays printed above; a test that fails
+                # again fails the step.
+                top = sorted({l.split()[2] for l in fails if l.startswith("--- FAIL: ")})
+                if not top:
+                    ok = False
+                    continue
+                again = [a for a in argv if not a.startswith("-test.run=")] + ["-test.run=^(%s)$" % "|".join(top)]
+                r = subprocess.run(["podman", "run", "--rm"] + QUIRKS + opts + ["-e", "AIRLOCK_REQUIRE_SANDBOX=1",
+                                   "-v", binary + ":/usr/local/bin/sandbox-linux.test:ro", IMAGE] + again,
+                                   capture_output=True, timeout=900)
+                rout = r.stdout.decode(errors="replace")
+                if r.returncode == 0:
+                    print("RERUN PASSED, FLAKY UNDER LOAD (failed in the full run above): %s, %s" % (name, " ".join(top)))
+                else:
+                    ok = False
+                    print("RERUN FAILED AGAIN: %s, %s\n%s" % (name, " ".join(top), rout[-6000:]))
     return ok
 
 
