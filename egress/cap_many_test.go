@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/netip"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,27 +19,7 @@ import (
 // tunnels, several at once, each under the cap, together move no more than the cap to
 // the destination.
 func TestByteCapManyConnections(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	var got atomic.Int64
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
-				n, _ := io.Copy(io.Discard, c)
-				got.Add(n)
-			}()
-		}
-	}()
-	p := ln.Addr().(*net.TCPAddr).Port
+	p, got := countingSink(t, 10*time.Second)
 	const maxBytes = 256 << 10
 	dns := &fakeDNS{answers: map[string][][]netip.Addr{"sink.test": {{loopback}}}, lookups: map[string]int{}}
 	h := newHarness(t, sandbox.Egress{Domains: []string{"sink.test"}, Ports: []int{p}, AllowPrivate: true,

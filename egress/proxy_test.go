@@ -575,3 +575,29 @@ func BenchmarkTLSViaProxy(b *testing.B) {
 		}
 	}
 }
+
+// countingSink is a TCP server on loopback that reads every connection to its end (or
+// the deadline) and counts the bytes: what a destination received through the proxy.
+func countingSink(t testing.TB, deadline time.Duration) (port int, got *atomic.Int64) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	got = new(atomic.Int64)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				_ = c.SetReadDeadline(time.Now().Add(deadline))
+				n, _ := io.Copy(io.Discard, c)
+				got.Add(n)
+			}()
+		}
+	}()
+	return ln.Addr().(*net.TCPAddr).Port, got
+}

@@ -3,10 +3,8 @@ package egress
 import (
 	"crypto/tls"
 	"fmt"
-	"io"
 	"net"
 	"net/netip"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -37,27 +35,7 @@ func (p *prefixConn) Write(b []byte) (int, error) {
 // spec; application data) must not carry a ClientHello for another host past the SNI
 // check. The destination receives nothing.
 func TestTunnelRecordBeforeHello(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	var got atomic.Int64
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
-				n, _ := io.Copy(io.Discard, c)
-				got.Add(n)
-			}()
-		}
-	}()
-	p := ln.Addr().(*net.TCPAddr).Port
+	p, got := countingSink(t, 5*time.Second)
 	dns := &fakeDNS{answers: map[string][][]netip.Addr{"allowed.test": {{loopback}}}, lookups: map[string]int{}}
 	h := newHarness(t, sandbox.Egress{Domains: []string{"allowed.test"}, Ports: []int{p}, AllowPrivate: true}, dns)
 	for _, rec := range [][]byte{
