@@ -177,14 +177,7 @@ func TestSessionIdleExpiry(t *testing.T) {
 // a log, a proxy, a shared trace) can neither run code in her session, nor stream from it,
 // nor end it; to him it does not exist. alice's own calls go on working.
 func TestSessionBelongsToItsClient(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "tokens")
-	if err := os.WriteFile(path, []byte("alice aaaaaaaaaaaaaaaaaaaa\nbob bbbbbbbbbbbbbbbbbbbb\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	clients, err := NewClients("", path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	clients := aliceAndBob(t)
 	d := fakeDeps(runnertest.Echo, 2)
 	ts := httpServer(t, d, HTTPOptions{MaxBodyBytes: 1 << 20, Clients: clients})
 	url := ts.URL + "/mcp"
@@ -449,14 +442,7 @@ func TestClientNameInAuditAndLimit(t *testing.T) {
 	}
 	d.Runner.Audit = audit
 	d.Runner.PerClient = runner.NewClientLimit(1)
-	path := filepath.Join(t.TempDir(), "tokens")
-	if err := os.WriteFile(path, []byte("alice aaaaaaaaaaaaaaaaaaaa\nbob bbbbbbbbbbbbbbbbbbbb\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	clients, err := NewClients("", path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	clients := aliceAndBob(t)
 	ts := httpServer(t, d, HTTPOptions{MaxBodyBytes: 1 << 20, Stateless: true, Clients: clients})
 	alice := map[string]string{"Authorization": "Bearer aaaaaaaaaaaaaaaaaaaa"}
 	bob := map[string]string{"Authorization": "bearer bbbbbbbbbbbbbbbbbbbb"}
@@ -574,14 +560,7 @@ func openStream(t *testing.T, base string, hdr map[string]string) string {
 // call in her session nor put an answer of his choosing on her stream (an oversized
 // message's error carries the id he picks); alice's own posts still go through.
 func TestSSEStreamBelongsToItsClient(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "tokens")
-	if err := os.WriteFile(path, []byte("alice aaaaaaaaaaaaaaaaaaaa\nbob bbbbbbbbbbbbbbbbbbbb\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	clients, err := NewClients("", path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	clients := aliceAndBob(t)
 	d := fakeDeps(runnertest.Echo, 1)
 	ts := httpServer(t, d, HTTPOptions{MaxBodyBytes: 1 << 12, SSE: true, Clients: clients})
 	alice := map[string]string{"Authorization": "Bearer aaaaaaaaaaaaaaaaaaaa"}
@@ -715,4 +694,18 @@ func TestStatelessClientCannotClaimStdio(t *testing.T) {
 	if n := d.Runner.Sessions.Stats().Open; n != 1 {
 		t.Fatalf("over stdio, %d sessions open, want 1", n)
 	}
+}
+
+// aliceAndBob are two clients from a tokens file: alice (token a×20) and bob (b×20).
+func aliceAndBob(t *testing.T) *Clients {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "tokens")
+	if err := os.WriteFile(path, []byte("alice aaaaaaaaaaaaaaaaaaaa\nbob bbbbbbbbbbbbbbbbbbbb\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	clients, err := NewClients("", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return clients
 }
