@@ -43,19 +43,7 @@ func TestShortSoak(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short")
 	}
-	bin := buildAirlock(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	rep, err := Run(ctx, Options{Binary: bin, Calls: 200, Parallel: 8, GoroutineSlack: 4, Pool: 2, Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var b bytes.Buffer
-	rep.Print(&b)
-	t.Log("\n" + b.String())
-	if !rep.Pass() {
-		t.Fatalf("soak failed: %v", rep.Problems)
-	}
+	rep := shortSoak(t, Options{Calls: 200, Parallel: 8, GoroutineSlack: 4, Pool: 2})
 	// The checks must have had something to check.
 	if rep.Sent < 200 || rep.AuditLines < 200 || rep.Before.FDs == 0 || rep.GoroutinesTwin == 0 {
 		t.Fatalf("soak measured nothing: %+v", rep)
@@ -69,19 +57,7 @@ func TestShortSessionSoak(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short")
 	}
-	bin := buildAirlock(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	rep, err := Run(ctx, Options{Binary: bin, Calls: 120, Parallel: 4, Pool: 2, Dir: t.TempDir(), Sessions: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var b bytes.Buffer
-	rep.Print(&b)
-	t.Log("\n" + b.String())
-	if !rep.Pass() {
-		t.Fatalf("session soak failed: %v", rep.Problems)
-	}
+	rep := shortSoak(t, Options{Calls: 120, Parallel: 4, Pool: 2, Sessions: true})
 	if rep.Sent < 120 || rep.AuditLines < 120 || rep.Before.FDs == 0 {
 		t.Fatalf("session soak measured nothing: %+v", rep)
 	}
@@ -110,4 +86,24 @@ func TestShortTenantSoak(t *testing.T) {
 	if rep.Kinds["budgets"].Calls == 0 || rep.HostChecks == 0 {
 		t.Fatalf("the tenant soak checked nothing: %+v", rep)
 	}
+}
+
+// shortSoak runs the soak with o against the built binary, logs its report and fails the
+// test on any problem it found.
+func shortSoak(t *testing.T, o Options) *Report {
+	t.Helper()
+	o.Binary, o.Dir = buildAirlock(t), t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	rep, err := Run(ctx, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	rep.Print(&b)
+	t.Log("\n" + b.String())
+	if !rep.Pass() {
+		t.Fatalf("soak failed: %v", rep.Problems)
+	}
+	return rep
 }
