@@ -48,13 +48,19 @@ func main() {
 	parallel := flag.Int("parallel", 8, "concurrent clients in the throughput test")
 	dur := flag.Duration("duration", 2*time.Second, "length of each throughput window")
 	tputRounds := flag.Int("rounds", 5, "throughput rounds (each runs every window once)")
-	compare := flag.String("compare", "", "another airlock binary (e.g. the previous build) whose cold and pooled throughput windows join the same rounds")
+	compare := flag.String("compare", "", "another airlock binary (e.g. the previous build) whose cold and pooled throughput windows join the same rounds (with -cli-only: whose airlock run joins the CLI rounds)")
 	envOnly := flag.Bool("environment-only", false, "run only the environment benchmark")
 	cliOnly := flag.Bool("cli-only", false, "run only the CLI benchmark (airlock run FILE)")
 	tputOnly := flag.Bool("throughput-only", false, "run only the throughput rounds (with -compare: an A/B of two builds)")
 	flag.Parse()
 	var err error
-	if *cliOnly {
+	if *cliOnly && *compare != "" {
+		var this, other cliABStats
+		var load [2]string
+		if this, other, load, err = cliAB(*bin, *compare, *rounds); err == nil {
+			printCLIAB(os.Stderr, this, other, load)
+		}
+	} else if *cliOnly {
 		var c cliStats
 		if c, err = cliBench(*bin, *rounds); err == nil {
 			c.print(os.Stderr)
