@@ -19,12 +19,7 @@ var allNetworks = []sandbox.Network{sandbox.NetworkNone, sandbox.NetworkHost, sa
 // compileFilters starts compiling the filters of networks (and "none"); the function it
 // returns waits for them.
 func compileFilters(networks []sandbox.Network, landlock bool) func() (map[sandbox.Network]*bpf, error) {
-	if len(networks) == 0 {
-		networks = allNetworks
-	}
-	if !slices.Contains(networks, sandbox.NetworkNone) {
-		networks = append(slices.Clone(networks), sandbox.NetworkNone)
-	}
+	networks = filterNetworks(networks)
 	filters := make([]*bpf, len(networks))
 	errs := make([]error, len(networks))
 	var wg sync.WaitGroup
@@ -44,6 +39,17 @@ func compileFilters(networks []sandbox.Network, landlock bool) func() (map[sandb
 		}
 		return m, nil
 	}
+}
+
+// filterNetworks are the modes New prepares a filter for, given Options.Networks.
+func filterNetworks(networks []sandbox.Network) []sandbox.Network {
+	if len(networks) == 0 {
+		networks = allNetworks
+	}
+	if !slices.Contains(networks, sandbox.NetworkNone) {
+		networks = append(slices.Clone(networks), sandbox.NetworkNone)
+	}
+	return networks
 }
 
 // prepared refuses a spec whose network mode this backend has no filter for.

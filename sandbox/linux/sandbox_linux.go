@@ -49,6 +49,8 @@ type Sandbox struct {
 	// checked is the self-check New passed or reused (stamp_linux.go): with a stamp
 	// store, Probe reports it instead of building another sandbox.
 	checked *checkStamp
+	// filtersStamped: the seccomp programs are the ones the reused check ran with.
+	filtersStamped bool
 	// closing is done once Close is called: the results are delivered, so a finished
 	// sandbox's teardown no longer waits out teardownDelay (a one-shot run's exit does).
 	closing   context.Context
@@ -71,15 +73,23 @@ func New(opts sandbox.Options) (*Sandbox, error) {
 	s.zyg = newZygote(s.self, s.log)
 	s.closing, s.closeDone = context.WithCancel(context.Background())
 	// The filters compile and the zygote starts (an exec) while the rest is checked:
-	// every sandbox needs both, and a one-shot run waits for them first.
-	filters := compileFilters(opts.Networks, opts.Isolation == sandbox.IsolationLandlock)
+	// every sandbox needs both, and a one-shot run waits for them first. With a stamp
+	// store the filters may come from a recent pass instead (stampedFilters): whether
+	// they do is known only once the check's key is, so they compile after it.
+	landlock := opts.Isolation == sandbox.IsolationLandlock
+	var filters func() (map[sandbox.Network]*bpf, error)
+	if opts.Stamps == nil {
+		filters = compileFilters(opts.Networks, landlock)
+	}
 	zygote := make(chan struct{})
 	go func() {
 		s.zyg.prestart()
 		close(zygote)
 	}()
 	abandon := func() {
-		_, _ = filters()
+		if filters != nil {
+			_, _ = filters()
+		}
 		<-zygote
 		s.zyg.stop()
 	}
@@ -115,6 +125,9 @@ func New(opts sandbox.Options) (*Sandbox, error) {
 	}
 	key := s.checkKey()
 	reused := s.reuseCheck(key)
+	if filters == nil {
+		filters = s.stampedFilters(reused, landlock)
+	}
 	if s.filters, err = filters(); err != nil {
 		abandon()
 		_ = s.cg.removeAll()

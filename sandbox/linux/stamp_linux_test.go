@@ -1,10 +1,13 @@
 package linux
 
 import (
+	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"github.com/airlock-mcp/airlock/internal/sandboxtest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -224,5 +227,152 @@ func TestCheckKeyFollowsBinaryAndSettings(t *testing.T) {
 	}
 	if k := key(sandbox.Options{}); k != "" {
 		t.Fatalf("a missing binary gives key %q, want none (check in full)", k)
+	}
+}
+
+// editCheckStamps rewrites every self-check stamp in dir in place (same file, owner and
+// mode: only its value changes, as a corrupt or tampered file would).
+func editCheckStamps(t *testing.T, dir string, edit func(*checkStamp)) {
+	t.Helper()
+	for p := range selfChecks(t, dir) {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var r map[string]json.RawMessage
+		var st checkStamp
+		if err := json.Unmarshal(b, &r); err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(r["value"], &st); err != nil {
+			t.Fatal(err)
+		}
+		edit(&st)
+		if r["value"], err = json.Marshal(st); err != nil {
+			t.Fatal(err)
+		}
+		if b, err = json.Marshal(r); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// ptraceCode asks for a syscall the filter leaves out (ptrace): ENOSYS under the
+// filter, 0 (a successful PTRACE_TRACEME) without one.
+const ptraceCode = `
+import ctypes, json
+libc = ctypes.CDLL(None, use_errno=True)
+r = libc.ptrace(0, 0, 0, 0)
+print(json.dumps({"ret": r, "errno": ctypes.get_errno()}))
+`
+
+// The seccomp programs a passing self-check ran with are stamped with it: the next
+// backend with the same inputs loads them instead of compiling (the same bytes, and a
+// run under them is filtered); other settings, a recheck, a stamp without a program for
+// a mode, a program that is not well formed or a stamp of another owner compile afresh.
+func TestStampedFiltersReusedForSameInputsOnly(t *testing.T) {
+	dir := t.TempDir()
+	opts := sandbox.Options{Stamps: stampStore(t, dir)}
+	first := newStamped(t, opts)
+	if first.filtersStamped {
+		t.Fatal("the first backend (no stamp yet) took its filters from a stamp")
+	}
+	second := newStamped(t, opts)
+	if !second.filtersStamped {
+		t.Fatal("a backend with a fresh stamp compiled its filters again")
+	}
+	for n, f := range first.filters {
+		if g := second.filters[n]; g == nil || !bytes.Equal(g.prog, f.prog) || g.rules != f.rules || g.badArch != f.badArch {
+			t.Fatalf("network %s: the stamped filter differs from the compiled one", n)
+		}
+	}
+	res, err := second.Run(t.Context(), withDefaults(pySpec(ptraceCode, newMarker())))
+	if err != nil || res.Status != sandbox.StatusOK {
+		t.Fatalf("a run under the stamped filter: %v %s", err, brief(res))
+	}
+	var got struct{ Ret, Errno int }
+	if err := json.Unmarshal(res.Stdout.Bytes(), &got); err != nil || got.Ret != -1 || got.Errno != int(syscall.ENOSYS) {
+		t.Fatalf("ptrace under the stamped filter: %s (%v), want -1 ENOSYS", res.Stdout.Bytes(), err)
+	}
+
+	other := opts
+	other.Cgroups = "off"
+	if newStamped(t, other).filtersStamped {
+		t.Error("other settings took the filters of the stamp")
+	}
+	// The modes are not part of the key: each program is stamped under its own mode.
+	host := opts
+	host.Networks = []sandbox.Network{sandbox.NetworkHost}
+	if s := newStamped(t, host); !s.filtersStamped || !bytes.Equal(s.filters[sandbox.NetworkHost].prog, first.filters[sandbox.NetworkHost].prog) {
+		t.Error("the host mode's program was not the one stamped for it")
+	}
+	if newStamped(t, sandbox.Options{Stamps: stampStore(t, dir).Recheck()}).filtersStamped {
+		t.Error("a recheck took the filters of the stamp")
+	}
+
+	editCheckStamps(t, dir, func(st *checkStamp) { delete(st.Filters, sandbox.NetworkNone) })
+	if s := newStamped(t, opts); s.filtersStamped || s.filters[sandbox.NetworkNone] == nil {
+		t.Error("a stamp without the none filter: the backend did not compile it")
+	}
+	cut := func(st *checkStamp) {
+		for n, f := range st.Filters {
+			f.Prog = f.Prog[:len(f.Prog)-3] // not whole instructions
+			st.Filters[n] = f
+		}
+	}
+	// A reused check is never restamped: a recheck writes a whole stamp again.
+	newStamped(t, sandbox.Options{Stamps: stampStore(t, dir).Recheck()})
+	if s := newStamped(t, opts); !s.filtersStamped {
+		t.Fatal("after a recheck: the filters were not stamped again")
+	}
+	editCheckStamps(t, dir, cut)
+	if s := newStamped(t, opts); s.filtersStamped {
+		t.Error("a truncated stamped program was taken")
+	}
+}
+
+// A stamp (and the filters in it) written by another user is never taken, even with
+// every input matching: only this euid's own private files are trusted.
+func TestStampedFiltersOfAnotherOwnerIgnored(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to give the stamp to another owner")
+	}
+	dir := t.TempDir()
+	opts := sandbox.Options{Stamps: stampStore(t, dir)}
+	newStamped(t, opts)
+	for p := range selfChecks(t, dir) {
+		if err := os.Chown(p, 65534, 65534); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if newStamped(t, opts).filtersStamped {
+		t.Fatal("a stamp owned by nobody was trusted")
+	}
+}
+
+func TestWellFormedFilter(t *testing.T) {
+	ret := []byte{0x06, 0, 0, 0, 0, 0, 0xff, 0x7f} // BPF_RET|BPF_K, SECCOMP_RET_ALLOW
+	ld := []byte{0x20, 0, 0, 0, 0, 0, 0, 0}        // BPF_LD|BPF_W|BPF_ABS
+	if binary.NativeEndian.Uint16([]byte{0x06, 0}) != 0x06 {
+		ret[0], ret[1], ld[0], ld[1] = 0, 0x06, 0, 0x20 // big-endian hosts
+	}
+	for _, c := range []struct {
+		name string
+		prog []byte
+		want bool
+	}{
+		{"empty", nil, false},
+		{"one return", ret, true},
+		{"a load then a return", append(slices.Clone(ld), ret...), true},
+		{"ends in a load", append(slices.Clone(ret), ld...), false},
+		{"part of an instruction", ret[:7], false},
+		{"more than BPF_MAXINSNS", bytes.Repeat(ret, 4097), false},
+	} {
+		if got := wellFormed(c.prog); got != c.want {
+			t.Errorf("%s: wellFormed %t, want %t", c.name, got, c.want)
+		}
 	}
 }
