@@ -67,15 +67,24 @@ type Environment struct {
 	mounts []string
 }
 
+// The patterns here compile on first use, not at init: every airlock process, `airlock
+// run` included, would pay for them at start (the bounded repetitions expand into
+// hundreds of instructions), and most never use one.
+
 // envName is the rule for environment names: they appear in the tool's schema.
-var envName = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,31}$`)
+var envName = lazyRegexp(`^[a-z][a-z0-9_-]{0,31}$`)
 
 // npmName is npm's rule for package names, scoped or not.
-var npmName = regexp.MustCompile(`^(@[a-z0-9-~][a-z0-9-._~]*/)?[a-z0-9-~][a-z0-9-._~]*$`)
+var npmName = lazyRegexp(`^(@[a-z0-9-~][a-z0-9-._~]*/)?[a-z0-9-~][a-z0-9-._~]*$`)
+
+// lazyRegexp is regexp.MustCompile(expr) on the first call.
+func lazyRegexp(expr string) func() *regexp.Regexp {
+	return sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(expr) })
+}
 
 // Validate checks an environment's configuration without looking at the host.
 func (c EnvironmentConfig) Validate() error {
-	if !envName.MatchString(c.Name) {
+	if !envName().MatchString(c.Name) {
 		return fmt.Errorf("name %q: use lowercase letters, digits, - and _, starting with a letter (at most 32)", c.Name)
 	}
 	lang, ok := canonical(c.Language)
@@ -86,7 +95,7 @@ func (c EnvironmentConfig) Validate() error {
 		return fmt.Errorf("path %q: must be an absolute directory other than /", c.Path)
 	}
 	for i, m := range c.Preload {
-		if (lang == "python" && !dottedName(m)) || (lang == "javascript" && !npmName.MatchString(m)) {
+		if (lang == "python" && !dottedName(m)) || (lang == "javascript" && !npmName().MatchString(m)) {
 			return fmt.Errorf("preload[%d] %q: not a %s module name", i, m, lang)
 		}
 	}
@@ -410,10 +419,10 @@ func nodeBoot(preload []string) string {
 }
 
 var (
-	pyMissing = regexp.MustCompile(`ModuleNotFoundError: No module named '([A-Za-z0-9_.]+)'`)
+	pyMissing = lazyRegexp(`ModuleNotFoundError: No module named '([A-Za-z0-9_.]+)'`)
 	// Only what an npm name or a path can hold (214 bytes at most): the program writes
 	// its own stderr, and anything else caught here would be its text in the hint.
-	nodeMissing = regexp.MustCompile(`Cannot find (?:module|package) '([A-Za-z0-9@/._~:-]{1,214})'`)
+	nodeMissing = lazyRegexp(`Cannot find (?:module|package) '([A-Za-z0-9@/._~:-]{1,214})'`)
 )
 
 // MissingModule finds the top-level module a failed run could not import, from the
@@ -422,9 +431,9 @@ func MissingModule(language string, stderr []byte) (string, bool) {
 	var re *regexp.Regexp
 	switch language {
 	case "python":
-		re = pyMissing
+		re = pyMissing()
 	case "javascript":
-		re = nodeMissing
+		re = nodeMissing()
 	default:
 		return "", false // environments hold python and node packages only
 	}

@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 )
 
@@ -32,7 +33,9 @@ type token struct {
 	sum  [sha256.Size]byte
 }
 
-var clientName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+// clientName compiles on first use: at init every airlock process, `airlock run`
+// included, would pay for it (the bounded repetition expands to hundreds of instructions).
+var clientName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`) })
 
 // NewClients loads the single token (if any) and the tokens file (if any). With
 // neither, Enabled is false and every request is let through (loopback only: see
@@ -92,7 +95,7 @@ func parseTokens(r io.Reader) ([]token, error) {
 		switch {
 		case len(f) != 2:
 			return nil, fmt.Errorf("line %d: want NAME TOKEN", n)
-		case !clientName.MatchString(f[0]):
+		case !clientName().MatchString(f[0]):
 			return nil, fmt.Errorf("line %d: client name %q: use 1-64 letters, digits, '.', '_' or '-'", n, f[0])
 		case names[f[0]]:
 			return nil, fmt.Errorf("line %d: client name %q is used twice", n, f[0])
