@@ -23,9 +23,13 @@ import (
 // less isolation than the backend requires. Which layers are required is the backend's
 // call (sandbox.Options.AllowDegraded relaxes the optional ones there); the runner only
 // marks results degraded. Without strict (probe, config) build reports instead. With
-// stamps (a one-shot run), checks that passed recently for the same inputs are reused
-// (cli/stamps.go).
-func build(ctx context.Context, cfg config.Config, strict bool, newSandbox func(sandbox.Options) (sandbox.Sandbox, error), stamps *stamp.Store) (tools.Deps, error) {
+// one (a one-shot run: `airlock run`), checks that passed recently for the same inputs
+// are reused from its stamps (cli/stamps.go).
+func build(ctx context.Context, cfg config.Config, strict bool, newSandbox func(sandbox.Options) (sandbox.Sandbox, error), one *oneShot) (tools.Deps, error) {
+	var stamps *stamp.Store
+	if one != nil {
+		stamps = one.stamps
+	}
 	reg, err := policy.DetectWith(policy.Config{Enabled: cfg.Languages.Enabled, Interpreters: cfg.Languages.Interpreters,
 		Probe: stampedProbe(stamps)})
 	if err != nil {
@@ -34,6 +38,7 @@ func build(ctx context.Context, cfg config.Config, strict bool, newSandbox func(
 	// The backend's self-test runs each enabled language once, as a call would (macOS).
 	opts := cfg.SandboxOptions()
 	opts.Stamps = stamps
+	opts.OneShot = one != nil
 	// Every call runs with the configured network mode: only its filter is compiled.
 	opts.Networks = []sandbox.Network{sandbox.Network(cfg.Network)}
 	for _, l := range reg.Languages() {
@@ -106,6 +111,12 @@ func build(ctx context.Context, cfg config.Config, strict bool, newSandbox func(
 		r.Audit = a
 	}
 	return tools.Deps{Runner: r, Prober: probe.NewSuite(r), Config: cfg, Version: version()}, sbErr
+}
+
+// oneShot is what build is told of a one-shot run: the backend serves one call and is
+// closed after it.
+type oneShot struct {
+	stamps *stamp.Store // nil: every check runs in full
 }
 
 // inspectEnvironments reads what each configured environment holds; none is usable

@@ -151,7 +151,7 @@ func runCmd(ctx context.Context, args []string, stdio IO) int {
 		fmt.Fprintf(stdio.Stderr, "airlock run: %v\n", err)
 		return exitUsage
 	}
-	deps, err := build(ctx, cfg, true, stdio.newSandbox(), runStamps(cfg, *o.recheck))
+	deps, err := build(ctx, cfg, true, stdio.newSandbox(), &oneShot{stamps: runStamps(cfg, *o.recheck)})
 	if err != nil {
 		fmt.Fprintf(stdio.Stderr, "airlock: refusing to run: %v\n", err)
 		return exitRefused

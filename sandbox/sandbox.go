@@ -377,4 +377,8 @@ type Options struct {
 	// (Linux compiles a seccomp filter per mode) and refuse a spec with another. Empty:
 	// every mode.
 	Networks []Network `json:"-"`
+	// OneShot: the backend serves one call and is closed right after it (`airlock run`).
+	// A finished sandbox is then torn down at once, beside the delivery of its result,
+	// instead of after the pause that keeps a server's teardown out of its way.
+	OneShot bool `json:"-"`
 }

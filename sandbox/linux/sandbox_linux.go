@@ -385,8 +385,9 @@ func (s *Sandbox) release(l *launch) {
 		defer s.cleanup.Done()
 		if l.running {
 			// After a reported exit the program is dead and the init waits to be ended:
-			// its teardown starts once the caller has had a moment to deliver the result.
-			if l.exitReported() {
+			// its teardown starts once the caller has had a moment to deliver the result
+			// (a one-shot backend has no next call to keep it from: at once).
+			if l.exitReported() && !s.opts.OneShot {
 				t := time.NewTimer(teardownDelay)
 				select {
 				case <-t.C:
