@@ -47,7 +47,7 @@ SUDO         := $(if $(filter 0,$(shell id -u)),,sudo)
 PREFIX       ?= /usr/local
 APPARMOR_DIR ?= /etc/apparmor.d
 
-.PHONY: help build build-linux-arm64 install run test test-go test-darwin-compile fmt-check bench soak lint vet fmt \
+.PHONY: help build build-linux-arm64 install run test test-go test-darwin-compile fmt-check bench bench-cli soak lint vet fmt \
         update-golden fuzz-short c-fmt-check deps clients fleet-test k8s-check kube-play
 
 help: ## list the targets
@@ -122,6 +122,9 @@ update-golden: ## rewrite the golden snapshots (tool schemas, SBPL profiles)
 bench: build ## airlock vs the bare interpreter and bwrap over MCP stdio, interleaved (COMPARE=BIN: another build too), plus the Go micro-benchmarks
 	$(GO) run ./cmd/airlock-bench -airlock bin/airlock $(if $(COMPARE),-compare $(COMPARE))
 	$(BUILD_ENV) $(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./...
+
+bench-cli: build ## goal 4 alone: airlock run FILE vs bare python, interleaved round by round (COMPARE=BIN: that build's airlock run in the same rounds)
+	$(GO) run ./cmd/airlock-bench -cli-only -airlock bin/airlock $(if $(COMPARE),-compare $(COMPARE))
 
 clients: build ## the official MCP Go and TypeScript SDKs drive bin/airlock over stdio, Streamable HTTP and SSE (needs the Go proxy and npm)
 	cd clients/go && $(GO) vet ./... && AIRLOCK_BIN=$(CURDIR)/bin/airlock $(GO) test -count=1 ./...
