@@ -17,6 +17,7 @@ import (
 	"github.com/airlock-mcp/airlock/probe"
 	"github.com/airlock-mcp/airlock/runner"
 	"github.com/airlock-mcp/airlock/sandbox"
+	"github.com/airlock-mcp/airlock/sandbox/host"
 	"github.com/airlock-mcp/airlock/serve"
 	"github.com/airlock-mcp/airlock/tools"
 )
@@ -130,6 +131,11 @@ func runCmd(ctx context.Context, args []string, stdio IO) int {
 	if c.fs.NArg() > 1 {
 		fmt.Fprintln(stdio.Stderr, "airlock run: give one FILE, or - for stdin")
 		return exitUsage
+	}
+	if stdio.NewSandbox == nil {
+		// The backend's first piece (Linux: the zygote's exec) starts now, beside the
+		// configuration and the language detection, not after them.
+		host.Prestart()
 	}
 	cfg, closeLog, ok := c.loadAndLog(stdio)
 	if !ok {
