@@ -51,8 +51,14 @@ func reportPair() (*reportConn, int, error) {
 	return &reportConn{c: c.(*net.UnixConn), oob: make([]byte, unix.CmsgSpace(4*4))}, fds[1], nil
 }
 
+// Read reads report bytes and keeps any descriptors passed with them (takeFD). It
+// receives with a plain recvmsg(2) on the poller, as rawReader reads (fds_linux.go).
 func (r *reportConn) Read(b []byte) (int, error) {
-	n, oobn, _, _, err := r.c.ReadMsgUnix(b, r.oob)
+	rc, err := r.c.SyscallConn()
+	if err != nil {
+		return 0, err
+	}
+	n, oobn, err := recvmsgRaw(rc, b, r.oob, unix.MSG_CMSG_CLOEXEC)
 	if oobn > 0 {
 		if msgs, perr := unix.ParseSocketControlMessage(r.oob[:oobn]); perr == nil {
 			for _, m := range msgs {
