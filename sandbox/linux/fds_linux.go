@@ -30,12 +30,20 @@ func childPipe(what string, serverReads bool) (*os.File, int, error) {
 		mine, theirs = p[0], p[1]
 	}
 	// Non-blocking before NewFile, which then puts it on the poller.
-	if err := unix.SetNonblock(mine, true); err != nil {
+	if err := setNonblockNew(mine); err != nil {
 		unix.Close(p[0])
 		unix.Close(p[1])
 		return nil, -1, fmt.Errorf("%s pipe: %w", what, os.NewSyscallError("fcntl", err))
 	}
 	return os.NewFile(uintptr(mine), what), theirs, nil
+}
+
+// setNonblockNew makes a descriptor just created by pipe2 or socketpair non-blocking with
+// one fcntl: it has no status flag yet but its access mode, which F_SETFL ignores
+// (unix.SetNonblock reads the flags first).
+func setNonblockNew(fd int) error {
+	_, err := unix.FcntlInt(uintptr(fd), unix.F_SETFL, unix.O_NONBLOCK)
+	return err
 }
 
 // closeFDs closes plain descriptors (the spawner's ends, once the zygote has its copies).
