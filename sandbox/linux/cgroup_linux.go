@@ -666,28 +666,38 @@ func processAlive(pid int) bool {
 }
 
 func readInt(p string) int64 {
-	b, err := readCgroupFile(p)
+	bp := cgroupBufs.Get().(*[]byte)
+	defer cgroupBufs.Put(bp)
+	b, err := readCgroupFile(p, *bp)
 	if err != nil {
 		return 0
 	}
-	n, _ := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	n, _ := strconv.ParseInt(string(bytes.TrimSpace(b)), 10, 64)
 	return n
 }
 
 func readKey(p, key string) int64 {
-	b, err := readCgroupFile(p)
+	bp := cgroupBufs.Get().(*[]byte)
+	defer cgroupBufs.Put(bp)
+	b, err := readCgroupFile(p, *bp)
 	if err != nil {
 		return 0
 	}
-	for _, line := range strings.Split(string(b), "\n") {
-		k, v, ok := strings.Cut(line, " ")
-		if ok && k == key {
-			n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+	for len(b) > 0 {
+		var line []byte
+		line, b, _ = bytes.Cut(b, []byte{'\n'})
+		k, v, ok := bytes.Cut(line, []byte{' '})
+		if ok && string(k) == key {
+			n, _ := strconv.ParseInt(string(bytes.TrimSpace(v)), 10, 64)
 			return n
 		}
 	}
 	return 0
 }
+
+// cgroupBufs are readInt's and readKey's buffers: three counters are read per run, and a
+// fresh 4 KiB for each was garbage.
+var cgroupBufs = sync.Pool{New: func() any { b := make([]byte, 4096); return &b }}
 
 // writeCgroupFile and readCgroupFile do a cgroup file's I/O with plain system calls.
 // Through os.File, every cgroup file (kernfs files can be polled) is registered with the
@@ -711,15 +721,14 @@ func writeCgroupFile(p, val string) error {
 	return nil
 }
 
-// readCgroupFile reads a small cgroup or proc file (up to 4 KiB: the counters and
-// limits read here are a few lines).
-func readCgroupFile(p string) ([]byte, error) {
+// readCgroupFile reads a small cgroup or proc file into buf (up to its length: the
+// counters and limits read here are a few lines).
+func readCgroupFile(p string, buf []byte) ([]byte, error) {
 	fd, err := unix.Open(p, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, &os.PathError{Op: "open", Path: p, Err: err}
 	}
 	defer unix.Close(fd)
-	buf := make([]byte, 4096)
 	n := 0
 	for n < len(buf) {
 		m, err := unix.Read(fd, buf[n:])

@@ -470,6 +470,9 @@ func (l *launch) stop(status sandbox.Status, detail string) {
 // were a good part of the server's garbage (and of its GC's CPU) under load.
 var pumpBuffers = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
 
+// reportReaders are readReports' readers.
+var reportReaders = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 4<<10) }}
+
 func (l *launch) pump(r *os.File, c *sandbox.Capture) {
 	defer func() {
 		if l.pumping.Add(-1) == 0 {
@@ -506,8 +509,14 @@ func (l *launch) pump(r *os.File, c *sandbox.Capture) {
 func (l *launch) readReports(r *reportConn, done chan<- struct{}) {
 	defer close(done)
 	// Small: frames are read whole (io.ReadFull), a large one straight into its own
-	// buffer; a 64 KiB reader per run was garbage the GC paid for.
-	br := bufio.NewReaderSize(r, 4<<10)
+	// buffer; a 64 KiB reader per run was garbage the GC paid for. Reused, as the pumps'
+	// buffers are.
+	br := reportReaders.Get().(*bufio.Reader)
+	br.Reset(r)
+	defer func() {
+		br.Reset(nil)
+		reportReaders.Put(br)
+	}()
 	for {
 		m, err := readReport(br)
 		if err != nil {
