@@ -48,6 +48,7 @@ func serveCmd(ctx context.Context, args []string, stdio IO) int {
 		return exitUsage
 	}
 	defer closeLog()
+	serve.LimitProcs()
 	addr := *httpAddr + *sseAddr
 	var clients *serve.Clients
 	if addr != "" {

@@ -141,6 +141,7 @@ func Stdio(ctx context.Context, s *server.MCPServer, in io.Reader, out io.Writer
 			go func() {
 				defer wg.Done()
 				defer inflight.Add(-1)
+				growStack()
 				w.emit(id, s.HandleMessage(callCtx, line))
 			}()
 		}
@@ -357,3 +358,17 @@ func (s *session) GetLogLevel() mcp.LoggingLevel {
 	}
 	return mcp.LoggingLevelError
 }
+
+// growStack grows the calling goroutine's stack to 32 KiB at once while it is still
+// shallow. A tool call's handler goes deep (mcp-go, JSON, the runner, the sandbox), and
+// a goroutine's stack starts at 8 KiB: it was grown twice per call, each time copying
+// and adjusting every frame of a deep stack.
+//
+//go:noinline
+func growStack() {
+	var pad [20 << 10]byte
+	keep(pad[:])
+}
+
+//go:noinline
+func keep(b []byte) { b[0] = 0 }

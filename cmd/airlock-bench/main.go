@@ -52,6 +52,7 @@ func main() {
 	envOnly := flag.Bool("environment-only", false, "run only the environment benchmark")
 	cliOnly := flag.Bool("cli-only", false, "run only the CLI benchmark (airlock run FILE)")
 	tputOnly := flag.Bool("throughput-only", false, "run only the throughput rounds (with -compare: an A/B of two builds)")
+	load := flag.Duration("load", 0, "run only a cold python window this long against one server, for profiling it (perf, strace): its pid is printed first")
 	flag.Parse()
 	var err error
 	if *cliOnly && *compare != "" {
@@ -72,6 +73,8 @@ func main() {
 		if r, err = environmentBench(context.Background(), *bin, max(*rounds/4, 8)); err == nil {
 			fmt.Fprintf(os.Stderr, "pooled in the environment %.3f× bare (goal ≤ 0.1×)\n", r)
 		}
+	} else if *load > 0 {
+		err = loadWindow(context.Background(), *bin, *parallel, *load)
 	} else if *tputOnly {
 		fmt.Fprintf(os.Stderr, "throughput, python print(1), %d concurrent clients, %d rounds × %s, rotated; load average %s\n", *parallel, *tputRounds, *dur, loadavg())
 		_, err = throughputRounds(context.Background(), *bin, *compare, *parallel, *tputRounds, *dur)

@@ -357,3 +357,22 @@ func ownCgroups(a, b []string) (bool, string) {
 	}
 	return true, fmt.Sprintf("e.g. %s and %s, both removed at exit", a[0], b[0])
 }
+
+// loadWindow runs one cold python window of length d against one server and prints its
+// rate and CPU per call: a steady load to profile the server under (its pid comes first).
+func loadWindow(ctx context.Context, bin string, parallel int, d time.Duration) error {
+	srv, err := startServer(ctx, bin, "--languages", "python", "--pool-size", "0", "--max-parallel", strconv.Itoa(parallel))
+	if err != nil {
+		return fmt.Errorf("cold server: %w", err)
+	}
+	defer srv.close()
+	py := languages[0]
+	w := &window{name: "airlock cold", srv: srv, fn: func() (time.Duration, error) { return srv.runCPU(ctx, "python", py.code) }}
+	_, _ = w.fn()
+	fmt.Fprintf(os.Stderr, "server pid %d, zygote pid %d; load average %s\n", srv.cmd.Process.Pid, zygoteOf(srv.cmd.Process.Pid), loadavg())
+	w.runWindow(parallel, d)
+	c := w.cpu
+	fmt.Fprintf(os.Stderr, "%d calls, %.1f/s, %d failed; CPU per call, ms: server %.2f, zygote %.2f, spawner+init %.2f, program %.2f\n",
+		w.calls, float64(w.calls)/w.elapsed.Seconds(), w.failed, w.perCall(c.server), w.perCall(c.zygote), w.perCall(c.spawned-c.program), w.perCall(c.program))
+	return nil
+}

@@ -27,7 +27,7 @@ import (
 // reportConn is the server's end of the report socket. It reads with recvmsg, so a
 // descriptor the init passes (the bridge's listener) is kept rather than dropped.
 type reportConn struct {
-	c   *net.UnixConn
+	c   *os.File // on the poller, read with recvmsgRaw
 	oob []byte
 
 	mu  sync.Mutex
@@ -41,18 +41,25 @@ func reportPair() (*reportConn, int, error) {
 	if err != nil {
 		return nil, -1, fmt.Errorf("report socket: %w", err)
 	}
-	f := os.NewFile(uintptr(fds[0]), "report")
-	c, err := net.FileConn(f)
-	f.Close()
-	if err != nil {
+	// A plain file on the poller, not a net.Conn: net.FileConn dups the descriptor and
+	// asks for its type and both addresses, six system calls per run for nothing read
+	// through it.
+	if err := setNonblockNew(fds[0]); err != nil {
+		unix.Close(fds[0])
 		unix.Close(fds[1])
-		return nil, -1, fmt.Errorf("report socket: %w", err)
+		return nil, -1, fmt.Errorf("report socket: %w", os.NewSyscallError("fcntl", err))
 	}
-	return &reportConn{c: c.(*net.UnixConn), oob: make([]byte, unix.CmsgSpace(4*4))}, fds[1], nil
+	return &reportConn{c: os.NewFile(uintptr(fds[0]), "report"), oob: make([]byte, unix.CmsgSpace(4*4))}, fds[1], nil
 }
 
+// Read reads report bytes and keeps any descriptors passed with them (takeFD). It
+// receives with a plain recvmsg(2) on the poller, as rawReader reads (fds_linux.go).
 func (r *reportConn) Read(b []byte) (int, error) {
-	n, oobn, _, _, err := r.c.ReadMsgUnix(b, r.oob)
+	rc, err := r.c.SyscallConn()
+	if err != nil {
+		return 0, err
+	}
+	n, oobn, err := recvmsgRaw(rc, b, r.oob, unix.MSG_CMSG_CLOEXEC)
 	if oobn > 0 {
 		if msgs, perr := unix.ParseSocketControlMessage(r.oob[:oobn]); perr == nil {
 			for _, m := range msgs {

@@ -175,14 +175,21 @@ func setupV1(dirs map[string]string) (*cgroups, error) {
 		if made {
 			cg.created = append(cg.created, base)
 		}
+		if err == nil {
+			cg.v1[c] = own // from here on removed with the others if this fails
+			err = cg.ownSettings(c, own)
+		}
 		if err != nil {
 			if c == "memory" || c == "pids" {
 				_ = cg.removeAll()
 				return nil, err
 			}
+			if _, ok := cg.v1[c]; ok {
+				_ = removeCgroupDir(own)
+				delete(cg.v1, c)
+			}
 			continue
 		}
-		cg.v1[c] = own
 		cg.shared = append(cg.shared, base)
 		cg.ctrls = append(cg.ctrls, c)
 	}
@@ -248,41 +255,35 @@ func (m *cgroups) ensureOwn() error {
 	if !m.removed {
 		return nil
 	}
-	var v2ctrls []string
-	if m.version == 2 {
-		v2ctrls = m.ctrls
-	}
-	for _, d := range m.ownDirs() {
+	for ctrl, d := range m.own() {
 		base := filepath.Dir(d)
-		_, made, err := ownDir(base, filepath.Base(d), v2ctrls)
+		_, made, err := ownDir(base, filepath.Base(d), m.v2ctrls())
 		if made && !slices.Contains(m.created, base) {
 			m.created = append(m.created, base)
 		}
 		if err != nil && !errors.Is(err, os.ErrExist) {
 			return fmt.Errorf("create cgroup %s: %w", d, err)
 		}
-		if m.version == 2 {
-			if err := enableV2(d, m.ctrls); err != nil {
-				return err
-			}
+		if err := m.ownSettings(ctrl, d); err != nil {
+			return err
 		}
 	}
 	m.removed = false
 	return nil
 }
 
-// mkRun makes a run's cgroup dir in own, this Sandbox's dir, making own (and its base)
-// again if it vanished: a host's cleanup, or the base removed, empty, by another airlock
-// process's exit in between. On v2 it enables v2ctrls in own: without them a cgroup made
-// in it has no memory.max or pids.max, which create refuses (fail closed).
-func (m *cgroups) mkRun(own, dir string, v2ctrls []string) error {
+// mkRun makes a run's cgroup dir in own, this Sandbox's dir for controller ctrl ("" on
+// v2), making own (and its base) again if it vanished: a host's cleanup, or the base
+// removed, empty, by another airlock process's exit in between. Own is set up again
+// (ownSettings): without it a run's cgroup made in it would lack limits it inherits.
+func (m *cgroups) mkRun(ctrl, own, dir string) error {
 	err := os.Mkdir(dir, 0o755)
 	if !errors.Is(err, os.ErrNotExist) {
 		return err
 	}
 	m.ownMu.Lock()
 	base := filepath.Dir(own)
-	_, made, err := ownDir(base, filepath.Base(own), v2ctrls)
+	_, made, err := ownDir(base, filepath.Base(own), m.v2ctrls())
 	if made && !slices.Contains(m.created, base) {
 		m.created = append(m.created, base)
 	}
@@ -290,12 +291,45 @@ func (m *cgroups) mkRun(own, dir string, v2ctrls []string) error {
 	if err != nil && !errors.Is(err, os.ErrExist) {
 		return err
 	}
-	if v2ctrls != nil {
-		if err := enableV2(own, v2ctrls); err != nil {
-			return err
-		}
+	if err := m.ownSettings(ctrl, own); err != nil {
+		return err
 	}
 	return os.Mkdir(dir, 0o755)
+}
+
+// ownSettings sets up a Sandbox's own dir for controller ctrl ("" on v2) with what every
+// run's cgroup made in it takes from it when the kernel creates it, so create does not
+// write it per run. On v2 that is the controllers, enabled for its children: without
+// them a cgroup made in it has no memory.max or pids.max, which create refuses (fail
+// closed). On v1 it is the memory controller's swappiness of 0, which a new memory
+// cgroup copies from its parent (mem_cgroup_css_alloc): a file opened and written per
+// run less.
+func (m *cgroups) ownSettings(ctrl, own string) error {
+	switch {
+	case m.version == 2:
+		return enableV2(own, m.ctrls)
+	case ctrl == "memory":
+		if err := writeCgroupFile(filepath.Join(own, "memory.swappiness"), "0"); err != nil {
+			return fmt.Errorf("set memory.swappiness=0 in %s: %w", own, err)
+		}
+	}
+	return nil
+}
+
+// v2ctrls are the controllers an own dir's base enables on v2; nil on v1.
+func (m *cgroups) v2ctrls() []string {
+	if m.version == 2 {
+		return m.ctrls
+	}
+	return nil
+}
+
+// own maps each controller to this Sandbox's own dir ("" to the v2 one).
+func (m *cgroups) own() map[string]string {
+	if m.version == 2 {
+		return map[string]string{"": m.v2}
+	}
+	return m.v1
 }
 
 func (m *cgroups) ownDirs() []string {
@@ -407,18 +441,21 @@ func (m *cgroups) create(id string, l sandbox.Limits) (*cgroup, error) {
 		cg.dirs = map[string]string{}
 		for c, base := range m.v1 {
 			d := filepath.Join(base, name)
-			if err := m.mkRun(base, d, nil); err != nil {
+			if err := m.mkRun(c, base, d); err != nil {
 				_ = cg.destroy()
 				return nil, fmt.Errorf("create cgroup %s: %w", d, err)
 			}
 			cg.dirs[c] = d
 		}
+		// Not written here: memory.swappiness, 0, copied from the own dir
+		// (ownSettings), and cpu.cfs_period_us, 100000, the kernel's default period,
+		// which every new v1 cpu cgroup starts with (it is not inherited) and nothing
+		// here changes. TestRunCgroupLimits reads all of them back from a running
+		// sandbox's cgroup.
 		sets := []struct{ ctrl, file, val string }{
 			{"memory", "memory.limit_in_bytes", mem},
 			{"memory", "memory.memsw.limit_in_bytes", mem}, // absent without swap accounting
-			{"memory", "memory.swappiness", "0"},
 			{"pids", "pids.max", pids},
-			{"cpu", "cpu.cfs_period_us", "100000"},
 			{"cpu", "cpu.cfs_quota_us", "100000"},
 		}
 		for _, s := range sets {
@@ -434,7 +471,7 @@ func (m *cgroups) create(id string, l sandbox.Limits) (*cgroup, error) {
 		}
 	case 2:
 		cg.dir = filepath.Join(m.v2, name)
-		if err := m.mkRun(m.v2, cg.dir, m.ctrls); err != nil {
+		if err := m.mkRun("", m.v2, cg.dir); err != nil {
 			return nil, fmt.Errorf("create cgroup %s: %w", cg.dir, err)
 		}
 		// memory.max and pids.max exist wherever their controllers are enabled, which
@@ -629,28 +666,38 @@ func processAlive(pid int) bool {
 }
 
 func readInt(p string) int64 {
-	b, err := readCgroupFile(p)
+	bp := cgroupBufs.Get().(*[]byte)
+	defer cgroupBufs.Put(bp)
+	b, err := readCgroupFile(p, *bp)
 	if err != nil {
 		return 0
 	}
-	n, _ := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	n, _ := strconv.ParseInt(string(bytes.TrimSpace(b)), 10, 64)
 	return n
 }
 
 func readKey(p, key string) int64 {
-	b, err := readCgroupFile(p)
+	bp := cgroupBufs.Get().(*[]byte)
+	defer cgroupBufs.Put(bp)
+	b, err := readCgroupFile(p, *bp)
 	if err != nil {
 		return 0
 	}
-	for _, line := range strings.Split(string(b), "\n") {
-		k, v, ok := strings.Cut(line, " ")
-		if ok && k == key {
-			n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+	for len(b) > 0 {
+		var line []byte
+		line, b, _ = bytes.Cut(b, []byte{'\n'})
+		k, v, ok := bytes.Cut(line, []byte{' '})
+		if ok && string(k) == key {
+			n, _ := strconv.ParseInt(string(bytes.TrimSpace(v)), 10, 64)
 			return n
 		}
 	}
 	return 0
 }
+
+// cgroupBufs are readInt's and readKey's buffers: three counters are read per run, and a
+// fresh 4 KiB for each was garbage.
+var cgroupBufs = sync.Pool{New: func() any { b := make([]byte, 4096); return &b }}
 
 // writeCgroupFile and readCgroupFile do a cgroup file's I/O with plain system calls.
 // Through os.File, every cgroup file (kernfs files can be polled) is registered with the
@@ -674,15 +721,14 @@ func writeCgroupFile(p, val string) error {
 	return nil
 }
 
-// readCgroupFile reads a small cgroup or proc file (up to 4 KiB: the counters and
-// limits read here are a few lines).
-func readCgroupFile(p string) ([]byte, error) {
+// readCgroupFile reads a small cgroup or proc file into buf (up to its length: the
+// counters and limits read here are a few lines).
+func readCgroupFile(p string, buf []byte) ([]byte, error) {
 	fd, err := unix.Open(p, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, &os.PathError{Op: "open", Path: p, Err: err}
 	}
 	defer unix.Close(fd)
-	buf := make([]byte, 4096)
 	n := 0
 	for n < len(buf) {
 		m, err := unix.Read(fd, buf[n:])

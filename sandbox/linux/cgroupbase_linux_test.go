@@ -39,3 +39,31 @@ func TestRemoveBasesOnlyOwnAndEmpty(t *testing.T) {
 		}
 	}
 }
+
+// readKey and readInt parse cgroup counters: a key's value among lines of "key value",
+// a file's single number; 0 for what is missing.
+func TestReadCgroupCounters(t *testing.T) {
+	dir := t.TempDir()
+	events := filepath.Join(dir, "memory.events")
+	if err := os.WriteFile(events, []byte("low 0\nhigh 3\nmax 17\noom 2\noom_kill 1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	peak := filepath.Join(dir, "memory.peak")
+	if err := os.WriteFile(peak, []byte("123456789\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		key  string
+		want int64
+	}{{"max", 17}, {"oom_kill", 1}, {"oom", 2}, {"low", 0}, {"missing", 0}, {"oo", 0}} {
+		if got := readKey(events, c.key); got != c.want {
+			t.Errorf("readKey(%q) = %d, want %d", c.key, got, c.want)
+		}
+	}
+	if got := readInt(peak); got != 123456789 {
+		t.Errorf("readInt = %d, want 123456789", got)
+	}
+	if got := readInt(filepath.Join(dir, "absent")); got != 0 {
+		t.Errorf("readInt of a missing file = %d, want 0", got)
+	}
+}

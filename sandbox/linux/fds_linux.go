@@ -2,7 +2,10 @@ package linux
 
 import (
 	"fmt"
+	"io"
 	"os"
+	"syscall"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -27,12 +30,20 @@ func childPipe(what string, serverReads bool) (*os.File, int, error) {
 		mine, theirs = p[0], p[1]
 	}
 	// Non-blocking before NewFile, which then puts it on the poller.
-	if err := unix.SetNonblock(mine, true); err != nil {
+	if err := setNonblockNew(mine); err != nil {
 		unix.Close(p[0])
 		unix.Close(p[1])
 		return nil, -1, fmt.Errorf("%s pipe: %w", what, os.NewSyscallError("fcntl", err))
 	}
 	return os.NewFile(uintptr(mine), what), theirs, nil
+}
+
+// setNonblockNew makes a descriptor just created by pipe2 or socketpair non-blocking with
+// one fcntl: it has no status flag yet but its access mode, which F_SETFL ignores
+// (unix.SetNonblock reads the flags first).
+func setNonblockNew(fd int) error {
+	_, err := unix.FcntlInt(uintptr(fd), unix.F_SETFL, unix.O_NONBLOCK)
+	return err
 }
 
 // closeFDs closes plain descriptors (the spawner's ends, once the zygote has its copies).
@@ -56,4 +67,79 @@ func pipeSize(f *os.File) (int, error) {
 		return 0, err
 	}
 	return size, ferr
+}
+
+// rawReader reads a non-blocking descriptor of the runtime's poller with plain read(2)s
+// (RawSyscall), which never block on such a descriptor. A read through os.File enters
+// the runtime's system-call bookkeeping (entersyscall), which wakes the runtime's sysmon
+// thread if it was asleep because the server had been idle; it then polls every 20 µs
+// until the server is idle again. A run's output and reports arrive while the server is
+// otherwise idle: read this way, sysmon woke 22 times per call instead of 30 under 8
+// concurrent calls, and the server used ≈ 0.15 ms less CPU per call (sysmon's thread
+// had been a quarter of it).
+type rawReader struct{ rc syscall.RawConn }
+
+func newRawReader(f *os.File) (rawReader, error) {
+	rc, err := f.SyscallConn()
+	return rawReader{rc}, err
+}
+
+func (r rawReader) Read(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	var n uintptr
+	var errno syscall.Errno
+	err := r.rc.Read(func(fd uintptr) bool {
+		for {
+			n, _, errno = unix.RawSyscall(unix.SYS_READ, fd, uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
+			if errno != unix.EINTR {
+				return errno != unix.EAGAIN
+			}
+		}
+	})
+	switch {
+	case err != nil:
+		return 0, err
+	case errno != 0:
+		return 0, os.NewSyscallError("read", errno)
+	case n == 0:
+		return 0, io.EOF
+	}
+	return int(n), nil
+}
+
+// recvmsgRaw receives one message from the socket behind rc with plain recvmsg(2)s
+// through the poller (rawReader says why), waiting while there is none; io.EOF at the end
+// of the stream.
+func recvmsgRaw(rc syscall.RawConn, b, oob []byte, flags int) (n, oobn int, err error) {
+	var iov unix.Iovec
+	if len(b) > 0 {
+		iov.Base = &b[0]
+		iov.SetLen(len(b))
+	}
+	msg := unix.Msghdr{Iov: &iov, Iovlen: 1}
+	if len(oob) > 0 {
+		msg.Control = &oob[0]
+		msg.SetControllen(len(oob))
+	}
+	var got uintptr
+	var errno syscall.Errno
+	if err := rc.Read(func(fd uintptr) bool {
+		for {
+			got, _, errno = unix.RawSyscall(unix.SYS_RECVMSG, fd, uintptr(unsafe.Pointer(&msg)), uintptr(flags))
+			if errno != unix.EINTR {
+				return errno != unix.EAGAIN
+			}
+		}
+	}); err != nil {
+		return 0, 0, err
+	}
+	switch {
+	case errno != 0:
+		return 0, 0, os.NewSyscallError("recvmsg", errno)
+	case got == 0:
+		return 0, int(msg.Controllen), io.EOF
+	}
+	return int(got), int(msg.Controllen), nil
 }

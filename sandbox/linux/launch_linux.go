@@ -293,6 +293,7 @@ func (l *launch) discard() {
 func (l *launch) finish() {
 	<-l.waited
 	<-l.reportDone
+	l.closeReports()
 	l.drain()
 	l.closeParentEnds()
 	l.stopProxy()
@@ -301,6 +302,13 @@ func (l *launch) finish() {
 
 func (l *launch) closeParentEnds() {
 	closeAll(l.outR, l.errR)
+}
+
+// closeReports closes the report socket once readReports has finished with it.
+func (l *launch) closeReports() {
+	if l.repR != nil {
+		l.repR.Close()
+	}
 }
 
 // pipes are one sandbox's descriptors: the spawner's ends, which it inherits as its
@@ -462,6 +470,9 @@ func (l *launch) stop(status sandbox.Status, detail string) {
 // were a good part of the server's garbage (and of its GC's CPU) under load.
 var pumpBuffers = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
 
+// reportReaders are readReports' readers.
+var reportReaders = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 4<<10) }}
+
 func (l *launch) pump(r *os.File, c *sandbox.Capture) {
 	defer func() {
 		if l.pumping.Add(-1) == 0 {
@@ -471,8 +482,12 @@ func (l *launch) pump(r *os.File, c *sandbox.Capture) {
 	bp := pumpBuffers.Get().(*[]byte)
 	defer pumpBuffers.Put(bp)
 	buf := *bp
+	rr, err := newRawReader(r)
+	if err != nil {
+		return
+	}
 	for {
-		n, err := r.Read(buf)
+		n, err := rr.Read(buf)
 		if sink := l.sink.Load(); n > 0 && sink != nil {
 			(*sink)(c == l.stderr, buf[:n])
 		} else if n > 0 {
@@ -488,12 +503,20 @@ func (l *launch) pump(r *os.File, c *sandbox.Capture) {
 	}
 }
 
+// readReports reads the init's reports until the socket's end. The socket is closed
+// by finish, with the other pipes: a system call here, at the end of the stream, would
+// wake the runtime's sysmon thread once more per run (rawReader in fds_linux.go).
 func (l *launch) readReports(r *reportConn, done chan<- struct{}) {
 	defer close(done)
-	defer r.Close()
 	// Small: frames are read whole (io.ReadFull), a large one straight into its own
-	// buffer; a 64 KiB reader per run was garbage the GC paid for.
-	br := bufio.NewReaderSize(r, 4<<10)
+	// buffer; a 64 KiB reader per run was garbage the GC paid for. Reused, as the pumps'
+	// buffers are.
+	br := reportReaders.Get().(*bufio.Reader)
+	br.Reset(r)
+	defer func() {
+		br.Reset(nil)
+		reportReaders.Put(br)
+	}()
 	for {
 		m, err := readReport(br)
 		if err != nil {

@@ -154,6 +154,8 @@ print(json.dumps(out))
 func TestNoLeftovers(t *testing.T) {
 	recordTier(t)
 	s := testSandbox(t)
+	s.Wait() // earlier tests' teardowns
+	goroutinesBefore := runtime.NumGoroutine()
 	fdsBefore := countFDs(t)
 	mountsBefore := mountPoints(t)
 	tmpBefore := tmpEntries()
@@ -243,6 +245,19 @@ func TestNoLeftovers(t *testing.T) {
 	}
 	if fdsAfter > fdsBefore {
 		t.Errorf("descriptors leaked: %d before, %d after: %v", fdsBefore, fdsAfter, fdTargets())
+	}
+	// Every run's goroutines (output and report readers, the spawner's waiter, the
+	// teardown) end with it.
+	s.Wait()
+	var goroutinesAfter int
+	for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if goroutinesAfter = runtime.NumGoroutine(); goroutinesAfter <= goroutinesBefore {
+			break
+		}
+	}
+	if goroutinesAfter > goroutinesBefore {
+		buf := make([]byte, 1<<20)
+		t.Errorf("goroutines leaked: %d before, %d after:\n%s", goroutinesBefore, goroutinesAfter, buf[:runtime.Stack(buf, true)])
 	}
 }
 

@@ -459,3 +459,68 @@ func parentOf(t *testing.T, pid int) int {
 	}
 	return ppid
 }
+
+// TestRunCgroupLimits reads a running sandbox's cgroup back from the host: every limit
+// the run's cgroup must have, whether create writes it or the kernel gives it (the v1
+// swappiness copied from the server's own dir, the v1 CPU period that every new cgroup
+// starts with).
+func TestRunCgroupLimits(t *testing.T) {
+	t.Parallel()
+	s := testSandbox(t)
+	if s.cg.version == 0 {
+		t.Skipf("SKIPPING: no cgroups here (%s)", s.cg.reason)
+	}
+	marker := newMarker()
+	spec := withDefaults(shSpec("sleep 30; true", marker))
+	spec.ID = "limits-" + randHex(4)
+	spec.Limits.Wall = 20 * time.Second
+	spec.Limits.Memory = 96 << 20
+	spec.Limits.Pids = 17
+	done := make(chan sandbox.Result, 1)
+	go func() {
+		res, _ := s.Run(context.Background(), spec)
+		done <- res
+	}()
+	prog := waitHostProc(t, marker, 5*time.Second)
+	mem, pids := strconv.FormatInt(spec.Limits.Memory, 10), strconv.Itoa(spec.Limits.Pids+initProcs)
+	var want [][2]string // file, value
+	var dirOf func(file string) string
+	switch s.cg.version {
+	case 1:
+		want = [][2]string{
+			{"memory.limit_in_bytes", mem}, {"memory.swappiness", "0"}, {"pids.max", pids},
+			{"cpu.cfs_period_us", "100000"}, {"cpu.cfs_quota_us", "100000"},
+		}
+		if _, err := os.Stat(filepath.Join(s.cg.v1["memory"], "memory.memsw.limit_in_bytes")); err == nil {
+			want = append(want, [2]string{"memory.memsw.limit_in_bytes", mem})
+		}
+		dirOf = func(file string) string {
+			return filepath.Join(s.cg.v1[strings.SplitN(file, ".", 2)[0]], runName(spec.ID))
+		}
+	case 2:
+		want = [][2]string{{"memory.max", mem}, {"pids.max", pids}}
+		if slices.Contains(s.cg.ctrls, "cpu") {
+			want = append(want, [2]string{"cpu.max", "100000 100000"})
+		}
+		if _, err := os.Stat(filepath.Join(s.cg.v2, "memory.swap.max")); err == nil {
+			want = append(want, [2]string{"memory.swap.max", "0"})
+		}
+		dirOf = func(string) string { return filepath.Join(s.cg.v2, runName(spec.ID)) }
+	}
+	for _, w := range want {
+		if w[0] == "cpu.cfs_period_us" || w[0] == "cpu.cfs_quota_us" {
+			if _, ok := s.cg.v1["cpu"]; !ok {
+				continue
+			}
+		}
+		p := filepath.Join(dirOf(w[0]), w[0])
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Errorf("%s: %v", p, err)
+		} else if got := strings.TrimSpace(string(b)); got != w[1] {
+			t.Errorf("%s = %q, want %q", p, got, w[1])
+		}
+	}
+	syscall.Kill(prog, syscall.SIGKILL)
+	<-done
+}

@@ -101,8 +101,9 @@ func (realFS) Readlink(name string) (string, error)   { return os.Readlink(name)
 
 // rootPlan is the sandbox's whole filesystem as data, in the order it is built.
 func rootPlan(cfg *initConfig, host hostFS) []mountOp {
-	plan := []mountOp{{Kind: opTmpfs, Target: "/", Flags: unix.MS_NOSUID | unix.MS_NODEV,
-		Data: fmt.Sprintf("mode=0755,size=%d,nr_inodes=%d", rootSize, rootInodes)}}
+	plan := make([]mountOp, 0, 96) // ≈ 75 steps on a Debian host: one allocation
+	plan = append(plan, mountOp{Kind: opTmpfs, Target: "/", Flags: unix.MS_NOSUID | unix.MS_NODEV,
+		Data: rootData})
 	bound := map[string]bool{}
 	for _, d := range systemDirs {
 		fi, err := host.Lstat(d)
@@ -153,12 +154,7 @@ func rootPlan(cfg *initConfig, host hostFS) []mountOp {
 			plan = append(plan, mountOp{Kind: opBindRO, Source: src, Target: src})
 		}
 	}
-	plan = append(plan,
-		mountOp{Kind: opCopy, Target: "/etc/passwd", Content: []byte(passwd)},
-		mountOp{Kind: opCopy, Target: "/etc/group", Content: []byte(group)},
-		mountOp{Kind: opCopy, Target: "/etc/hosts", Content: []byte(hosts)},
-		mountOp{Kind: opCopy, Target: "/etc/hostname", Content: []byte(hostname + "\n")},
-	)
+	plan = append(plan, etcFiles...)
 	if cfg.Network == "host" {
 		plan = append(plan, mountOp{Kind: opCopy, Source: "/etc/resolv.conf", Target: "/etc/resolv.conf"})
 	} else {
@@ -173,25 +169,10 @@ func rootPlan(cfg *initConfig, host hostFS) []mountOp {
 		plan = append(plan, mountOp{Kind: opTmpfs, Target: "/proc", Flags: nosuidNodev | unix.MS_NOEXEC,
 			Data: "mode=0555,size=4k,nr_inodes=1"})
 	} else {
-		plan = append(plan, mountOp{Kind: opProc, Target: "/proc"})
-		for _, p := range procMasks {
-			plan = append(plan, mountOp{Kind: opMask, Source: "/dev/null", Target: "/proc/" + p})
-		}
+		plan = append(plan, procSteps...)
 	}
-	plan = append(plan, mountOp{Kind: opTmpfs, Target: "/dev", Flags: nosuidNodev | unix.MS_NOEXEC,
-		Data: "mode=0755,size=" + strconv.Itoa(devSize)})
-	for _, n := range devNodes {
-		plan = append(plan, mountOp{Kind: opBindDev, Source: "/dev/" + n, Target: "/dev/" + n, IsFile: true})
-	}
+	plan = append(plan, devSteps...)
 	plan = append(plan,
-		mountOp{Kind: opSymlink, Target: "/dev/fd", Link: "/proc/self/fd"},
-		mountOp{Kind: opSymlink, Target: "/dev/stdin", Link: "/proc/self/fd/0"},
-		mountOp{Kind: opSymlink, Target: "/dev/stdout", Link: "/proc/self/fd/1"},
-		mountOp{Kind: opSymlink, Target: "/dev/stderr", Link: "/proc/self/fd/2"},
-		mountOp{Kind: opTmpfs, Target: "/dev/shm", Flags: nosuidNodev | unix.MS_NOEXEC,
-			Data: fmt.Sprintf("mode=1777,size=%d,nr_inodes=1024", shmSize)},
-		mountOp{Kind: opTmpfs, Target: "/tmp", Flags: nosuidNodev,
-			Data: fmt.Sprintf("mode=1777,size=%d,nr_inodes=4096", tmpSize)},
 		mountOp{Kind: opTmpfs, Target: "/workspace", Flags: nosuidNodev,
 			Data: fmt.Sprintf("mode=0755,size=%d,nr_inodes=%d,uid=%d,gid=%d",
 				cfg.Limits.Workspace, wsInodes, sandboxUID, sandboxGID)},
@@ -201,6 +182,45 @@ func rootPlan(cfg *initConfig, host hostFS) []mountOp {
 	}
 	return plan
 }
+
+// The plan's steps that depend on neither the host nor the call, made once.
+var (
+	rootData = fmt.Sprintf("mode=0755,size=%d,nr_inodes=%d", rootSize, rootInodes)
+	// etcFiles are the sandbox's own /etc files, written by the init.
+	etcFiles = []mountOp{
+		{Kind: opCopy, Target: "/etc/passwd", Content: []byte(passwd)},
+		{Kind: opCopy, Target: "/etc/group", Content: []byte(group)},
+		{Kind: opCopy, Target: "/etc/hosts", Content: []byte(hosts)},
+		{Kind: opCopy, Target: "/etc/hostname", Content: []byte(hostname + "\n")},
+	}
+	// procSteps are a fresh /proc with its masks.
+	procSteps = func() []mountOp {
+		steps := []mountOp{{Kind: opProc, Target: "/proc"}}
+		for _, p := range procMasks {
+			steps = append(steps, mountOp{Kind: opMask, Source: "/dev/null", Target: "/proc/" + p})
+		}
+		return steps
+	}()
+	// devSteps are the minimal /dev, /dev/shm and /tmp.
+	devSteps = func() []mountOp {
+		const nosuidNodev = unix.MS_NOSUID | unix.MS_NODEV
+		steps := []mountOp{{Kind: opTmpfs, Target: "/dev", Flags: nosuidNodev | unix.MS_NOEXEC,
+			Data: "mode=0755,size=" + strconv.Itoa(devSize)}}
+		for _, n := range devNodes {
+			steps = append(steps, mountOp{Kind: opBindDev, Source: "/dev/" + n, Target: "/dev/" + n, IsFile: true})
+		}
+		return append(steps,
+			mountOp{Kind: opSymlink, Target: "/dev/fd", Link: "/proc/self/fd"},
+			mountOp{Kind: opSymlink, Target: "/dev/stdin", Link: "/proc/self/fd/0"},
+			mountOp{Kind: opSymlink, Target: "/dev/stdout", Link: "/proc/self/fd/1"},
+			mountOp{Kind: opSymlink, Target: "/dev/stderr", Link: "/proc/self/fd/2"},
+			mountOp{Kind: opTmpfs, Target: "/dev/shm", Flags: nosuidNodev | unix.MS_NOEXEC,
+				Data: fmt.Sprintf("mode=1777,size=%d,nr_inodes=1024", shmSize)},
+			mountOp{Kind: opTmpfs, Target: "/tmp", Flags: nosuidNodev,
+				Data: fmt.Sprintf("mode=1777,size=%d,nr_inodes=4096", tmpSize)},
+		)
+	}()
+)
 
 func coveredBy(p string, bound map[string]bool) bool {
 	for b := range bound {

@@ -334,7 +334,9 @@ func configWire(cfg *initConfig, host hostFS) (*wireConfig, error) {
 }
 
 func (w *wireConfig) encode() []byte {
-	var e encoder
+	// A python run's config is ≈ 10 KiB (the mount plan and the seccomp filter): room
+	// for it at once, not the dozen doublings of an empty buffer.
+	e := encoder{b: make([]byte, 0, 16<<10)}
 	e.u32(w.Flags)
 	e.u32(w.CloneFlags)
 	e.u32(w.HostUID)
