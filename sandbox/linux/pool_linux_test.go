@@ -134,9 +134,11 @@ func TestPoolMatchesColdRun(t *testing.T) {
 	}
 }
 
-// bashState prints what a bash script can see of its shell as it starts.
-const bashState = `echo "_=$_ ?=$? -=$- 0=$0 #=$# @=$* SECONDS=$SECONDS SHLVL=$SHLVL PPID=$PPID $$"
-declare -p | grep -Ev '^declare -[-a-zA-Z]* (BASHPID|EPOCHREALTIME|EPOCHSECONDS|RANDOM|SRANDOM|BASH_LINENO|LINENO|SECONDS|PIPESTATUS|BASH_ARGC)(=|$)'
+// bashState prints what a bash script can see of its shell as it starts, but for its
+// ids, which differ between any two runs of the Landlock tier (a host uid per run, no pid
+// namespace).
+const bashState = `echo "_=$_ ?=$? -=$- 0=$0 #=$# @=$* SECONDS=$SECONDS SHLVL=$SHLVL"
+declare -p | grep -Ev '^declare -[-a-zA-Z]* (BASHPID|EPOCHREALTIME|EPOCHSECONDS|RANDOM|SRANDOM|BASH_LINENO|LINENO|SECONDS|PIPESTATUS|BASH_ARGC|UID|EUID|PPID|_)(=|$)'
 declare -F; alias; set -o; shopt; trap -p; umask; ulimit -a
 ls /proc/$$/fd
 env | sort`
@@ -312,7 +314,7 @@ echo planted`, m, v)
 [ -n "${%[2]s-}" ] && echo found the variable; declare -F %[2]s && echo found the function
 for p in /proc/[0-9]*; do grep -qs %[1]s "$p/cmdline" && echo "found process ${p#/proc/}"; done
 [ -n "${BASH_ENV-}" ] && echo found BASH_ENV; declare -p | grep _airlock
-ls /proc/$$/fd | tr '\n' ' '; echo`, m, v)
+ls /proc/$$/fd > fds; tr '\n' ' ' < fds; echo`, m, v)
 
 	ready()
 	hits := s.PoolStats().Hits
