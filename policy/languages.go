@@ -229,6 +229,8 @@ var (
 	pythonPreload string
 	//go:embed preload/node.js
 	nodePreload string
+	//go:embed preload/bash.sh
+	bashPreload string
 )
 
 // preload is the interpreter with its flags and the bootstrap in place of the code file,
@@ -244,10 +246,25 @@ func (l Language) preload() []string {
 		opt, boot = "-c", pythonBoot(true, nil, "")
 	case "javascript":
 		opt, boot = "-e", nodeBoot(nil)
+	case "bash":
+		return []string{l.Argv[0], "-c", bashBoot(l.Argv)}
 	default:
 		return nil
 	}
 	return append(slices.Clone(l.Argv[:n-1]), opt, boot)
+}
+
+// bashBoot is the -c command that starts a pooled bash: the bootstrap in a here-document
+// on fd 5 (a pipe), then argv, the program's own `bash main.sh`, in its place with
+// BASH_ENV naming that pipe (preload/bash.sh says why). The bootstrap ends with a
+// command whose last argument is argv[0], which is what $_ holds when a shell starts.
+func bashBoot(argv []string) string {
+	quoted := make([]string, len(argv))
+	for i, a := range argv {
+		quoted[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+	}
+	return "exec 5<<'AIRLOCK_BOOT'\n" + bashPreload + ": " + quoted[0] + "\nAIRLOCK_BOOT\n" +
+		"BASH_ENV=/dev/fd/5 exec " + strings.Join(quoted, " ")
 }
 
 // Registry is the set of known languages, detected once at startup. It is read-only after

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/airlock-mcp/airlock/policy"
 	"github.com/airlock-mcp/airlock/sandbox"
 )
 
@@ -61,9 +62,50 @@ func BenchmarkColdRunTrue(b *testing.B) {
 // BenchmarkPooledRunTrue is the handover path: a prepared sandbox per iteration, whose
 // preparation is excluded from the timing.
 func BenchmarkPooledRunTrue(b *testing.B) {
+	benchPooled(b, withDefaults(sandbox.Spec{Language: "bench", Argv: []string{"/usr/bin/true"}}))
+}
+
+// BenchmarkLanguages is print(1) in python and echo 1 in bash, as run_code runs them
+// (the language's argv, flags and environment): bare (exec from here, an empty
+// environment, as make bench runs them), cold, and pooled (the interpreter preloaded).
+func BenchmarkLanguages(b *testing.B) {
+	reg, err := policy.Detect([]string{"python", "bash"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, c := range []struct{ lang, code, bare string }{{"python", "print(1)", "/usr/bin/python3"}, {"bash", "echo 1", "/usr/bin/bash"}} {
+		l, err := reg.Lookup(c.lang)
+		if err != nil {
+			b.Skipf("SKIPPING: %v", err)
+		}
+		spec := withDefaults(l.Spec([]byte(c.code), nil, policy.DefaultBounds().Default, policy.BoundByCgroup))
+		b.Run(c.lang+"/bare", func(b *testing.B) {
+			for b.Loop() {
+				cmd := exec.Command(c.bare, "-c", c.code)
+				cmd.Env = []string{}
+				if err := cmd.Run(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(c.lang+"/cold", func(b *testing.B) {
+			s := benchSandbox(b)
+			b.Cleanup(func() { s.Close() })
+			for b.Loop() {
+				if res, err := s.Run(context.Background(), spec); err != nil || res.Status != sandbox.StatusOK {
+					b.Fatal(err, res.Status, res.Detail)
+				}
+			}
+		})
+		b.Run(c.lang+"/pooled", func(b *testing.B) { benchPooled(b, spec) })
+	}
+}
+
+// benchPooled runs spec from a pool of one, its preparation (and a moment for the
+// refill to settle) excluded from the timing.
+func benchPooled(b *testing.B, spec sandbox.Spec) {
 	s := benchSandbox(b)
-	tmpl := withDefaults(sandbox.Spec{Language: "bench", Argv: []string{"/usr/bin/true"}})
-	s.Warm([]sandbox.Spec{tmpl}, 1)
+	s.Warm([]sandbox.Spec{spec}, 1)
 	b.Cleanup(func() { s.Close() })
 	for b.Loop() {
 		b.StopTimer()
@@ -71,9 +113,9 @@ func BenchmarkPooledRunTrue(b *testing.B) {
 		for s.PoolStats().Ready < 1 && time.Now().Before(deadline) {
 			time.Sleep(time.Millisecond)
 		}
+		time.Sleep(5 * time.Millisecond)
 		b.StartTimer()
-		res, err := s.Run(context.Background(), withDefaults(tmpl))
-		if err != nil || res.Status != sandbox.StatusOK {
+		if res, err := s.Run(context.Background(), spec); err != nil || res.Status != sandbox.StatusOK {
 			b.Fatal(err, res.Status, res.Detail)
 		}
 	}

@@ -424,6 +424,15 @@ type cgroup struct {
 	dirs    map[string]string // v1: controller → dir
 	dir     string            // v2
 	fd      int               // v2: open dir for CLONE_INTO_CGROUP, -1 otherwise
+	// mem and pids are the memory and pids limits as written (limitValues), so lower
+	// writes only what a call changes.
+	mem, pids string
+}
+
+// limitValues are a run's memory and pids limits as the cgroup files take them. Pids
+// count the init's threads too.
+func limitValues(l sandbox.Limits) (mem, pids string) {
+	return strconv.FormatInt(l.Memory, 10), strconv.Itoa(max(l.Pids, 1) + initProcs)
 }
 
 // create makes the cgroup for one run and sets its limits. Memory has no swap, pids
@@ -433,9 +442,8 @@ func (m *cgroups) create(id string, l sandbox.Limits) (*cgroup, error) {
 		return nil, err
 	}
 	name := runName(id)
-	pids := strconv.Itoa(max(l.Pids, 1) + initProcs)
-	mem := strconv.FormatInt(l.Memory, 10)
-	cg := &cgroup{version: m.version, fd: -1}
+	mem, pids := limitValues(l)
+	cg := &cgroup{version: m.version, fd: -1, mem: mem, pids: pids}
 	switch m.version {
 	case 1:
 		cg.dirs = map[string]string{}
@@ -747,23 +755,28 @@ func readCgroupFile(p string, buf []byte) ([]byte, error) {
 }
 
 // lower sets the memory and pids limits of a prepared sandbox's cgroup to a call's,
-// which are never higher than the ones it was created with.
+// which are never higher than the ones it was created with. A limit the call leaves as
+// the template had it is not written again: most calls change none, and each write is
+// a cgroup file's open, write and close on the way to the program's start.
 func (c *cgroup) lower(l sandbox.Limits) error {
-	pids := strconv.Itoa(max(l.Pids, 1) + initProcs)
-	mem := strconv.FormatInt(l.Memory, 10)
+	mem, pids := limitValues(l)
 	var sets [][2]string
 	switch c.version {
 	case 1:
 		// memory.limit_in_bytes must stay ≤ memsw.limit_in_bytes: lower it first.
-		sets = [][2]string{
-			{filepath.Join(c.dirs["memory"], "memory.limit_in_bytes"), mem},
-			{filepath.Join(c.dirs["memory"], "memory.memsw.limit_in_bytes"), mem},
-			{filepath.Join(c.dirs["pids"], "pids.max"), pids},
+		if mem != c.mem {
+			sets = append(sets, [2]string{filepath.Join(c.dirs["memory"], "memory.limit_in_bytes"), mem},
+				[2]string{filepath.Join(c.dirs["memory"], "memory.memsw.limit_in_bytes"), mem})
+		}
+		if pids != c.pids {
+			sets = append(sets, [2]string{filepath.Join(c.dirs["pids"], "pids.max"), pids})
 		}
 	case 2:
-		sets = [][2]string{
-			{filepath.Join(c.dir, "memory.max"), mem},
-			{filepath.Join(c.dir, "pids.max"), pids},
+		if mem != c.mem {
+			sets = append(sets, [2]string{filepath.Join(c.dir, "memory.max"), mem})
+		}
+		if pids != c.pids {
+			sets = append(sets, [2]string{filepath.Join(c.dir, "pids.max"), pids})
 		}
 	}
 	for _, s := range sets {
@@ -771,6 +784,7 @@ func (c *cgroup) lower(l sandbox.Limits) error {
 			return fmt.Errorf("set %s=%s: %w", s[0], s[1], err)
 		}
 	}
+	c.mem, c.pids = mem, pids
 	return nil
 }
 

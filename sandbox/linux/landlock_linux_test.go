@@ -311,6 +311,7 @@ var tierGuarantees = []struct{ test, guarantee string }{
 	{"TestHostActivityInvisible", "syscalls: no inotify on the host's files"},
 	{"TestPoolMatchesColdRun", "warm pool: a pooled run is a cold run"},
 	{"TestPoolHonoursCallLimits", "warm pool: the call's limits hold"},
+	{"TestPooledBashSingleUse", "warm pool: a pooled shell starts clean and carries nothing of another call"},
 	{"TestArtifactListIsBounded", "artifacts: the listing is bounded"},
 	{"TestUnprivileged", "identity: the suite holds under an unprivileged server"},
 }

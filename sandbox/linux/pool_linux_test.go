@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -93,6 +94,10 @@ func TestPoolMatchesColdRun(t *testing.T) {
 		{"javascript", "handled uncaught exception", "process.on('uncaughtException', e => console.log('caught', e.message)); setTimeout(() => { throw new Error('t') }, 1)", nil, ""},
 		{"javascript", "exit inside a promise", "Promise.resolve().then(() => { console.log('p'); process.exit(6) })", nil, ""},
 		{"bash", "echo", "echo \"$0\" \"$@\"; read x; echo got $x; exit 3", []string{"p q", "r"}, "line\n"},
+		// The whole shell state a script starts with, but for what differs between any
+		// two runs and the three things preload/bash.sh says a pooled shell cannot match.
+		{"bash", "shell state", bashState, []string{"a b", "c"}, ""},
+		{"bash", "script, not sourced", "nosuch\nf() { caller 0; echo \"${FUNCNAME[*]} ${BASH_SOURCE[*]} ${BASH_LINENO[*]}\"; }\nf\nreturn 2>&1\necho \"line $LINENO\"; cat \"$0\" | wc -l; exit 4", nil, ""},
 	}
 	for _, c := range cases {
 		t.Run(c.lang+"/"+c.name, func(t *testing.T) {
@@ -128,6 +133,15 @@ func TestPoolMatchesColdRun(t *testing.T) {
 		})
 	}
 }
+
+// bashState prints what a bash script can see of its shell as it starts, but for its
+// ids, which differ between any two runs of the Landlock tier (a host uid per run, no pid
+// namespace).
+const bashState = `echo "_=$_ ?=$? -=$- 0=$0 #=$# @=$* SECONDS=$SECONDS SHLVL=$SHLVL"
+declare -p | grep -Ev '^declare -[-a-zA-Z]* (BASHPID|EPOCHREALTIME|EPOCHSECONDS|RANDOM|SRANDOM|BASH_LINENO|LINENO|SECONDS|PIPESTATUS|BASH_ARGC|UID|EUID|PPID|_)(=|$)'
+declare -F; alias; set -o; shopt; trap -p; umask; ulimit -a
+ls /proc/$$/fd
+env | sort`
 
 // artifactSums lists artifacts by path, size and hash.
 func artifactSums(as []sandbox.Artifact) string {
@@ -263,5 +277,69 @@ func TestPoolReportsTheCallsOwnTime(t *testing.T) {
 				t.Errorf("a program that spins 300 ms of CPU reports cpu %v, wall %v", busy.CPU, busy.Wall)
 			}
 		})
+	}
+}
+
+// TestPooledBashSingleUse: a pooled shell is its call's alone, and it starts clean. One
+// call plants what a later one could find (a file in each writable place, a background
+// process, an exported variable, a function, an exit trap); the next two calls, in flight
+// at once and both from the pool, find none of it, nor anything of the bootstrap's (its
+// descriptors, BASH_ENV, its variables).
+func TestPooledBashSingleUse(t *testing.T) {
+	recordTier(t)
+	langs := poolLanguages(t)
+	s, err := New(sandbox.Options{Isolation: testTier()})
+	sandboxtest.Require(t, err)
+	t.Cleanup(func() { s.Close() })
+	limits := sandbox.Limits{Wall: 10 * time.Second, Memory: 256 << 20, Pids: 32, Output: 1 << 20}
+	spec := func(code string) sandbox.Spec {
+		return withDefaults(langs["bash"].Spec([]byte(code), nil, limits, policy.BoundByRlimit))
+	}
+	s.Warm([]sandbox.Spec{spec("")}, 2)
+	ready := func() {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); s.PoolStats().Ready < 2; time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("the pool did not fill: %+v", s.PoolStats())
+			}
+		}
+	}
+	m := newMarker()
+	v := strings.ReplaceAll(m, "-", "_")
+	plant := fmt.Sprintf(`for d in /tmp /dev/shm /workspace; do echo %[1]s > "$d/%[1]s"; done
+export %[2]s=1; %[2]s() { :; }; trap 'echo trap %[1]s' EXIT
+bash -c 'sleep 60' %[1]s & disown
+echo planted`, m, v)
+	check := fmt.Sprintf(`for d in /tmp /dev/shm /workspace; do [ -e "$d/%[1]s" ] && echo "found $d/%[1]s"; done
+[ -n "${%[2]s-}" ] && echo found the variable; declare -F %[2]s && echo found the function
+for p in /proc/[0-9]*; do grep -qs %[1]s "$p/cmdline" && echo "found process ${p#/proc/}"; done
+[ -n "${BASH_ENV-}" ] && echo found BASH_ENV; declare -p | grep _airlock
+ls /proc/$$/fd > fds; tr '\n' ' ' < fds; echo`, m, v)
+
+	ready()
+	hits := s.PoolStats().Hits
+	res, err := s.Run(context.Background(), spec(plant))
+	if err != nil || res.Status != sandbox.StatusOK || string(res.Stdout.Bytes()) != "planted\ntrap "+m+"\n" {
+		t.Fatalf("planting: %v %s", err, brief(res))
+	}
+	assertNoSurvivors(t, m)
+	ready()
+	var wg sync.WaitGroup
+	out := make([]sandbox.Result, 2)
+	for i := range out {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out[i], _ = s.Run(context.Background(), spec(check))
+		}()
+	}
+	wg.Wait()
+	if got := s.PoolStats().Hits - hits; got != 3 {
+		t.Fatalf("%d of the 3 calls came from the pool, want all", got)
+	}
+	for i, r := range out {
+		if r.Status != sandbox.StatusOK || string(r.Stdout.Bytes()) != "0 1 2 255 \n" {
+			t.Errorf("call %d after the planting one: %s", i+2, brief(r))
+		}
 	}
 }

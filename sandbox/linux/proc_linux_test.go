@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -112,6 +113,45 @@ func TestProcFingerprintsMasked(t *testing.T) {
 		if r.Bytes == nil || *r.Bytes == 0 {
 			t.Errorf("%s: unreadable inside the sandbox (%s), programs need it", p, r.Err)
 		}
+	}
+}
+
+// TestProcMasksReadOnly reads the sandbox's own mountinfo: every masked /proc path that
+// exists on this host is a mount point there, read-only and nosuid, and a masked file is
+// noexec too, each mask on its own and not only the first (all but the first file mask
+// are binds of it and must carry its flags over).
+func TestProcMasksReadOnly(t *testing.T) {
+	s := testSandbox(t)
+	if s.adapt.noProc {
+		t.Skip("SKIPPING: THIS HOST GIVES SANDBOXES AN EMPTY /proc (container adaptation), NOTHING TO MASK: TestNoProcSubstitute checks it")
+	}
+	code := "import json\nprint(json.dumps({l.split()[4]: l.split()[5] for l in open('/proc/self/mountinfo')}))"
+	var opts map[string]string
+	runJSON(t, withDefaults(pySpec(code, newMarker())), &opts)
+	files := 0
+	for _, p := range procMasks {
+		fi, err := os.Lstat("/proc/" + p)
+		if err != nil {
+			continue
+		}
+		o, ok := opts["/proc/"+p]
+		if !ok {
+			t.Errorf("/proc/%s: not masked (no mount point inside the sandbox)", p)
+			continue
+		}
+		want := []string{"ro", "nosuid"}
+		if !fi.IsDir() {
+			want = append(want, "noexec")
+			files++
+		}
+		for _, w := range want {
+			if !slices.Contains(strings.Split(o, ","), w) {
+				t.Errorf("/proc/%s: mounted %s, want %s", p, o, w)
+			}
+		}
+	}
+	if files < 2 {
+		t.Fatalf("only %d masked files on this host: the test would prove nothing about the binds of the first", files)
 	}
 }
 
