@@ -38,7 +38,7 @@ type pipeServer struct {
 	done chan error
 }
 
-func startStdio(t *testing.T, d tools.Deps, opt StdioOptions) *pipeServer {
+func startStdio(t testing.TB, d tools.Deps, opt StdioOptions) *pipeServer {
 	t.Helper()
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
@@ -58,14 +58,14 @@ func startStdio(t *testing.T, d tools.Deps, opt StdioOptions) *pipeServer {
 	return p
 }
 
-func (p *pipeServer) send(t *testing.T, line string) {
+func (p *pipeServer) send(t testing.TB, line string) {
 	t.Helper()
 	if _, err := io.WriteString(p.in, line+"\n"); err != nil {
 		t.Fatal(err)
 	}
 }
 
-func (p *pipeServer) recv(t *testing.T) map[string]any {
+func (p *pipeServer) recv(t testing.TB) map[string]any {
 	t.Helper()
 	if !p.out.Scan() {
 		t.Fatalf("stdout ended: %v", p.out.Err())

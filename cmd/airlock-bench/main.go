@@ -52,6 +52,7 @@ func main() {
 	envOnly := flag.Bool("environment-only", false, "run only the environment benchmark")
 	cliOnly := flag.Bool("cli-only", false, "run only the CLI benchmark (airlock run FILE)")
 	tputOnly := flag.Bool("throughput-only", false, "run only the throughput rounds (with -compare: an A/B of two builds)")
+	latencyOnly := flag.Bool("latency-only", false, "run only the latency table (with -compare: the other build's cold and pooled calls in the same rounds) and its goals")
 	load := flag.Duration("load", 0, "run only a cold python window this long against one server, for profiling it (perf, strace): its pid is printed first")
 	flag.Parse()
 	var err error
@@ -75,6 +76,12 @@ func main() {
 		}
 	} else if *load > 0 {
 		err = loadWindow(context.Background(), *bin, *parallel, *load)
+	} else if *latencyOnly {
+		var results map[string]map[string]stats
+		if results, err = latency(context.Background(), *bin, *compare, *rounds); err == nil {
+			fmt.Fprintln(os.Stderr, "\ngoals:")
+			latencyGoals(results)
+		}
 	} else if *tputOnly {
 		fmt.Fprintf(os.Stderr, "throughput, python print(1), %d concurrent clients, %d rounds × %s, rotated; load average %s\n", *parallel, *tputRounds, *dur, loadavg())
 		_, err = throughputRounds(context.Background(), *bin, *compare, *parallel, *tputRounds, *dur)
@@ -250,116 +257,9 @@ func ratio(a, b time.Duration) float64 { return float64(a) / float64(b) }
 
 func run(bin, compare string, rounds, parallel, tputRounds int, dur time.Duration) error {
 	ctx := context.Background()
-	cold, err := startServer(ctx, bin, "--pool-size", "0")
+	results, err := latency(ctx, bin, compare, rounds)
 	if err != nil {
-		return fmt.Errorf("cold server: %w", err)
-	}
-	defer cold.close()
-	warm, err := startServer(ctx, bin, "--pool-size", strconv.Itoa(poolSize))
-	if err != nil {
-		return fmt.Errorf("pooled server: %w", err)
-	}
-	defer warm.close()
-	// With -compare, the other build's cold and pooled servers join every round.
-	var coldB, warmB *server
-	if compare != "" {
-		if coldB, err = startServer(ctx, compare, "--pool-size", "0"); err != nil {
-			return fmt.Errorf("cold server of %s: %w", compare, err)
-		}
-		defer coldB.close()
-		if warmB, err = startServer(ctx, compare, "--pool-size", strconv.Itoa(poolSize)); err != nil {
-			return fmt.Errorf("pooled server of %s: %w", compare, err)
-		}
-		defer warmB.close()
-	}
-	time.Sleep(time.Second) // let the pool fill
-
-	fmt.Fprintf(os.Stderr, "airlock-bench: %d samples per cell, interleaved (bare, bwrap for python, cold, pooled) in one run; %d CPUs, load average %s\n\n", rounds, numCPU(), loadavg())
-	fmt.Fprintf(os.Stderr, "%-11s %-7s %8s %8s %8s %9s %9s\n", "language", "mode", "p50 ms", "p90 ms", "p99 ms", "p50/bare", "p90/bare")
-	results := map[string]map[string]stats{}
-	for _, l := range languages {
-		if _, err := os.Stat(l.bare[0]); err != nil {
-			fmt.Fprintf(os.Stderr, "%-11s skipped: %s not installed\n", l.name, l.bare[0])
-			continue
-		}
-		var b, c, p, bw, cB, pB []time.Duration
-		// bwrap, where installed, in the same rounds as a peer's cold start (python only).
-		bwrap := bwrapArgv(l.bare)
-		if l.name != "python" {
-			bwrap = nil
-		}
-		hits0, _, _ := warm.poolStats(ctx)
-		for i := 0; i < rounds+2; i++ {
-			// The pooled server refills after each call: a new interpreter start, whose
-			// CPU would otherwise land on this round's bare and cold runs only.
-			warm.waitPoolFull(ctx, poolSize*len(languages), 2*time.Second)
-			if warmB != nil {
-				warmB.waitPoolFull(ctx, poolSize*len(languages), 2*time.Second)
-			}
-			db, err := bare(l.bare)
-			if err != nil {
-				return fmt.Errorf("bare %s: %w", l.name, err)
-			}
-			var dw time.Duration
-			if bwrap != nil {
-				if dw, err = bare(bwrap); err != nil {
-					return fmt.Errorf("bwrap %s: %w", l.name, err)
-				}
-			}
-			dc, err := cold.call(ctx, l.name, l.code)
-			if err != nil {
-				return fmt.Errorf("cold %s: %w", l.name, err)
-			}
-			time.Sleep(l.gap)
-			dp, err := warm.call(ctx, l.name, l.code)
-			if err != nil {
-				return fmt.Errorf("pooled %s: %w", l.name, err)
-			}
-			var dcB, dpB time.Duration
-			if coldB != nil {
-				if dcB, err = coldB.call(ctx, l.name, l.code); err != nil {
-					return fmt.Errorf("cold %s (compare): %w", l.name, err)
-				}
-				time.Sleep(l.gap)
-				if dpB, err = warmB.call(ctx, l.name, l.code); err != nil {
-					return fmt.Errorf("pooled %s (compare): %w", l.name, err)
-				}
-			}
-			if i >= 2 { // the first rounds warm the page cache
-				b, c, p = append(b, db), append(c, dc), append(p, dp)
-				if coldB != nil {
-					cB, pB = append(cB, dcB), append(pB, dpB)
-				}
-				if bwrap != nil {
-					bw = append(bw, dw)
-				}
-			}
-		}
-		hits1, _, _ := warm.poolStats(ctx)
-		// The sandbox's own cost, paired within each round so machine drift between rounds
-		// cancels: the ratio to bare moves with how fast the bare interpreter starts that
-		// day, this much less.
-		dc, dp := make([]time.Duration, len(b)), make([]time.Duration, len(b))
-		for i := range b {
-			dc[i], dp[i] = c[i]-b[i], p[i]-b[i]
-		}
-		overCold, overPooled := summarise(dc).p50, summarise(dp).p50
-		sb, sc, sp := summarise(b), summarise(c), summarise(p)
-		results[l.name] = map[string]stats{"bare": sb, "cold": sc, "pooled": sp}
-		fmt.Fprintf(os.Stderr, "%-11s %-7s %8s %8s %8s %9s %9s\n", l.name, "bare", ms(sb.p50), ms(sb.p90), ms(sb.p99), "1.00", "1.00")
-		if len(bw) > 0 {
-			sw := summarise(bw)
-			results[l.name]["bwrap"] = sw
-			fmt.Fprintf(os.Stderr, "%-11s %-7s %8s %8s %8s %9.2f %9.2f\n", "", "bwrap", ms(sw.p50), ms(sw.p90), ms(sw.p99), ratio(sw.p50, sb.p50), ratio(sw.p90, sb.p90))
-		}
-		fmt.Fprintf(os.Stderr, "%-11s %-7s %8s %8s %8s %9.2f %9.2f\n", "", "cold", ms(sc.p50), ms(sc.p90), ms(sc.p99), ratio(sc.p50, sb.p50), ratio(sc.p90, sb.p90))
-		fmt.Fprintf(os.Stderr, "%-11s %-7s %8s %8s %8s %9.2f %9.2f   (%d/%d from the pool)\n", "", "pooled", ms(sp.p50), ms(sp.p90), ms(sp.p99), ratio(sp.p50, sb.p50), ratio(sp.p90, sb.p90), hits1-hits0, rounds+2)
-		fmt.Fprintf(os.Stderr, "%-11s time over bare, median of per-round differences: cold %s ms, pooled %s ms\n", "", signedMS(overCold), signedMS(overPooled))
-		if len(cB) > 0 {
-			scB, spB := summarise(cB), summarise(pB)
-			fmt.Fprintf(os.Stderr, "%-11s %-7s %8s %8s %8s %9.2f %9.2f   (-compare build)\n", "", "cold'", ms(scB.p50), ms(scB.p90), ms(scB.p99), ratio(scB.p50, sb.p50), ratio(scB.p90, sb.p90))
-			fmt.Fprintf(os.Stderr, "%-11s %-7s %8s %8s %8s %9.2f %9.2f   (-compare build)\n", "", "pooled'", ms(spB.p50), ms(spB.p90), ms(spB.p99), ratio(spB.p50, sb.p50), ratio(spB.p90, sb.p90))
-		}
+		return err
 	}
 
 	// Throughput: parallel clients as fast as they can, every window interleaved round
@@ -417,14 +317,6 @@ func run(bin, compare string, rounds, parallel, tputRounds int, dur time.Duratio
 	}
 
 	fmt.Fprintln(os.Stderr, "\ngoals:")
-	py := results["python"]
-	goal := func(ok bool, text string, args ...any) {
-		verdict := "NOT MET"
-		if ok {
-			verdict = "met"
-		}
-		fmt.Fprintf(os.Stderr, "  %-8s %s\n", verdict+":", fmt.Sprintf(text, args...))
-	}
 	if cliErr == nil {
 		ok, text := cli.goal()
 		goal(ok, "%s", text)
@@ -445,6 +337,25 @@ func run(bin, compare string, rounds, parallel, tputRounds int, dur time.Duratio
 	srvCPU, spawnCPU := tp.cold.perCall(tp.cold.cpu.server), tp.cold.perCall(tp.cold.cpu.spawned-tp.cold.cpu.program)
 	goal(srvCPU <= 0.7, "1 budget: server CPU per cold call under load %.2f ms (goal ≤ 0.7 ms)", srvCPU)
 	goal(spawnCPU <= 2, "1 budget: spawner + init CPU per cold call under load %.2f ms (goal ≤ 2 ms)", spawnCPU)
+	latencyGoals(results)
+	// Garbage-collector timing moves a peak by a few MiB; memory that followed the output
+	// would grow by the flood's 124 extra MiB.
+	goal(rssFlood-rssCap < 16<<20, "server peak RSS grew %.1f MiB from a capped output to a 32× larger flood (goal: under 16 MiB, bounded by the caps, not the output)", mib(rssFlood-rssCap))
+	return nil
+}
+
+// goal prints one goal's verdict line.
+func goal(ok bool, text string, args ...any) {
+	verdict := "NOT MET"
+	if ok {
+		verdict = "met"
+	}
+	fmt.Fprintf(os.Stderr, "  %-8s %s\n", verdict+":", fmt.Sprintf(text, args...))
+}
+
+// latencyGoals prints the verdicts of the latency table: goal 2 (cold), goal 3 (pooled).
+func latencyGoals(results map[string]map[string]stats) {
+	py := results["python"]
 	if py != nil {
 		c50, c90 := ratio(py["cold"].p50, py["bare"].p50), ratio(py["cold"].p90, py["bare"].p90)
 		goal(c50 <= 1.2 && c90 <= 1.3, "2 cold python median %.2f× bare (goal ≤ 1.2×), p90 %.2f× (goal ≤ 1.3×)", c50, c90)
@@ -459,10 +370,123 @@ func run(bin, compare string, rounds, parallel, tputRounds int, dur time.Duratio
 		p50 := ratio(r["pooled"].p50, r["bare"].p50)
 		goal(p50 <= 0.5, "pooled javascript median %.2f× bare (goal ≤ 0.5×, as python before)", p50)
 	}
-	// Garbage-collector timing moves a peak by a few MiB; memory that followed the output
-	// would grow by the flood's 124 extra MiB.
-	goal(rssFlood-rssCap < 16<<20, "server peak RSS grew %.1f MiB from a capped output to a 32× larger flood (goal: under 16 MiB, bounded by the caps, not the output)", mib(rssFlood-rssCap))
-	return nil
+}
+
+// latency runs the interleaved latency table (bare, bwrap, cold, pooled, and with compare
+// the other build's cold and pooled, in the same rounds) and returns each language's stats.
+func latency(ctx context.Context, bin, compare string, rounds int) (map[string]map[string]stats, error) {
+	cold, err := startServer(ctx, bin, "--pool-size", "0")
+	if err != nil {
+		return nil, fmt.Errorf("cold server: %w", err)
+	}
+	defer cold.close()
+	warm, err := startServer(ctx, bin, "--pool-size", strconv.Itoa(poolSize))
+	if err != nil {
+		return nil, fmt.Errorf("pooled server: %w", err)
+	}
+	defer warm.close()
+	// With -compare, the other build's cold and pooled servers join every round.
+	var coldB, warmB *server
+	if compare != "" {
+		if coldB, err = startServer(ctx, compare, "--pool-size", "0"); err != nil {
+			return nil, fmt.Errorf("cold server of %s: %w", compare, err)
+		}
+		defer coldB.close()
+		if warmB, err = startServer(ctx, compare, "--pool-size", strconv.Itoa(poolSize)); err != nil {
+			return nil, fmt.Errorf("pooled server of %s: %w", compare, err)
+		}
+		defer warmB.close()
+	}
+	time.Sleep(time.Second) // let the pool fill
+
+	fmt.Fprintf(os.Stderr, "airlock-bench: %d samples per cell, interleaved (bare, bwrap for python, cold, pooled) in one run; %d CPUs, load average %s\n\n", rounds, numCPU(), loadavg())
+	fmt.Fprintf(os.Stderr, "%-11s %-7s %8s %8s %8s %9s %9s\n", "language", "mode", "p50 ms", "p90 ms", "p99 ms", "p50/bare", "p90/bare")
+	results := map[string]map[string]stats{}
+	for _, l := range languages {
+		if _, err := os.Stat(l.bare[0]); err != nil {
+			fmt.Fprintf(os.Stderr, "%-11s skipped: %s not installed\n", l.name, l.bare[0])
+			continue
+		}
+		var b, c, p, bw, cB, pB []time.Duration
+		// bwrap, where installed, in the same rounds as a peer's cold start (python only).
+		bwrap := bwrapArgv(l.bare)
+		if l.name != "python" {
+			bwrap = nil
+		}
+		hits0, _, _ := warm.poolStats(ctx)
+		for i := 0; i < rounds+2; i++ {
+			// The pooled server refills after each call: a new interpreter start, whose
+			// CPU would otherwise land on this round's bare and cold runs only.
+			warm.waitPoolFull(ctx, poolSize*len(languages), 2*time.Second)
+			if warmB != nil {
+				warmB.waitPoolFull(ctx, poolSize*len(languages), 2*time.Second)
+			}
+			db, err := bare(l.bare)
+			if err != nil {
+				return nil, fmt.Errorf("bare %s: %w", l.name, err)
+			}
+			var dw time.Duration
+			if bwrap != nil {
+				if dw, err = bare(bwrap); err != nil {
+					return nil, fmt.Errorf("bwrap %s: %w", l.name, err)
+				}
+			}
+			dc, err := cold.call(ctx, l.name, l.code)
+			if err != nil {
+				return nil, fmt.Errorf("cold %s: %w", l.name, err)
+			}
+			time.Sleep(l.gap)
+			dp, err := warm.call(ctx, l.name, l.code)
+			if err != nil {
+				return nil, fmt.Errorf("pooled %s: %w", l.name, err)
+			}
+			var dcB, dpB time.Duration
+			if coldB != nil {
+				if dcB, err = coldB.call(ctx, l.name, l.code); err != nil {
+					return nil, fmt.Errorf("cold %s (compare): %w", l.name, err)
+				}
+				time.Sleep(l.gap)
+				if dpB, err = warmB.call(ctx, l.name, l.code); err != nil {
+					return nil, fmt.Errorf("pooled %s (compare): %w", l.name, err)
+				}
+			}
+			if i >= 2 { // the first rounds warm the page cache
+				b, c, p = append(b, db), append(c, dc), append(p, dp)
+				if coldB != nil {
+					cB, pB = append(cB, dcB), append(pB, dpB)
+				}
+				if bwrap != nil {
+					bw = append(bw, dw)
+				}
+			}
+		}
+		hits1, _, _ := warm.poolStats(ctx)
+		// The sandbox's own cost, paired within each round so machine drift between rounds
+		// cancels: the ratio to bare moves with how fast the bare interpreter starts that
+		// day, this much less.
+		dc, dp := make([]time.Duration, len(b)), make([]time.Duration, len(b))
+		for i := range b {
+			dc[i], dp[i] = c[i]-b[i], p[i]-b[i]
+		}
+		overCold, overPooled := summarise(dc).p50, summarise(dp).p50
+		sb, sc, sp := summarise(b), summarise(c), summarise(p)
+		results[l.name] = map[string]stats{"bare": sb, "cold": sc, "pooled": sp}
+		fmt.Fprintf(os.Stderr, "%-11s %-7s %8s %8s %8s %9s %9s\n", l.name, "bare", ms(sb.p50), ms(sb.p90), ms(sb.p99), "1.00", "1.00")
+		if len(bw) > 0 {
+			sw := summarise(bw)
+			results[l.name]["bwrap"] = sw
+			fmt.Fprintf(os.Stderr, "%-11s %-7s %8s %8s %8s %9.2f %9.2f\n", "", "bwrap", ms(sw.p50), ms(sw.p90), ms(sw.p99), ratio(sw.p50, sb.p50), ratio(sw.p90, sb.p90))
+		}
+		fmt.Fprintf(os.Stderr, "%-11s %-7s %8s %8s %8s %9.2f %9.2f\n", "", "cold", ms(sc.p50), ms(sc.p90), ms(sc.p99), ratio(sc.p50, sb.p50), ratio(sc.p90, sb.p90))
+		fmt.Fprintf(os.Stderr, "%-11s %-7s %8s %8s %8s %9.2f %9.2f   (%d/%d from the pool)\n", "", "pooled", ms(sp.p50), ms(sp.p90), ms(sp.p99), ratio(sp.p50, sb.p50), ratio(sp.p90, sb.p90), hits1-hits0, rounds+2)
+		fmt.Fprintf(os.Stderr, "%-11s time over bare, median of per-round differences: cold %s ms, pooled %s ms\n", "", signedMS(overCold), signedMS(overPooled))
+		if len(cB) > 0 {
+			scB, spB := summarise(cB), summarise(pB)
+			fmt.Fprintf(os.Stderr, "%-11s %-7s %8s %8s %8s %9.2f %9.2f   (-compare build)\n", "", "cold'", ms(scB.p50), ms(scB.p90), ms(scB.p99), ratio(scB.p50, sb.p50), ratio(scB.p90, sb.p90))
+			fmt.Fprintf(os.Stderr, "%-11s %-7s %8s %8s %8s %9.2f %9.2f   (-compare build)\n", "", "pooled'", ms(spB.p50), ms(spB.p90), ms(spB.p99), ratio(spB.p50, sb.p50), ratio(spB.p90, sb.p90))
+		}
+	}
+	return results, nil
 }
 
 // throughput runs fn from n goroutines for d and returns completions per second.
