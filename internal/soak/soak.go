@@ -11,7 +11,10 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -252,6 +255,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	r.IdleCgroups = len(names(Cgroups(r.CgroupBases, r.ServerPID)))
 	r.Answered, r.Duplicates, r.NonJSON, _ = srv.Wire.Counts()
 
+	servers := []int{r.ServerPID}
 	if o.GoroutineSlack > 0 {
 		r.GoroutinesEnd, err = srv.Goroutines(10 * time.Second)
 		if err != nil {
@@ -262,6 +266,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		if next, err := StartServer(ctx, o.Binary, env("next-audit.jsonl"), filepath.Join(o.Dir, "next.log")); err != nil {
 			r.fail("restart after SIGQUIT: %v", err)
 		} else {
+			servers = append(servers, next.PID())
 			if code, _, err := next.CloseStdin(10 * time.Second); err != nil || code != 0 {
 				r.fail("restarted server exit on stdin EOF: code %d: %v", code, err)
 			}
@@ -284,7 +289,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	r.ExitProcs, r.ExitInits = len(marked), len(inits)
 	r.ExitCgroups = len(names(Cgroups(r.CgroupBases, r.ServerPID)))
 	for _, m := range MountDiff(mounts0, Mounts()) {
-		if strings.Contains(m, "airlock") || strings.Contains(m, o.Dir) {
+		if (strings.Contains(m, "airlock") || strings.Contains(m, o.Dir)) && !otherLandlockServer(m, servers) {
 			r.MountsAdded = append(r.MountsAdded, m)
 		}
 	}
@@ -625,4 +630,20 @@ func (r *Report) Print(w io.Writer) {
 	} else {
 		fmt.Fprintf(w, "FAIL (%d problems)\n", len(r.Problems))
 	}
+}
+
+// landlockRunDir matches a Landlock-tier server's directory of run directories
+// (landlock-<pid>-…, named in sandbox/linux/landlock_linux.go), under which it mounts each run's workspace on the host.
+var landlockRunDir = regexp.MustCompile(`/landlock-([0-9]+)-[^/]*/`)
+
+// otherLandlockServer reports whether mount point m is a run mount of a Landlock-tier
+// server that is not one of the soak's: another test or server on the host, whose runs
+// come and go while the soak runs and are not the soak's leftovers.
+func otherLandlockServer(m string, servers []int) bool {
+	sub := landlockRunDir.FindStringSubmatch(m + "/")
+	if sub == nil {
+		return false
+	}
+	pid, err := strconv.Atoi(sub[1])
+	return err == nil && !slices.Contains(servers, pid)
 }
