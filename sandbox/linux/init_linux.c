@@ -30,7 +30,7 @@
 // The stages. From the config frame on, a failed stage reports {stage, errno, message}
 // (REP_ERROR) and exits EXIT_SETUP_FAILED.
 //
-//	spawner        default_signals → read_config → cgroup frame: join the v1 cgroup →
+//	spawner        SIGCHLD default → read_config → cgroup frame: join the v1 cgroup →
 //	               setgroups(0) → become_host_ids (a root server) → clone(namespaces) →
 //	               id maps (map_subids, or /proc/<init>/*_map) → SYNC_MAPS on the sync
 //	               pipe → wait for the init → clear_host_uid (a root server) → exit
@@ -349,8 +349,14 @@ static void kill_init(int sig) {
 void __attribute__((noreturn)) spawner(void) {
 	// The init inherits these: a pid 1 with default dispositions is immune to every
 	// signal sent from inside its pid namespace, SIGKILL included, while signals from
-	// outside still arrive.
-	default_signals();
+	// outside still arrive. The zygote reset every signal when it started
+	// (default_signals) and has changed only SIGCHLD since, so that is all there is to
+	// undo here, with the mask: two system calls instead of 64.
+	struct sigaction dfl = {.sa_handler = SIG_DFL};
+	if (sigaction(SIGCHLD, &dfl, NULL) < 0)
+		_exit(EXIT_SETUP_FAILED);
+	uint64_t none = 0;
+	syscall(SYS_rt_sigprocmask, SIG_SETMASK, &none, NULL, sizeof none);
 	struct config cfg;
 	read_config(&cfg);
 	// Into the v1 cgroup first, so the init is born in it. A thread that moves itself

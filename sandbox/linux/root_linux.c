@@ -49,25 +49,42 @@ int mkdir_parent(const char *path) {
 	return mkdir_p(buf, 0755);
 }
 
+// known_dir is the directory of the new root the plan's last step made sure of: most
+// steps put several entries into one directory (/etc, /dev, /proc), and plan_parent
+// skips asking the kernel again for each (a mkdir and a stat). Nothing but the plan
+// writes to the new root while it is built, and a mount over a directory leaves a
+// directory there, so what was one stays one.
+static char known_dir[PATH_MAX];
+
+static void know_dir(const char *dir, size_t n) {
+	if (n >= sizeof known_dir)
+		n = 0;
+	memcpy(known_dir, dir, n);
+	known_dir[n] = 0;
+}
+
+// plan_parent is mkdir_parent for the root plan's steps.
+static int plan_parent(const char *dst) {
+	const char *slash = strrchr(dst, '/');
+	size_t n = slash ? (size_t)(slash - dst) : 0;
+	if (n && strlen(known_dir) == n && memcmp(known_dir, dst, n) == 0)
+		return 0;
+	if (mkdir_parent(dst) < 0)
+		return -1;
+	know_dir(dst, n);
+	return 0;
+}
+
 static int mount_point(const char *dst, int is_file) {
 	if (!is_file)
 		return mkdir_p(dst, 0755);
-	if (mkdir_parent(dst) < 0)
+	if (plan_parent(dst) < 0)
 		return -1;
 	int fd = open(dst, O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
 	if (fd < 0)
 		return -1;
 	close(fd);
 	return 0;
-}
-
-// remount remounts dst (a bind mount) with add, keeping its locked flags.
-static int remount(const char *dst, unsigned long add) {
-	struct statfs st;
-	if (statfs(dst, &st) < 0)
-		return -1;
-	unsigned long flags = ((unsigned long)st.f_flags & LOCKED_FLAGS) | MS_BIND | MS_REMOUNT | add;
-	return mount(NULL, dst, NULL, flags, NULL);
 }
 
 #ifndef SYS_mount_setattr
@@ -80,10 +97,41 @@ struct airlock_mount_attr {
 	uint64_t attr_set, attr_clr, propagation, userns_fd;
 };
 
+// The MOUNT_ATTR_* bits of mount_setattr.
+#define ATTR_RDONLY 0x1
+#define ATTR_NOSUID 0x2
+#define ATTR_NODEV 0x4
+#define ATTR_NOEXEC 0x8
+
+// no_setattr is set once mount_setattr turned out to be missing (before Linux 5.12) or
+// refused (a container's seccomp profile): remount does it the old way from then on.
+static int no_setattr;
+
+// remount remounts dst (a bind mount) with add, keeping its locked flags. mount_setattr
+// only sets flags, so the ones the mount has (locked or not) stay without being read
+// first: one system call instead of a statfs and a remount.
+static int remount(const char *dst, unsigned long add) {
+	if (!no_setattr) {
+		struct airlock_mount_attr attr = {0};
+		attr.attr_set = (add & MS_RDONLY ? ATTR_RDONLY : 0) | (add & MS_NOSUID ? ATTR_NOSUID : 0) |
+				(add & MS_NODEV ? ATTR_NODEV : 0) | (add & MS_NOEXEC ? ATTR_NOEXEC : 0);
+		if (syscall(SYS_mount_setattr, AT_FDCWD, dst, 0, &attr, sizeof attr) == 0)
+			return 0;
+		if (errno != ENOSYS && errno != EPERM)
+			return -1;
+		no_setattr = 1;
+	}
+	struct statfs st;
+	if (statfs(dst, &st) < 0)
+		return -1;
+	unsigned long flags = ((unsigned long)st.f_flags & LOCKED_FLAGS) | MS_BIND | MS_REMOUNT | add;
+	return mount(NULL, dst, NULL, flags, NULL);
+}
+
 // readonly_tree makes dst and every mount under it read-only, nosuid and nodev in one
 // step (MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV).
 static int readonly_tree(const char *dst) {
-	struct airlock_mount_attr attr = {.attr_set = 0x1 | 0x2 | 0x4};
+	struct airlock_mount_attr attr = {.attr_set = ATTR_RDONLY | ATTR_NOSUID | ATTR_NODEV};
 	return (int)syscall(SYS_mount_setattr, AT_FDCWD, dst, AT_RECURSIVE, &attr, sizeof attr);
 }
 
@@ -181,6 +229,30 @@ static void cover_submounts(const char *stage, const char *dst) {
 	free(points);
 }
 
+// no_sendfile is set once sendfile could not copy into the new root's tmpfs: OP_COPY
+// reads and writes through a buffer from then on.
+static int no_sendfile;
+
+// copy_kernel copies src to dst inside the kernel, without a buffer: two system calls
+// for a file of any size instead of a read and a write per 16 KB. It returns 0 with
+// no_sendfile set where sendfile cannot serve (nothing was copied then).
+static int copy_kernel(int src, int dst) {
+	for (int first = 1;; first = 0) {
+		ssize_t n = sendfile(dst, src, NULL, 1 << 30);
+		if (n > 0)
+			continue;
+		if (n == 0)
+			return 0;
+		if (errno == EINTR)
+			continue;
+		if (first && (errno == EINVAL || errno == ENOSYS)) {
+			no_sendfile = 1;
+			return 0;
+		}
+		return -1;
+	}
+}
+
 static void apply_op(const struct op *o) {
 	char dst[PATH_MAX];
 	char stage[PATH_MAX + 16];
@@ -191,15 +263,16 @@ static void apply_op(const struct op *o) {
 	case OP_DIR:
 		if (mkdir_p(dst, 0755) < 0)
 			fail(stage, "mkdir");
+		know_dir(dst, strlen(dst));
 		break;
 	case OP_SYMLINK:
-		if (mkdir_parent(dst) < 0)
+		if (plan_parent(dst) < 0)
 			fail(stage, "mkdir");
 		if (symlink(o->link, dst) < 0)
 			fail(stage, "symlink");
 		break;
 	case OP_COPY: {
-		if (mkdir_parent(dst) < 0)
+		if (plan_parent(dst) < 0)
 			fail(stage, "mkdir");
 		int fd = open(dst, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 		if (fd < 0)
@@ -213,8 +286,10 @@ static void apply_op(const struct op *o) {
 			int src = open(o->source, O_RDONLY | O_CLOEXEC | O_NOCTTY);
 			if (src < 0 && errno != ENOENT)
 				fail(stage, "open source");
+			if (src >= 0 && !no_sendfile && copy_kernel(src, fd) < 0)
+				fail(stage, "copy");
 			char buf[16384];
-			for (ssize_t n; src >= 0;) {
+			for (ssize_t n; src >= 0 && no_sendfile;) {
 				n = read(src, buf, sizeof buf);
 				if (n < 0 && errno == EINTR)
 					continue;
@@ -272,6 +347,7 @@ static void apply_op(const struct op *o) {
 			fail(stage, "mkdir");
 		if (mount("airlock", dst, "tmpfs", (unsigned long)o->flags, o->data) < 0)
 			fail(stage, "mount tmpfs");
+		know_dir(dst, strlen(dst));
 		break;
 	case OP_PROC:
 		if (mkdir_p(dst, 0555) < 0)
@@ -297,6 +373,7 @@ static void build_root(const struct config *cfg) {
 		failf("mount: root tmpfs", EINVAL, "the plan does not start with the root tmpfs");
 	if (mount("airlock", NEW_ROOT, "tmpfs", (unsigned long)cfg->ops[0].flags, cfg->ops[0].data) < 0)
 		fail("mount: root tmpfs", "mount");
+	know_dir(NEW_ROOT, strlen(NEW_ROOT));
 	for (uint32_t i = 1; i < cfg->nops; i++)
 		apply_op(&cfg->ops[i]);
 }
@@ -342,9 +419,14 @@ void drop_caps(void) {
 	data[1].inheritable = 0;
 	if (syscall(SYS_capset, &hdr, data) < 0)
 		fail("drop capabilities", "clear inheritable capabilities");
+	// Capabilities are numbered from 0 to the kernel's last without a gap: the first
+	// EINVAL is the end of the set (about 40 calls instead of 64).
 	for (int c = 0; c < 64; c++) {
-		if (prctl(PR_CAPBSET_DROP, c, 0, 0, 0) < 0 && errno != EINVAL)
-			fail("drop capabilities", "drop a bounding capability");
+		if (prctl(PR_CAPBSET_DROP, c, 0, 0, 0) == 0)
+			continue;
+		if (errno == EINVAL && c > 0)
+			break;
+		fail("drop capabilities", "drop a bounding capability");
 	}
 }
 

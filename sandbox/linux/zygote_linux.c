@@ -56,6 +56,7 @@ static void answer(int sock, int32_t pid, int32_t err, int pidfd) {
 static void __attribute__((noreturn)) zygote(void) {
 	default_signals();
 	set_name("airlock-zygote");
+	// The one disposition the zygote changes: each spawner undoes just this one (spawner).
 	struct sigaction sa = {.sa_handler = reap_spawners, .sa_flags = SA_RESTART | SA_NOCLDSTOP};
 	sigaction(SIGCHLD, &sa, NULL);
 	const int sock = ZYGOTE_FD;
