@@ -27,11 +27,12 @@ import (
 // are reused from its stamps (cli/stamps.go).
 func build(ctx context.Context, cfg config.Config, strict bool, newSandbox func(sandbox.Options) (sandbox.Sandbox, error), one *oneShot) (tools.Deps, error) {
 	var stamps *stamp.Store
+	enabledOnly := false
 	if one != nil {
-		stamps = one.stamps
+		stamps, enabledOnly = one.stamps, one.enabledOnly
 	}
 	reg, err := policy.DetectWith(policy.Config{Enabled: cfg.Languages.Enabled, Interpreters: cfg.Languages.Interpreters,
-		Probe: stampedProbe(stamps)})
+		Probe: stampedProbe(stamps), EnabledOnly: enabledOnly})
 	if err != nil {
 		return tools.Deps{}, fmt.Errorf("languages: %w", err)
 	}
@@ -117,6 +118,9 @@ func build(ctx context.Context, cfg config.Config, strict bool, newSandbox func(
 // closed after it.
 type oneShot struct {
 	stamps *stamp.Store // nil: every check runs in full
+	// enabledOnly: the call's language is enabled, so no other is resolved
+	// (policy.Config.EnabledOnly: 0.5 → 0.2 ms of a run's start).
+	enabledOnly bool
 }
 
 // inspectEnvironments reads what each configured environment holds; none is usable

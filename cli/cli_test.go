@@ -248,6 +248,24 @@ func TestRunReportsLoweredTimeout(t *testing.T) {
 	}
 }
 
+// A run resolves only the enabled languages, but one in a language that is not enabled
+// still detects them all, so that its refusal names what is installed and how to enable it.
+func TestRunNotEnabledNamesInstalled(t *testing.T) {
+	r := run(t, nil, "echo 1", "run", "--audit", "off", "--language", "sh", "-")
+	if r.code == 0 || !strings.Contains(r.stdout, "sh is installed but not enabled") {
+		t.Fatalf("exit %d, stdout %s", r.code, r.stdout)
+	}
+	for _, c := range []struct {
+		enabled []string
+		name    string
+		want    bool
+	}{{nil, "python3", true}, {nil, "sh", false}, {[]string{"node", "sh"}, "javascript", true}, {[]string{"sh"}, "ruby", false}} {
+		if got := enabledLanguage(c.enabled, c.name); got != c.want {
+			t.Errorf("enabledLanguage(%v, %q) = %v", c.enabled, c.name, got)
+		}
+	}
+}
+
 // artifactsFn is a sandbox whose program leaves files in its output directory, some of
 // them named to escape wherever they are saved.
 func artifactsFn(files map[string]string) func(context.Context, sandbox.Spec) (sandbox.Result, error) {

@@ -10,6 +10,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"time"
 
 	"github.com/airlock-mcp/airlock/config"
@@ -158,7 +159,8 @@ func runCmd(ctx context.Context, args []string, stdio IO) int {
 		fmt.Fprintf(stdio.Stderr, "airlock run: %v\n", err)
 		return exitUsage
 	}
-	deps, err := build(ctx, cfg, true, stdio.newSandbox(), &oneShot{stamps: runStamps(cfg, *o.recheck)})
+	deps, err := build(ctx, cfg, true, stdio.newSandbox(), &oneShot{stamps: runStamps(cfg, *o.recheck),
+		enabledOnly: *o.lang == "" || enabledLanguage(cfg.Languages.Enabled, *o.lang)})
 	if err != nil {
 		fmt.Fprintf(stdio.Stderr, "airlock: refusing to run: %v\n", err)
 		return exitRefused
@@ -192,6 +194,20 @@ func runCmd(ctx context.Context, args []string, stdio IO) int {
 		return exitFailed
 	}
 	return exitOK
+}
+
+// enabledLanguage reports whether name is one of the enabled languages (none: the
+// default). A run in any other is refused, and detecting every language lets the refusal
+// say which are installed.
+func enabledLanguage(enabled []string, name string) bool {
+	if len(enabled) == 0 {
+		enabled = []string{policy.DefaultLanguage}
+	}
+	canon, ok := policy.Canonical(name)
+	return ok && slices.ContainsFunc(enabled, func(e string) bool {
+		c, _ := policy.Canonical(e)
+		return c == canon
+	})
 }
 
 // cliLowering says a lowered limit in the flag's terms ("--timeout 1h was lowered to 5m").

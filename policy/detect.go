@@ -31,6 +31,11 @@ type Config struct {
 	// nil runs it (Run). A one-shot command passes one that remembers recent answers
 	// for the same binary, so it does not start every interpreter each time.
 	Probe func(bin string, args []string) (string, error) `json:"-"`
+	// EnabledOnly resolves only the enabled languages and the pinned ones (a bad pin is
+	// still an error); the others are listed as not detected, so Lookup refuses them as
+	// not enabled, without naming what else is installed. A one-shot run in an enabled
+	// language sets it: each language costs a search of the disk and a probe.
+	EnabledOnly bool `json:"-"`
 }
 
 // Detect resolves every known language's interpreter to a real binary (never a shim) and
@@ -71,6 +76,10 @@ func DetectWith(cfg Config) (*Registry, error) {
 	errs := make([]error, len(defs))
 	var wg sync.WaitGroup
 	for i, d := range defs {
+		if cfg.EnabledOnly && !enabled[d.name] && pinned[d.name] == "" {
+			langs[i] = Language{Name: d.name, File: d.file, Problem: "not detected: not enabled"}
+			continue
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -185,6 +186,46 @@ func TestDetectErrors(t *testing.T) {
 	}
 	if l := r.Languages(); !l[0].Enabled || l[1].Enabled {
 		t.Fatalf("empty enabled list must enable only %s: %+v", DefaultLanguage, l)
+	}
+}
+
+// A one-shot run resolves only what it may use: a language neither enabled nor pinned
+// is never probed, and Lookup refuses it as not enabled; a bad pin still fails.
+func TestDetectEnabledOnly(t *testing.T) {
+	var mu sync.Mutex
+	var probed []string
+	probe := func(bin string, args []string) (string, error) {
+		mu.Lock()
+		probed = append(probed, bin)
+		mu.Unlock()
+		return Probe(bin, args)
+	}
+	r, err := DetectWith(Config{Enabled: []string{"sh"}, Probe: probe, EnabledOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(probed) != 1 || !strings.Contains(filepath.Base(probed[0]), "sh") {
+		t.Fatalf("probed %v, want only sh's interpreter", probed)
+	}
+	if l, err := r.Lookup("sh"); err != nil || !l.Installed {
+		t.Fatalf("sh: %+v, %v", l, err)
+	}
+	if _, err := r.Lookup("python"); !errors.Is(err, ErrLanguageNotEnabled) {
+		t.Fatalf("python, not enabled: %v", err)
+	}
+	for _, l := range r.Languages() {
+		if l.Name != "sh" && (l.Installed || l.Problem != "not detected: not enabled") {
+			t.Fatalf("%s was resolved: %+v", l.Name, l)
+		}
+	}
+	dir := t.TempDir()
+	shim := filepath.Join(dir, "perl")
+	if err := os.WriteFile(shim, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	_, err = DetectWith(Config{Enabled: []string{"sh"}, Interpreters: map[string]string{"perl": shim}, EnabledOnly: true})
+	if err == nil || !strings.Contains(err.Error(), "interpreter for perl") {
+		t.Fatalf("a bad pin of a language not enabled was accepted: %v", err)
 	}
 }
 
