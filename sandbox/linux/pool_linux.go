@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -165,12 +166,24 @@ func (p *pool) fill(ctx context.Context, sl *slot) {
 
 var errDied = errors.New("prepared sandbox died before its call")
 
+// readsProcFD reports whether a preload's argv reads a descriptor through /dev/fd.
+func readsProcFD(argv []string) bool {
+	return slices.ContainsFunc(argv, func(a string) bool { return strings.Contains(a, "/dev/fd/") })
+}
+
 // prepare builds one sandbox for tmpl and waits until its interpreter is loaded.
 func (p *pool) prepare(tmpl sandbox.Spec) (*launch, error) {
 	spec := tmpl
 	spec.ID = newID()
 	cfg := p.s.config(spec)
 	cfg.Preload = tmpl.Preload
+	if p.s.adapt.noProc && readsProcFD(tmpl.Preload) {
+		// Under a container's masked /proc the sandbox's /proc is empty, so /dev/fd (a
+		// link into it) resolves to nothing and such a bootstrap (bash's BASH_ENV on fd
+		// 5) could never load: the sandbox is prepared without its interpreter, which
+		// then starts at the handover as in a cold run (still a hit, as before preloads).
+		cfg.Preload = nil
+	}
 	l, err := p.s.prepare(spec, cfg)
 	if err != nil {
 		return nil, err

@@ -314,7 +314,16 @@ echo planted`, m, v)
 [ -n "${%[2]s-}" ] && echo found the variable; declare -F %[2]s && echo found the function
 for p in /proc/[0-9]*; do grep -qs %[1]s "$p/cmdline" && echo "found process ${p#/proc/}"; done
 [ -n "${BASH_ENV-}" ] && echo found BASH_ENV; declare -p | grep _airlock
-ls /proc/$$/fd > fds; tr '\n' ' ' < fds; echo`, m, v)
+`, m, v)
+	want := "0 1 2 255 \n"
+	if s.adapt.noProc {
+		// Nothing to list them with; and here the pool starts bash at the handover, not
+		// ahead (readsProcFD), so there is no bootstrap whose descriptors could be left.
+		t.Log("NOT CHECKED: THIS HOST GIVES SANDBOXES AN EMPTY /proc (container adaptation): the next calls' processes and descriptors cannot be listed")
+		want, check = "", check+"true\n"
+	} else {
+		check += "ls /proc/$$/fd > fds; tr '\\n' ' ' < fds; echo\n"
+	}
 
 	ready()
 	hits := s.PoolStats().Hits
@@ -338,7 +347,7 @@ ls /proc/$$/fd > fds; tr '\n' ' ' < fds; echo`, m, v)
 		t.Fatalf("%d of the 3 calls came from the pool, want all", got)
 	}
 	for i, r := range out {
-		if r.Status != sandbox.StatusOK || string(r.Stdout.Bytes()) != "0 1 2 255 \n" {
+		if r.Status != sandbox.StatusOK || string(r.Stdout.Bytes()) != want {
 			t.Errorf("call %d after the planting one: %s", i+2, brief(r))
 		}
 	}
