@@ -18,7 +18,6 @@ import (
 	"github.com/airlock-mcp/airlock/probe"
 	"github.com/airlock-mcp/airlock/runner"
 	"github.com/airlock-mcp/airlock/sandbox"
-	"github.com/airlock-mcp/airlock/sandbox/host"
 	"github.com/airlock-mcp/airlock/serve"
 	"github.com/airlock-mcp/airlock/tools"
 )
@@ -133,11 +132,6 @@ func runCmd(ctx context.Context, args []string, stdio IO) int {
 	if c.fs.NArg() > 1 {
 		fmt.Fprintln(stdio.Stderr, "airlock run: give one FILE, or - for stdin")
 		return exitUsage
-	}
-	if stdio.NewSandbox == nil {
-		// The backend's first piece (Linux: the zygote's exec) starts now, beside the
-		// configuration and the language detection, not after them.
-		host.Prestart()
 	}
 	cfg, closeLog, ok := c.loadAndLog(stdio)
 	if !ok {

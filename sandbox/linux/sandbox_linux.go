@@ -31,9 +31,6 @@ import (
 	"github.com/airlock-mcp/airlock/sandbox"
 )
 
-// selfExe is the binary started as the zygote: this process's own.
-const selfExe = "/proc/self/exe"
-
 // Sandbox is the Linux backend. It is safe for concurrent use.
 type Sandbox struct {
 	opts    sandbox.Options
@@ -69,11 +66,11 @@ type Sandbox struct {
 func New(opts sandbox.Options) (*Sandbox, error) {
 	s := &Sandbox{
 		opts: opts,
-		self: selfExe,
+		self: "/proc/self/exe",
 		root: os.Geteuid() == 0,
 		log:  slog.Default().With("component", "sandbox"),
 	}
-	s.zyg = takeZygote(s.log)
+	s.zyg = newZygote(s.self, s.log)
 	s.closing, s.closeDone = context.WithCancel(context.Background())
 	// The filters compile and the zygote starts (an exec) while the rest is checked:
 	// every sandbox needs both, and a one-shot run waits for them first. With a stamp

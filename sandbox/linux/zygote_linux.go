@@ -34,36 +34,6 @@ func newZygote(self string, log *slog.Logger) *zygote {
 	return &zygote{self: self, log: log, sock: -1}
 }
 
-// early is the zygote Prestart started, until a New takes it.
-var early struct {
-	mu sync.Mutex
-	z  *zygote
-}
-
-// Prestart starts the zygote the next New of this process takes, so that its exec
-// overlaps what the process does before New (a one-shot command, `airlock run`, calls it
-// once its flags parse: configuration, language detection). A zygote no New takes dies
-// with the process (Pdeathsig), as every zygote does.
-func Prestart() {
-	early.mu.Lock()
-	defer early.mu.Unlock()
-	if early.z == nil {
-		early.z = newZygote(selfExe, slog.Default().With("component", "sandbox"))
-		go early.z.prestart()
-	}
-}
-
-// takeZygote is the zygote Prestart started, or a new one.
-func takeZygote(log *slog.Logger) *zygote {
-	early.mu.Lock()
-	defer early.mu.Unlock()
-	if z := early.z; z != nil {
-		early.z = nil
-		return z
-	}
-	return newZygote(selfExe, log)
-}
-
 // start runs a zygote. Called with z.mu held.
 func (z *zygote) start() error {
 	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)

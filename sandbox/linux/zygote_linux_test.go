@@ -93,37 +93,6 @@ func TestCloseStopsZygote(t *testing.T) {
 	}
 }
 
-// The zygote Prestart started is the one the next New serves with (no second exec), and
-// only that New's: the one after starts its own. Close ends it as any zygote.
-func TestNewTakesThePrestartedZygote(t *testing.T) {
-	Prestart()
-	early.mu.Lock()
-	z := early.z
-	early.mu.Unlock()
-	if z == nil {
-		t.Fatal("Prestart left no zygote to take")
-	}
-	s, err := New(sandbox.Options{})
-	sandboxtest.Require(t, err)
-	if s.zyg != z {
-		t.Fatal("New started a zygote of its own instead of taking the prestarted one")
-	}
-	if res, err := s.Run(context.Background(), withDefaults(sandbox.Spec{Argv: []string{"/bin/true"}})); err != nil || res.Status != sandbox.StatusOK {
-		t.Fatalf("%v %s", err, brief(res))
-	}
-	pid := zygotePID(s)
-	other, err := New(sandbox.Options{})
-	sandboxtest.Require(t, err)
-	defer other.Close()
-	if other.zyg == z {
-		t.Fatal("a second New took the prestarted zygote too")
-	}
-	s.Close()
-	if alive(pid) {
-		t.Errorf("prestarted zygote %d still running after Close", pid)
-	}
-}
-
 // waitPidfd must not take an interrupted poll for an exit: the launch reads "the
 // spawner exited" as "every process of the sandbox is dead" and stops supervising.
 // (A soak of 2000 calls once hung that way: the run never ended.)
