@@ -315,11 +315,14 @@ func (l *launch) closeReports() {
 // descriptors 0 to 4 (stdin, stdout, stderr, configFD, reportFD) and which stay plain
 // descriptors off the runtime's poller (fds_linux.go), and ours.
 type pipes struct {
-	child        [5]int   // -1 once closed
-	opened       bool     // child holds descriptors (a zero pipes must not close fd 0)
-	cfgW, stdinW *os.File // the config and handover frames; the program's stdin
-	outR, errR   *os.File // the program's stdout and stderr
-	repR         *reportConn
+	child  [5]int // -1 once closed
+	opened bool   // child holds descriptors (a zero pipes must not close fd 0)
+	// cfgW takes the config and handover frames. It is off the poller: the init reads
+	// every frame, so a write that waits (only one larger than the pipe) waits for it.
+	cfgW       *os.File
+	stdinW     *stdinEnd // the program's stdin
+	outR, errR *os.File  // the program's stdout and stderr
+	repR       *reportConn
 }
 
 // openPipes opens every descriptor of a sandbox, or none.
@@ -331,8 +334,14 @@ func openPipes() (pipes, error) {
 			*mine, *theirs, err = childPipe(what, serverReads)
 		}
 	}
-	pipe("config", false, &p.cfgW, &p.child[configFD])
-	pipe("stdin", false, &p.stdinW, &p.child[0])
+	var cfg, stdin int
+	if cfg, p.child[configFD], err = plainPipe("config", false); err != nil {
+		return pipes{}, err
+	}
+	p.cfgW = os.NewFile(uintptr(cfg), "config")
+	if stdin, p.child[0], err = plainPipe("stdin", false); err == nil {
+		p.stdinW = newStdinEnd(stdin)
+	}
 	pipe("stdout", true, &p.outR, &p.child[1])
 	pipe("stderr", true, &p.errR, &p.child[2])
 	if err == nil {
@@ -357,7 +366,10 @@ func (p *pipes) closeChild() {
 // Close closes every descriptor, ours and the spawner's, that is still open.
 func (p *pipes) Close() {
 	p.closeChild()
-	closeAll(p.cfgW, p.stdinW, p.outR, p.errR)
+	closeAll(p.cfgW, p.outR, p.errR)
+	if p.stdinW != nil {
+		p.stdinW.Close()
+	}
 	if p.repR != nil {
 		p.repR.Close()
 	}
