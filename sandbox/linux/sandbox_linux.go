@@ -432,9 +432,18 @@ func (s *Sandbox) release(l *launch) {
 // until then. The polls start at 50 µs and double to a millisecond: a first poll that
 // came a moment early cost a whole millisecond of `airlock run`'s exit.
 func reaped(pidfd *os.File) bool {
+	rc, err := pidfd.SyscallConn()
+	if err != nil {
+		return false
+	}
+	gone := func() bool {
+		var err error
+		_ = rc.Control(func(fd uintptr) { err = pidfdSignal(fd, 0) })
+		return errors.Is(err, unix.ESRCH)
+	}
 	pause := 50 * time.Microsecond
 	for deadline := time.Now().Add(reapTimeout); ; pause = min(2*pause, time.Millisecond) {
-		if err := unix.PidfdSendSignal(int(pidfd.Fd()), 0, nil, 0); errors.Is(err, unix.ESRCH) {
+		if gone() {
 			return true
 		}
 		if time.Now().After(deadline) {

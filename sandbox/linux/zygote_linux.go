@@ -200,9 +200,19 @@ func signalPidfd(f *os.File, sig syscall.Signal) {
 	if err != nil {
 		return
 	}
-	_ = rc.Control(func(fd uintptr) {
-		_ = unix.PidfdSendSignal(int(fd), sig, nil, 0)
-	})
+	_ = rc.Control(func(fd uintptr) { _ = pidfdSignal(fd, sig) })
+}
+
+// pidfdSignal is pidfd_send_signal(2) as a plain system call, which never blocks. Through
+// x/sys it entered the runtime's system-call bookkeeping, which wakes sysmon when the
+// server was idle (rawReader in fds_linux.go says why): a finished sandbox's teardown,
+// started by a timer while the server is otherwise idle, woke it once per run for this
+// one system call.
+func pidfdSignal(fd uintptr, sig syscall.Signal) error {
+	if _, _, errno := unix.RawSyscall6(unix.SYS_PIDFD_SEND_SIGNAL, fd, uintptr(sig), 0, 0, 0, 0); errno != 0 {
+		return errno
+	}
+	return nil
 }
 
 // waitPidfd blocks until the process behind the pidfd has exited. Only the pidfd
