@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -280,5 +281,46 @@ func TestStdioConcurrencyIsNotCappedAtFive(t *testing.T) {
 	}
 	if peak.Load() != n {
 		t.Errorf("peak concurrency %d, want %d", peak.Load(), n)
+	}
+}
+
+// A call that asked for progress gets its notifications while it still runs, with a call
+// that did not ask in flight beside it: only such calls keep the ticker going.
+func TestStdioProgressWhileRunning(t *testing.T) {
+	release := make(chan struct{})
+	var once sync.Once
+	done := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(done)
+	d := fakeDeps(func(ctx context.Context, s sandbox.Spec) (sandbox.Result, error) {
+		if s.Progress != nil {
+			s.Progress(sandbox.Progress{Elapsed: time.Millisecond})
+		}
+		<-release
+		return runnertest.Echo(ctx, s)
+	}, 2)
+	p := startStdio(t, d, StdioOptions{})
+	p.send(t, callLine(1, "quiet", ""))
+	p.send(t, callLine(2, "loud", "tok"))
+	first := make(chan map[string]any, 1)
+	go func() {
+		if p.out.Scan() {
+			var m map[string]any
+			_ = json.Unmarshal(p.out.Bytes(), &m)
+			first <- m
+		}
+	}()
+	select {
+	case m := <-first:
+		if m["method"] != "notifications/progress" {
+			t.Fatalf("first message %v, want the progress of the call still running", m)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no progress notification within 5 s while the call that asked for it ran")
+	}
+	done()
+	for range 2 {
+		if m := p.recv(t); m["id"] == nil {
+			t.Fatalf("unexpected message %v", m)
+		}
 	}
 }

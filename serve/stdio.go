@@ -110,7 +110,7 @@ func Stdio(ctx context.Context, s *server.MCPServer, in io.Reader, out io.Writer
 			}
 			return nil
 		case line := <-lines:
-			id, isRequest, cancelled := peek(line)
+			id, isRequest, cancelled, progress := peek(line)
 			if !utf8.Valid(line) {
 				// JSON text must be UTF-8 (RFC 8259 §8.1). Decoding would quietly turn bad
 				// bytes in code or stdin into U+FFFD and run something the client never sent.
@@ -136,7 +136,7 @@ func Stdio(ctx context.Context, s *server.MCPServer, in io.Reader, out io.Writer
 					fmt.Sprintf("server busy: %d requests in flight; retry later", opt.MaxInFlight)))
 				continue
 			}
-			w.begin(id)
+			w.begin(id, progress)
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
@@ -148,24 +148,29 @@ func Stdio(ctx context.Context, s *server.MCPServer, in io.Reader, out io.Writer
 	}
 }
 
-// peek reads just enough of a message to route it: its id (nil for notifications), and
-// for notifications/cancelled the cancelled request's id.
-func peek(line []byte) (id json.RawMessage, isRequest bool, cancelled string) {
+// peek reads just enough of a message to route it: its id (nil for notifications), for
+// notifications/cancelled the cancelled request's id, and whether it asks for progress
+// notifications (a progress token).
+func peek(line []byte) (id json.RawMessage, isRequest bool, cancelled string, progress bool) {
 	var m struct {
 		ID     json.RawMessage `json:"id"`
 		Method string          `json:"method"`
 		Params struct {
 			RequestID json.RawMessage `json:"requestId"`
+			Meta      struct {
+				ProgressToken json.RawMessage `json:"progressToken"`
+			} `json:"_meta"`
 		} `json:"params"`
 	}
 	if err := json.Unmarshal(line, &m); err != nil {
 		// Let mcp-go answer the parse error like any request.
-		return nil, true, ""
+		return nil, true, "", false
 	}
 	if m.Method == "notifications/cancelled" {
 		cancelled = string(bytes.TrimSpace(m.Params.RequestID))
 	}
-	return m.ID, len(m.ID) > 0 && string(m.ID) != "null", cancelled
+	token := string(bytes.TrimSpace(m.Params.Meta.ProgressToken))
+	return m.ID, len(m.ID) > 0 && string(m.ID) != "null", cancelled, token != "" && token != "null"
 }
 
 func errorResponse(id json.RawMessage, code int, msg string) any {
@@ -219,19 +224,32 @@ func readLines(in io.Reader, max int, out chan<- []byte, tooLong func(n int, id 
 
 // writer serialises everything written to stdout.
 type writer struct {
-	mu        sync.Mutex
-	out       *bufio.Writer
-	sess      *session
-	inflight  map[string]bool
-	cancelled map[string]bool
-	busy      chan struct{} // a request began: tick until none is in flight
-	log       *slog.Logger
+	mu   sync.Mutex
+	out  *bufio.Writer
+	sess *session
+	// inflight holds the requests being handled, each with whether it asked for
+	// progress (tick sends those notifications); progressing counts the ones that did.
+	inflight    map[string]bool
+	progressing int
+	cancelled   map[string]bool
+	busy        chan struct{} // a request began: tick until none is in flight
+	log         *slog.Logger
 }
 
-func (w *writer) begin(id json.RawMessage) {
+// begin records a request being handled; one that asked for progress wakes the ticker.
+func (w *writer) begin(id json.RawMessage, progress bool) {
+	key := string(bytes.TrimSpace(id))
 	w.mu.Lock()
-	w.inflight[string(bytes.TrimSpace(id))] = true
+	if _, dup := w.inflight[key]; !dup {
+		w.inflight[key] = progress
+		if progress {
+			w.progressing++
+		}
+	}
 	w.mu.Unlock()
+	if !progress {
+		return
+	}
 	select {
 	case w.busy <- struct{}{}: // wake the ticker
 	default:
@@ -242,7 +260,7 @@ func (w *writer) begin(id json.RawMessage) {
 // finished or unknown requests cannot pile up.
 func (w *writer) markCancelled(id string) {
 	w.mu.Lock()
-	if w.inflight[id] {
+	if _, ok := w.inflight[id]; ok {
 		w.cancelled[id] = true
 	}
 	w.mu.Unlock()
@@ -258,7 +276,12 @@ func (w *writer) emit(id json.RawMessage, msg any) {
 		return
 	}
 	if key := string(bytes.TrimSpace(id)); key != "" {
-		delete(w.inflight, key)
+		if progress, ok := w.inflight[key]; ok {
+			delete(w.inflight, key)
+			if progress {
+				w.progressing--
+			}
+		}
 		if w.cancelled[key] {
 			delete(w.cancelled, key)
 			return
@@ -304,9 +327,12 @@ func (w *writer) flush() {
 	w.flushLocked()
 }
 
-// tick sends notifications that no response is about to carry (e.g. progress of a long
-// run). It takes the same mutex: draining outside it would re-create the reordering. It
-// only ticks while a request is in flight, so an idle server does not wake up.
+// tick sends notifications that no response is about to carry: the progress of a long
+// run. It takes the same mutex: draining outside it would re-create the reordering. It
+// only ticks while a request that asked for progress is in flight, so neither an idle
+// server nor one busy with calls that did not ask wakes up every 20 ms (under 8
+// concurrent calls that was a wake-up of the server for every second call). Any other
+// notification queued meanwhile goes out before the next response, as always.
 func (w *writer) tick(done <-chan struct{}) {
 	t := time.NewTicker(20 * time.Millisecond)
 	t.Stop()
@@ -324,18 +350,18 @@ func (w *writer) tick(done <-chan struct{}) {
 				return
 			case <-t.C:
 				w.flush()
-				busy = !w.idle()
+				busy = w.wantsProgress()
 			}
 		}
 		t.Stop()
 	}
 }
 
-// idle reports whether no request is in flight.
-func (w *writer) idle() bool {
+// wantsProgress reports whether a request that asked for progress is in flight.
+func (w *writer) wantsProgress() bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return len(w.inflight) == 0
+	return w.progressing > 0
 }
 
 // session is the single stdio client.
