@@ -132,14 +132,14 @@ func TestFaultKill9KillsSandboxesAndNextStartCleansCgroups(t *testing.T) {
 	if _, inits := soak.Procs("", pid); len(inits) != 0 {
 		t.Fatalf("sandbox inits of the dead server: %v", inits)
 	}
-	stale := soak.Cgroups(bases, pid)
+	stale := soak.AllCgroups(bases, pid)
 	t.Logf("cgroups left by the dead server: %d, under %v", len(stale), bases)
 	if len(bases) > 0 && len(stale) == 0 {
 		t.Fatal("the killed server left no cgroup behind, so the next start's cleanup is not tested")
 	}
 	next, _ := faultServer(t)
 	defer next.CloseStdin(10 * time.Second)
-	if left := soak.Cgroups(bases, pid); len(left) != 0 {
+	if left := soak.AllCgroups(bases, pid); len(left) != 0 {
 		t.Fatalf("the next start left the dead server's cgroups: %v", left)
 	}
 	if len(stale) > 0 {
@@ -483,7 +483,9 @@ func TestFaultCgroupCreationFails(t *testing.T) {
 		t.Fatalf("before the fault: %+v", a)
 	}
 	// The pids base goes away, as another airlock's exit may remove it: the next run
-	// makes it again. The previous run's cgroup may still be on its way out.
+	// makes it again. The previous run's cgroup may still be on its way out. Its
+	// spares (empty cgroups made ahead of the calls) go first, as a host's cleanup of
+	// empty cgroups would remove them: the next call makes its own.
 	var gone string
 	for _, b := range bases {
 		if strings.Contains(b, "/pids/") {
@@ -495,6 +497,9 @@ func TestFaultCgroupCreationFails(t *testing.T) {
 	}
 	deadline := time.Now().Add(5 * time.Second)
 	for {
+		for _, d := range soak.AllCgroups([]string{gone}, pid) {
+			_ = os.Remove(d)
+		}
 		err := os.Remove(gone)
 		if err == nil {
 			break

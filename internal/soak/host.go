@@ -254,8 +254,22 @@ func PrivateCgroup(name string) (restore func() error, err error) {
 	return restore, nil
 }
 
-// Cgroups lists the cgroup directories named after serverPID under bases.
+// Cgroups lists the cgroup directories of serverPID's sandboxes under bases: named
+// after serverPID, less the spares, the empty cgroups a running server keeps made ahead
+// of its calls (sandbox/linux spares_linux.go).
 func Cgroups(bases []string, serverPID int) []string {
+	var out []string
+	for _, d := range AllCgroups(bases, serverPID) {
+		if !strings.HasPrefix(filepath.Base(d), strconv.Itoa(serverPID)+"-"+spareMark) {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// AllCgroups lists every cgroup directory named after serverPID under bases, its
+// spares included: none may be left once the server is gone.
+func AllCgroups(bases []string, serverPID int) []string {
 	var out []string
 	prefix := strconv.Itoa(serverPID) + "-"
 	for _, b := range bases {
@@ -268,6 +282,9 @@ func Cgroups(bases []string, serverPID int) []string {
 	}
 	return out
 }
+
+// spareMark follows the pid in a spare cgroup's name (sandbox/linux spareMark).
+const spareMark = "spare-"
 
 // Mounts returns the host's mount table as a set of "mountpoint fstype source" entries
 // (mount ids change on every mount, so they are left out).

@@ -287,7 +287,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	time.Sleep(200 * time.Millisecond)
 	marked, inits = Procs(r.Marker, r.ServerPID)
 	r.ExitProcs, r.ExitInits = len(marked), len(inits)
-	r.ExitCgroups = len(names(Cgroups(r.CgroupBases, r.ServerPID)))
+	r.ExitCgroups = len(names(AllCgroups(r.CgroupBases, r.ServerPID)))
 	for _, m := range MountDiff(mounts0, Mounts()) {
 		if (strings.Contains(m, "airlock") || strings.Contains(m, o.Dir)) && !otherLandlockServer(m, servers) {
 			r.MountsAdded = append(r.MountsAdded, m)

@@ -52,6 +52,7 @@ type cgroups struct {
 	removed bool
 	reason  string   // why cgroups are not used (version 0)
 	ctrls   []string // controllers in use, for the report
+	spares  spares
 }
 
 // detectCgroups finds a hierarchy airlock may create cgroups in: a delegated cgroup v2
@@ -231,6 +232,7 @@ func ownDir(base, name string, v2ctrls []string) (own string, made bool, err err
 // cgroup in them is gone by then, unless its removal failed (logged then): those go
 // first.
 func (m *cgroups) removeOwn() error {
+	m.dropSpares()
 	m.ownMu.Lock()
 	defer m.ownMu.Unlock()
 	m.removed = true
@@ -269,6 +271,7 @@ func (m *cgroups) ensureOwn() error {
 		}
 	}
 	m.removed = false
+	m.spares.reopen()
 	return nil
 }
 
@@ -435,15 +438,53 @@ func limitValues(l sandbox.Limits) (mem, pids string) {
 	return strconv.FormatInt(l.Memory, 10), strconv.Itoa(max(l.Pids, 1) + initProcs)
 }
 
-// create makes the cgroup for one run and sets its limits. Memory has no swap, pids
-// count the init's threads too, and the CPU quota is one CPU.
+// create gives one run its cgroup, with its limits set: a spare made ahead of the call
+// if one is ready (spares_linux.go), else one made now. Memory has no swap, pids count
+// the init's threads too, and the CPU quota is one CPU.
 func (m *cgroups) create(id string, l sandbox.Limits) (*cgroup, error) {
+	cg, err := m.spare(l)
+	if cg != nil || err != nil {
+		return cg, err
+	}
+	if cg, err = m.make(runName(id)); err != nil {
+		return nil, err
+	}
+	if err := cg.limit(l); err != nil {
+		_ = cg.destroy()
+		return nil, err
+	}
+	return cg, nil
+}
+
+// spare gives one run a spare cgroup with its limits set; nil, and no error, when none
+// is ready. A spare removed from outside meanwhile (a host's cleanup of empty cgroups)
+// is dropped for the next.
+func (m *cgroups) spare(l sandbox.Limits) (*cgroup, error) {
 	if err := m.ensureOwn(); err != nil {
 		return nil, err
 	}
-	name := runName(id)
-	mem, pids := limitValues(l)
-	cg := &cgroup{version: m.version, fd: -1, mem: mem, pids: pids}
+	defer m.refill()
+	for {
+		cg := m.spares.take()
+		if cg == nil {
+			return nil, nil
+		}
+		err := cg.limit(l)
+		if err == nil {
+			return cg, nil
+		}
+		_ = cg.destroy()
+		if !errors.Is(err, os.ErrNotExist) {
+			return nil, err
+		}
+	}
+}
+
+// make makes a cgroup named name and sets what every run's cgroup has alike: the CPU
+// quota, and on v2 no swap and the whole cgroup killed at an OOM. It has no memory or
+// pids limit yet: limit sets the call's, before anything runs in it.
+func (m *cgroups) make(name string) (*cgroup, error) {
+	cg := &cgroup{version: m.version, fd: -1}
 	switch m.version {
 	case 1:
 		cg.dirs = map[string]string{}
@@ -460,21 +501,10 @@ func (m *cgroups) create(id string, l sandbox.Limits) (*cgroup, error) {
 		// which every new v1 cpu cgroup starts with (it is not inherited) and nothing
 		// here changes. TestRunCgroupLimits reads all of them back from a running
 		// sandbox's cgroup.
-		sets := []struct{ ctrl, file, val string }{
-			{"memory", "memory.limit_in_bytes", mem},
-			{"memory", "memory.memsw.limit_in_bytes", mem}, // absent without swap accounting
-			{"pids", "pids.max", pids},
-			{"cpu", "cpu.cfs_quota_us", "100000"},
-		}
-		for _, s := range sets {
-			d, ok := cg.dirs[s.ctrl]
-			if !ok {
-				continue
-			}
-			err := writeCgroupFile(filepath.Join(d, s.file), s.val)
-			if err != nil && !(s.file == "memory.memsw.limit_in_bytes" && errors.Is(err, os.ErrNotExist)) {
+		if d, ok := cg.dirs["cpu"]; ok {
+			if err := writeCgroupFile(filepath.Join(d, "cpu.cfs_quota_us"), "100000"); err != nil {
 				_ = cg.destroy()
-				return nil, fmt.Errorf("set %s=%s: %w", s.file, s.val, err)
+				return nil, fmt.Errorf("set cpu.cfs_quota_us=100000: %w", err)
 			}
 		}
 	case 2:
@@ -482,24 +512,12 @@ func (m *cgroups) create(id string, l sandbox.Limits) (*cgroup, error) {
 		if err := m.mkRun("", m.v2, cg.dir); err != nil {
 			return nil, fmt.Errorf("create cgroup %s: %w", cg.dir, err)
 		}
-		// memory.max and pids.max exist wherever their controllers are enabled, which
-		// setupV2 checked: one missing is an own dir made again without them, never a
-		// sandbox without limits. The others depend on swap accounting and cpu.
-		sets := []struct {
-			file, val string
-			required  bool
-		}{
-			{"memory.max", mem, true},
-			{"memory.swap.max", "0", false},
-			{"memory.oom.group", "1", false},
-			{"pids.max", pids, true},
-			{"cpu.max", "100000 100000", false},
-		}
+		// These depend on swap accounting and the cpu controller: absent is fine.
+		sets := [][2]string{{"memory.swap.max", "0"}, {"memory.oom.group", "1"}, {"cpu.max", "100000 100000"}}
 		for _, s := range sets {
-			err := writeCgroupFile(filepath.Join(cg.dir, s.file), s.val)
-			if err != nil && (s.required || !errors.Is(err, os.ErrNotExist)) {
+			if err := writeCgroupFile(filepath.Join(cg.dir, s[0]), s[1]); err != nil && !errors.Is(err, os.ErrNotExist) {
 				_ = cg.destroy()
-				return nil, fmt.Errorf("set %s=%s: %w", s.file, s.val, err)
+				return nil, fmt.Errorf("set %s=%s: %w", s[0], s[1], err)
 			}
 		}
 		fd, err := unix.Open(cg.dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
@@ -510,6 +528,42 @@ func (m *cgroups) create(id string, l sandbox.Limits) (*cgroup, error) {
 		cg.fd = fd
 	}
 	return cg, nil
+}
+
+// limit sets a cgroup's memory and pids limits, which make left unset. On v2,
+// memory.max and pids.max exist wherever their controllers are enabled, which setupV2
+// checked: one missing is an own dir made again without them, never a sandbox without
+// limits. On v1 the memory+swap limit is absent without swap accounting.
+func (c *cgroup) limit(l sandbox.Limits) error {
+	mem, pids := limitValues(l)
+	var sets []struct {
+		file, val string
+		required  bool
+	}
+	add := func(dir, file, val string, required bool) {
+		sets = append(sets, struct {
+			file, val string
+			required  bool
+		}{filepath.Join(dir, file), val, required})
+	}
+	switch c.version {
+	case 1:
+		// Unlimited both, so memory first: it must stay ≤ memsw.
+		add(c.dirs["memory"], "memory.limit_in_bytes", mem, true)
+		add(c.dirs["memory"], "memory.memsw.limit_in_bytes", mem, false)
+		add(c.dirs["pids"], "pids.max", pids, true)
+	case 2:
+		add(c.dir, "memory.max", mem, true)
+		add(c.dir, "pids.max", pids, true)
+	}
+	for _, s := range sets {
+		err := writeCgroupFile(s.file, s.val)
+		if err != nil && (s.required || !errors.Is(err, os.ErrNotExist)) {
+			return fmt.Errorf("set %s=%s: %w", s.file, s.val, err)
+		}
+	}
+	c.mem, c.pids = mem, pids
+	return nil
 }
 
 // tasksFiles are the v1 tasks files the spawner moves itself into, so the init is born

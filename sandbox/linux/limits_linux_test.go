@@ -422,8 +422,12 @@ func TestProcessesInTheirCgroup(t *testing.T) {
 	prog := waitHostProc(t, marker, 5*time.Second)
 	init := parentOf(t, prog)
 	// In this server's own dir of the airlock base (one per Sandbox), not in a dir
-	// every server on the host shares.
-	want := "/" + cgroupDir + "/" + filepath.Base(s.cg.v1["memory"]) + "/" + runName(spec.ID)
+	// every server on the host shares, and in one run cgroup of it (a spare's name is
+	// not the call's), the same in every controller.
+	want := "/" + cgroupDir + "/" + filepath.Base(s.cg.v1["memory"]) + "/" + filepath.Base(runCgroupOf(t, s, prog, "memory"))
+	if !strings.HasPrefix(filepath.Base(want), strconv.Itoa(os.Getpid())+"-") {
+		t.Fatalf("the run's cgroup %s is not named as this server's runs are", want)
+	}
 	for _, pid := range []int{prog, init} {
 		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
 		if err != nil {
@@ -444,6 +448,31 @@ func TestProcessesInTheirCgroup(t *testing.T) {
 	}
 	syscall.Kill(prog, syscall.SIGKILL)
 	<-done
+}
+
+// runCgroupOf is the host path of the run cgroup that process pid is in, for the v1
+// controller ctrl ("" on v2), as /proc/PID/cgroup shows it: a run's cgroup may be a
+// spare, named before the call.
+func runCgroupOf(t *testing.T, s *Sandbox, pid int, ctrl string) string {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.SplitN(line, ":", 3)
+		if len(f) != 3 {
+			continue
+		}
+		if ctrl == "" && f[0] == "0" && f[1] == "" {
+			return filepath.Join(s.cg.v2, filepath.Base(f[2]))
+		}
+		if ctrl != "" && slices.Contains(strings.Split(f[1], ","), ctrl) {
+			return filepath.Join(s.cg.v1[ctrl], filepath.Base(f[2]))
+		}
+	}
+	t.Fatalf("pid %d has no %q cgroup:\n%s", pid, ctrl, b)
+	return ""
 }
 
 func parentOf(t *testing.T, pid int) int {
@@ -494,9 +523,7 @@ func TestRunCgroupLimits(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(s.cg.v1["memory"], "memory.memsw.limit_in_bytes")); err == nil {
 			want = append(want, [2]string{"memory.memsw.limit_in_bytes", mem})
 		}
-		dirOf = func(file string) string {
-			return filepath.Join(s.cg.v1[strings.SplitN(file, ".", 2)[0]], runName(spec.ID))
-		}
+		dirOf = func(file string) string { return runCgroupOf(t, s, prog, strings.SplitN(file, ".", 2)[0]) }
 	case 2:
 		want = [][2]string{{"memory.max", mem}, {"pids.max", pids}}
 		if slices.Contains(s.cg.ctrls, "cpu") {
@@ -505,7 +532,7 @@ func TestRunCgroupLimits(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(s.cg.v2, "memory.swap.max")); err == nil {
 			want = append(want, [2]string{"memory.swap.max", "0"})
 		}
-		dirOf = func(string) string { return filepath.Join(s.cg.v2, runName(spec.ID)) }
+		dirOf = func(string) string { return runCgroupOf(t, s, prog, "") }
 	}
 	for _, w := range want {
 		if w[0] == "cpu.cfs_period_us" || w[0] == "cpu.cfs_quota_us" {

@@ -122,6 +122,7 @@ func New(opts sandbox.Options) (*Sandbox, error) {
 		if removed := s.cg.cleanStale(s.log); len(removed) > 0 {
 			s.log.Info("removed stale sandbox cgroups", "count", len(removed), "dirs", removed)
 		}
+		s.cg.spares.off = opts.OneShot // its one run would pay for spares nobody takes
 	}
 	key := s.checkKey()
 	reused := s.reuseCheck(key)
@@ -338,9 +339,10 @@ func callOf(spec sandbox.Spec) *handover {
 	return h
 }
 
-// prepare creates a cgroup and starts a sandbox for spec up to the handover. A v1
-// cgroup is created while the init is cloned (the init waits for its join before it
-// runs anything); a v2 one first, because the init is cloned straight into it.
+// prepare gives spec a cgroup and starts a sandbox for it up to the handover. The
+// cgroup is a spare made ahead of the call when one is ready (spares_linux.go); else a
+// v1 cgroup is created while the init is cloned (the init waits for its join before it
+// runs anything), a v2 one first, because the init is cloned straight into it.
 func (s *Sandbox) prepare(spec sandbox.Spec, cfg *initConfig) (*launch, error) {
 	// The host ids first: a sandbox, waiting in the pool or running, holds its own
 	// until release has seen the last of its processes.
@@ -352,6 +354,14 @@ func (s *Sandbox) prepare(spec sandbox.Spec, cfg *initConfig) (*launch, error) {
 	var pending chan cgroupResult
 	switch s.cg.version {
 	case 1:
+		c, err := s.cg.spare(spec.Limits)
+		if err != nil {
+			s.ids.release(ids, true)
+			return nil, fmt.Errorf("%w: %w", errCgroup, err)
+		}
+		if cg = c; cg != nil {
+			break
+		}
 		pending = make(chan cgroupResult, 1)
 		go func() {
 			c, err := s.cg.create(spec.ID, spec.Limits)
