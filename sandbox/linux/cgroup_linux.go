@@ -784,7 +784,10 @@ func writeCgroupFile(p, val string) error {
 }
 
 // readCgroupFile reads a small cgroup or proc file into buf (up to its length: the
-// counters and limits read here are a few lines).
+// counters and limits read here are a few lines). These files are seq_files, whose
+// read fills the buffer with every line that fits: a read that returns less than it
+// was asked for has reached the end, and a second read to see 0 would only cost a
+// system call (three per run).
 func readCgroupFile(p string, buf []byte) ([]byte, error) {
 	fd, err := unix.Open(p, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
@@ -800,10 +803,10 @@ func readCgroupFile(p string, buf []byte) ([]byte, error) {
 		if err != nil {
 			return nil, &os.PathError{Op: "read", Path: p, Err: err}
 		}
-		if m == 0 {
+		n += m
+		if m == 0 || n < len(buf) {
 			break
 		}
-		n += m
 	}
 	return buf[:n], nil
 }

@@ -60,9 +60,9 @@ func polledFile(fd int, what string) (*os.File, error) {
 	return os.NewFile(uintptr(fd), what), nil
 }
 
-// setNonblockNew makes a descriptor just created by pipe2 or socketpair non-blocking with
-// one fcntl: it has no status flag yet but its access mode, which F_SETFL ignores
-// (unix.SetNonblock reads the flags first).
+// setNonblockNew makes a descriptor just created by pipe2 or socketpair, or a pidfd,
+// non-blocking with one fcntl: it has no status flag yet but its access mode, which
+// F_SETFL ignores (unix.SetNonblock reads the flags first).
 func setNonblockNew(fd int) error {
 	_, err := unix.FcntlInt(uintptr(fd), unix.F_SETFL, unix.O_NONBLOCK)
 	return err

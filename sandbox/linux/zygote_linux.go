@@ -186,8 +186,9 @@ func (z *zygote) ask(req []byte, fds []int) (*os.File, error) {
 		}
 		return nil, fmt.Errorf("fork a spawner: %w", errno)
 	}
-	// Non-blocking, so the runtime's poller can wait for the spawner's exit.
-	if err := unix.SetNonblock(pidfd, true); err != nil {
+	// Non-blocking, so the runtime's poller can wait for the spawner's exit. One fcntl:
+	// a pidfd's only status flag is this one (setNonblockNew).
+	if err := setNonblockNew(pidfd); err != nil {
 		unix.Close(pidfd)
 		return nil, fmt.Errorf("pidfd: %w", err)
 	}
