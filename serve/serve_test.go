@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -323,4 +325,73 @@ func TestStdioProgressWhileRunning(t *testing.T) {
 			t.Fatalf("unexpected message %v", m)
 		}
 	}
+}
+
+// Requests read from a real pipe go through a second, non-blocking open of that pipe
+// (pollable), and the end of the pipe still ends the server.
+func TestStdioOverAPipe(t *testing.T) {
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer inR.Close()
+	if runtime.GOOS == "linux" {
+		p := pollable(inR)
+		if p == nil {
+			t.Fatal("a pipe was not reopened for the poller")
+		}
+		p.Close()
+	}
+	outR, outW := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		done <- Stdio(context.Background(), New(fakeDeps(runnertest.Echo, 2)), inR, outW, StdioOptions{Log: quiet})
+		outW.Close()
+	}()
+	out := bufio.NewScanner(outR)
+	send := func(line string) {
+		if _, err := io.WriteString(inW, line+"\n"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	recv := func() map[string]any {
+		if !out.Scan() {
+			t.Fatalf("stdout ended: %v", out.Err())
+		}
+		var m map[string]any
+		if err := json.Unmarshal(out.Bytes(), &m); err != nil {
+			t.Fatalf("%q: %v", out.Bytes(), err)
+		}
+		return m
+	}
+	send(`{"jsonrpc":"2.0","id":"init","method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
+	if m := recv(); m["id"] != "init" {
+		t.Fatalf("initialize: %v", m)
+	}
+	send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	send(callLine(1, "over a pipe", ""))
+	if m := recv(); m["id"] != float64(1) || m["result"] == nil {
+		t.Fatalf("call: %v", m)
+	}
+	inW.Close()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Stdio at the pipe's end: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Stdio did not return at the end of its input pipe")
+	}
+	if f := pollable(mustTemp(t)); f != nil {
+		t.Error("a regular file was reopened for the poller")
+	}
+}
+
+func mustTemp(t *testing.T) *os.File {
+	f, err := os.CreateTemp(t.TempDir(), "in")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return f
 }

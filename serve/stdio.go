@@ -9,8 +9,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 	"unicode/utf8"
 
@@ -70,6 +73,12 @@ func Stdio(ctx context.Context, s *server.MCPServer, in io.Reader, out io.Writer
 	go w.tick(tickDone)
 	defer close(tickDone)
 
+	if f, ok := in.(*os.File); ok {
+		if polled := pollable(f); polled != nil {
+			defer polled.Close()
+			in = polled
+		}
+	}
 	lines := make(chan []byte)
 	readErr := make(chan error, 1)
 	go func() {
@@ -146,6 +155,33 @@ func Stdio(ctx context.Context, s *server.MCPServer, in io.Reader, out io.Writer
 			}()
 		}
 	}
+}
+
+// pollable reopens a pipe the server reads its requests from as a second, non-blocking
+// open file of the same pipe, read through the runtime's poller; nil if f is not a pipe
+// or cannot be reopened (no /proc). Read as a plain blocking file, the reader went back
+// into read(2) after every request holding the server's only P (GOMAXPROCS), which the
+// runtime's sysmon then had to take back and hand to another thread: a retake, a
+// thread's wake-up and its spinning per request. The pipe's own open file, which the
+// client may share, keeps its flags.
+func pollable(f *os.File) *os.File {
+	fi, err := f.Stat()
+	if err != nil || fi.Mode()&os.ModeNamedPipe == 0 {
+		return nil
+	}
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return nil
+	}
+	var fd uintptr
+	if err := rc.Control(func(d uintptr) { fd = d }); err != nil {
+		return nil
+	}
+	g, err := os.OpenFile("/proc/self/fd/"+strconv.Itoa(int(fd)), os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil
+	}
+	return g
 }
 
 // peek reads just enough of a message to route it: its id (nil for notifications), for
