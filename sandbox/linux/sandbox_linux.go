@@ -58,6 +58,8 @@ type Sandbox struct {
 	// resolver looks up the names the egress proxy is asked for (nil: the system's);
 	// tests inject one.
 	resolver egress.Resolver
+	// serving counts the calls handed to a sandbox and not yet answered (serve).
+	serving atomic.Int64
 }
 
 // New checks this host once and returns the backend. It fails closed, with an error
@@ -396,8 +398,10 @@ func (s *Sandbox) release(l *launch) {
 		if l.running {
 			// After a reported exit the program is dead and the init waits to be ended:
 			// its teardown starts once the caller has had a moment to deliver the result
-			// (a one-shot backend has no next call to keep it from: at once).
-			if l.exitReported() && !s.opts.OneShot {
+			// (a one-shot backend has no next call to keep it from: at once). With other
+			// calls running it starts at once too: it competes with them whenever it
+			// starts, and the timer was a wake-up of the server of its own per call.
+			if l.exitReported() && !s.opts.OneShot && s.serving.Load() == 0 {
 				t := time.NewTimer(teardownDelay)
 				select {
 				case <-t.C:
@@ -513,6 +517,8 @@ func uidBusy(err error) bool {
 // failure inside the init is both the result (sandbox_error) and the error.
 func (s *Sandbox) serve(ctx context.Context, l *launch, spec sandbox.Spec) (sandbox.Result, error) {
 	defer s.release(l)
+	s.serving.Add(1)
+	defer s.serving.Add(-1)
 	if err := l.handover(spec, callOf(spec)); err != nil {
 		return sandbox.Result{ID: spec.ID, Status: sandbox.StatusSandboxError, ExitCode: -1, Detail: err.Error()}, err
 	}
