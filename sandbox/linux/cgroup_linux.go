@@ -429,7 +429,11 @@ type cgroup struct {
 	mem, pids string
 	// counters are the counter files stats reads, opened ahead (openCounters) by a
 	// sandbox prepared for the pool; nil, or -1 for one, where they are read by path.
-	counters []int
+	// countersMu keeps a read off a descriptor that destroy is closing (a session's
+	// watcher reads the CPU counter while its sandbox may be released): a closed
+	// number can be reused by any open.
+	countersMu sync.Mutex
+	counters   []int
 }
 
 // The counters a run's result reads (counterFile names them per version).
@@ -474,6 +478,8 @@ func (c *cgroup) counterFile(i int) string {
 // answer here). A file that cannot be opened is read by path as before. A kernfs counter
 // read from offset 0 is generated afresh, so an early open reads the values at the end.
 func (c *cgroup) openCounters() {
+	c.countersMu.Lock()
+	defer c.countersMu.Unlock()
 	c.counters = make([]int, numCounters)
 	for i := range c.counters {
 		c.counters[i] = -1
@@ -487,6 +493,8 @@ func (c *cgroup) openCounters() {
 
 // closeCounters closes what openCounters opened.
 func (c *cgroup) closeCounters() {
+	c.countersMu.Lock()
+	defer c.countersMu.Unlock()
 	for _, fd := range c.counters {
 		if fd >= 0 {
 			unix.Close(fd)
@@ -497,9 +505,12 @@ func (c *cgroup) closeCounters() {
 
 // counter reads counter i into buf: through its open file, or by path.
 func (c *cgroup) counter(i int, buf []byte) ([]byte, error) {
+	c.countersMu.Lock()
 	if c.counters != nil && c.counters[i] >= 0 {
+		defer c.countersMu.Unlock()
 		return preadAll(c.counters[i], buf)
 	}
+	c.countersMu.Unlock()
 	return readCgroupFile(c.counterFile(i), buf)
 }
 
