@@ -10,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -254,6 +255,12 @@ func readLines(in io.Reader, max int, out chan<- []byte, tooLong func(n int, id 
 			tooLong(n, ids.ID())
 		case len(bytes.TrimSpace(line)) > 0:
 			out <- line
+			// Where stdin is not on the poller (a socket), the next read blocks in
+			// read(2), and with one P (serve.LimitProcs on a small host) a goroutine
+			// blocked in a system call keeps it until sysmon takes it back: the request just handed over waited 100-150 µs for that
+			// before its handler ran. Yielding first lets the dispatch and the handler
+			// run up to their first wait while this goroutine is off the P.
+			runtime.Gosched()
 		}
 	}
 }

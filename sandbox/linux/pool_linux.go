@@ -192,6 +192,9 @@ func (p *pool) prepare(tmpl sandbox.Spec) (*launch, error) {
 	defer timer.Stop()
 	select {
 	case <-l.readyCh:
+		if l.cg != nil {
+			l.cg.openCounters() // here, not between the call's exit and its answer
+		}
 		return l, nil
 	case <-l.waited:
 		err = errDied

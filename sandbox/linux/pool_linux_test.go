@@ -228,6 +228,59 @@ func TestPoolHonoursCallLimits(t *testing.T) {
 	}
 }
 
+// A pooled sandbox's cgroup counters (peak memory, OOM kills, forks refused at the
+// process limit) are opened while it waits in the pool and read when its call ends: what
+// they report must be the end of the call, not the moment they were opened.
+func TestPoolCountersAreReadAtTheEnd(t *testing.T) {
+	recordTier(t)
+	langs := poolLanguages(t)
+	s := testSandbox(t)
+	if s.cg.version == 0 {
+		t.Skipf("SKIPPING: no cgroups here (%s)", s.cg.reason)
+	}
+	limits := sandbox.Limits{Wall: 30 * time.Second, CPU: 30 * time.Second, Memory: 256 << 20, Pids: 16, Output: 1 << 20}
+	spec := func(code string, l sandbox.Limits) sandbox.Spec {
+		return withDefaults(langs["python"].Spec([]byte(code), nil, l, policy.BoundByCgroup))
+	}
+	s.Warm([]sandbox.Spec{spec("", limits)}, 1)
+	t.Cleanup(func() { s.Close() })
+	pooled := func(code string, l sandbox.Limits) sandbox.Result {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for s.PoolStats().Ready < 1 && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		// The sandbox about to serve the call has its counters open already.
+		sl := s.pool.Load().slots[0]
+		l0 := <-sl.ready
+		opened := l0.cg != nil && l0.cg.counters != nil
+		sl.ready <- l0
+		if !opened {
+			t.Fatal("a prepared sandbox's cgroup counters are not open")
+		}
+		hits := s.PoolStats().Hits
+		res, err := s.Run(context.Background(), spec(code, l))
+		if err != nil || s.PoolStats().Hits != hits+1 {
+			t.Fatalf("pooled %q: %v %s %s (stats %+v)", code, err, res.Status, res.Detail, s.PoolStats())
+		}
+		return res
+	}
+	res := pooled("b = bytearray(120 << 20)\nfor i in range(0, len(b), 4096): b[i] = 1", limits)
+	if res.Status != sandbox.StatusOK || res.PeakMemory < 120<<20 {
+		t.Errorf("120 MiB touched: %s %s, peak memory %d", res.Status, res.Detail, res.PeakMemory)
+	}
+	lower := limits
+	lower.Memory = 64 << 20
+	res = pooled("b = bytearray(200 << 20)\nfor i in range(0, len(b), 4096): b[i] = 1", lower)
+	if res.Status != sandbox.StatusMemoryLimit {
+		t.Errorf("200 MiB under a 64 MiB limit: %s %s", res.Status, res.Detail)
+	}
+	res = pooled("import os, sys\nn = 0\ntry:\n    while True:\n        if os.fork() == 0:\n            import time; time.sleep(30)\n        n += 1\nexcept OSError:\n    sys.exit(3)", limits)
+	if res.ExitCode != 3 || !strings.Contains(res.Detail, "process limit") {
+		t.Errorf("forks up to the process limit: %s exit %d %q", res.Status, res.ExitCode, res.Detail)
+	}
+}
+
 // A pooled run reports the call's own time: not the CPU its sandbox spent loading the
 // interpreter before the call (the pool's work), and a wall clock from the program's
 // release. Both accountings are checked where the host has them: the cgroup's (v2
