@@ -923,7 +923,8 @@ func readCgroupFile(p string, buf []byte) ([]byte, error) {
 	return buf[:n], nil
 }
 
-// preadAll reads an open counter file from its start into buf (up to its length).
+// preadAll reads an open counter file from its start into buf (up to its length); a
+// short read is its end, as in readCgroupFile.
 func preadAll(fd int, buf []byte) ([]byte, error) {
 	n := 0
 	for n < len(buf) {
@@ -934,10 +935,10 @@ func preadAll(fd int, buf []byte) ([]byte, error) {
 		if err != nil {
 			return nil, os.NewSyscallError("pread", err)
 		}
-		if m == 0 {
+		n += m
+		if m == 0 || n < len(buf) {
 			break
 		}
-		n += m
 	}
 	return buf[:n], nil
 }
