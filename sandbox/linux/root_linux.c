@@ -342,6 +342,27 @@ static void apply_op(const struct op *o) {
 		if (remount(dst, MS_NOSUID | MS_NOEXEC) < 0)
 			fail(stage, "remount");
 		break;
+	case OP_SCRATCH: {
+		// A directory of the root's superblock where the program writes (/tmp,
+		// /dev/shm): a bind instead of a tmpfs of its own. Its path (source) lies under
+		// a later step's mount, so the bind is the only way to it. The bind takes the
+		// root mount's flags (nosuid, nodev, still writable) and seal, which remounts
+		// only "/", leaves it writable.
+		char src[PATH_MAX];
+		if (o->source[0] != '/' || snprintf(src, sizeof src, "%s%s", NEW_ROOT, o->source) >= (int)sizeof src)
+			failf(stage, EINVAL, "bad source");
+		if (mkdir_p(src, 0755) < 0 || mkdir_p(dst, 0755) < 0)
+			fail(stage, "mkdir");
+		// Past the umask, as a tmpfs's mode= option was.
+		if (chmod(src, 01777) < 0)
+			fail(stage, "chmod");
+		if (mount(src, dst, NULL, MS_BIND, NULL) < 0)
+			fail(stage, "bind");
+		if (remount(dst, (unsigned long)o->flags) < 0)
+			fail(stage, "remount");
+		know_dir(dst, strlen(dst));
+		break;
+	}
 	case OP_TMPFS:
 		if (mkdir_p(dst, 0755) < 0)
 			fail(stage, "mkdir");
@@ -392,9 +413,10 @@ static void pivot(void) {
 		fail("pivot_root: chdir /", "chdir");
 }
 
-// seal makes the root skeleton, /dev and /proc read-only once they are complete.
+// seal makes the root skeleton (/dev with it) and /proc read-only once they are
+// complete.
 static void seal(void) {
-	static const char *const paths[] = {"/", "/dev", "/proc"};
+	static const char *const paths[] = {"/", "/proc"};
 	for (size_t i = 0; i < sizeof paths / sizeof *paths; i++) {
 		if (remount(paths[i], MS_RDONLY) < 0) {
 			char stage[64];
