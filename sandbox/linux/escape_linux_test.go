@@ -360,7 +360,8 @@ print(json.dumps(out))
 // workspace. Through them it must reach nothing else of that superblock: no hard link
 // or rename between them and the read-only skeleton (/etc) or each other, no write
 // to the skeleton by a path that leaves the bind, and their own paths in the root
-// (under /proc) hidden. A file one leaves shows up nowhere else in the root.
+// (under /proc, like the empty directory the /proc masks bind) hidden. A file one
+// leaves shows up nowhere else in the root.
 func TestScratchReachesNothingElse(t *testing.T) {
 	notInTier(t, "no root of its own: /tmp and /dev/shm are unreachable (TestHostFilesUnreachable)")
 	const code = `
@@ -388,6 +389,7 @@ try_("write /tmp/../etc/passwd", lambda: os.close(os.open("/tmp/../etc/passwd", 
 try_("create /dev/shm/../x", lambda: os.close(os.open("/dev/shm/../" + m, os.O_WRONLY | os.O_CREAT, 0o644)))
 try_("list /proc/tmp", os.listdir, "/proc/tmp")
 try_("list /proc/shm", os.listdir, "/proc/shm")
+try_("list /proc/empty", os.listdir, "/proc/empty")
 # The root's superblock as the root mount shows it (its other mounts pruned):
 # the marker must be in none of its directories.
 seen, root = [], os.stat("/").st_dev
@@ -413,6 +415,7 @@ print(json.dumps(out))
 		"create /dev/shm/../x":     "EROFS",
 		"list /proc/tmp":           "ENOENT",
 		"list /proc/shm":           "ENOENT",
+		"list /proc/empty":         "ENOENT", // the directory masks' source
 		"seen":                     "",
 	}
 	var got map[string]string

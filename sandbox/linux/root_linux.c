@@ -135,12 +135,19 @@ static int readonly_tree(const char *dst) {
 	return (int)syscall(SYS_mount_setattr, AT_FDCWD, dst, AT_RECURSIVE, &attr, sizeof attr);
 }
 
-// mask hides dst, if it exists: an empty read-only tmpfs over a directory, null (a bind
-// of /dev/null, as runc masks) over anything else. The first directory gets the tmpfs and
-// the others a bind of it: a tmpfs superblock cost ~35 us here, a bind ~5. Likewise the
-// first file gets null remounted read-only, nosuid and noexec, and the others a bind of
-// that mask, which carries its flags over (a bind copies the source mount's flags), so
-// one remount serves them all.
+// empty_fd is an empty directory of the root (an O_PATH descriptor), made by the /proc
+// step just before the fresh /proc covers it: the source of the first directory mask,
+// so that mask is a bind rather than an empty tmpfs of its own (a superblock: ~35 us to
+// mount and tear down here, a bind ~5). No mount the program can write through reaches
+// it: its path is under /proc.
+static int empty_fd = -1;
+
+// mask hides dst, if it exists: an empty read-only directory over a directory, null (a
+// bind of /dev/null, as runc masks) over anything else. The first directory gets a bind
+// of empty_fd's directory remounted read-only, nosuid, nodev and noexec, and the others
+// a bind of that mask, which carries its flags over (a bind copies the source mount's
+// flags), so one remount serves them all. Likewise the first file gets null remounted
+// read-only, nosuid and noexec, and the others a bind of it.
 static void mask(const char *stage, const char *dst, const char *null) {
 	static char empty_dir[PATH_MAX], null_file[PATH_MAX];
 	struct stat st;
@@ -156,8 +163,17 @@ static void mask(const char *stage, const char *dst, const char *null) {
 				fail(stage, "bind an empty directory");
 			return;
 		}
-		if (mount("airlock", dst, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=0555,size=4k,nr_inodes=1") < 0)
-			fail(stage, "mount an empty tmpfs");
+		// Through the fresh /proc: the directory's own path is covered.
+		char src[64];
+		if (empty_fd < 0)
+			failf(stage, EINVAL, "no empty directory: the plan's masks must follow its /proc step");
+		snprintf(src, sizeof src, "%s/proc/self/fd/%d", NEW_ROOT, empty_fd);
+		if (mount(src, dst, NULL, MS_BIND, NULL) < 0)
+			fail(stage, "bind an empty directory");
+		if (remount(dst, MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC) < 0)
+			fail(stage, "remount read-only");
+		close(empty_fd);
+		empty_fd = -1;
 		snprintf(empty_dir, sizeof empty_dir, "%s", dst);
 		return;
 	}
@@ -370,12 +386,18 @@ static void apply_op(const struct op *o) {
 			fail(stage, "mount tmpfs");
 		know_dir(dst, strlen(dst));
 		break;
-	case OP_PROC:
-		if (mkdir_p(dst, 0555) < 0)
+	case OP_PROC: {
+		char empty[PATH_MAX + 8];
+		snprintf(empty, sizeof empty, "%s/empty", dst);
+		if (mkdir_p(empty, 0555) < 0)
 			fail(stage, "mkdir");
+		empty_fd = open(empty, O_PATH | O_DIRECTORY | O_CLOEXEC);
+		if (empty_fd < 0)
+			fail(stage, "open an empty directory");
 		if (mount("proc", dst, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
 			fail(stage, "mount proc");
 		break;
+	}
 	default:
 		failf(stage, EINVAL, "unknown step %u", o->kind);
 	}
