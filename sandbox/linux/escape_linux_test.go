@@ -1,6 +1,7 @@
 package linux
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"net"
@@ -11,6 +12,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -360,12 +362,13 @@ print(json.dumps(out))
 // workspace. Through them it must reach nothing else of that superblock: no hard link
 // or rename between them and the read-only skeleton (/etc) or each other, no write
 // to the skeleton by a path that leaves the bind, and their own paths in the root
-// (under /proc, like the empty directory the /proc masks bind) hidden. A file one
-// leaves shows up nowhere else in the root.
+// (under /proc, like the empty directory the /proc masks bind) hidden. Two runs in
+// flight each leave a file in both: it shows up nowhere else in its own root and
+// nowhere in the other's.
 func TestScratchReachesNothingElse(t *testing.T) {
 	notInTier(t, "no root of its own: /tmp and /dev/shm are unreachable (TestHostFilesUnreachable)")
 	const code = `
-import errno, json, os, sys
+import errno, json, os, sys, time
 out = {}
 def try_(name, f, *a):
     try:
@@ -373,10 +376,11 @@ def try_(name, f, *a):
         out[name] = "ok"
     except OSError as e:
         out[name] = errno.errorcode.get(e.errno, str(e.errno))
-m = sys.argv[1]
+m, other = sys.argv[1], sys.argv[2]
 for d in ["/tmp", "/dev/shm"]:
     with open(d + "/" + m, "w") as f:
         f.write(m)
+time.sleep(0.3)  # the other run has left its files now
 try_("link /etc/passwd /tmp", os.link, "/etc/passwd", "/tmp/passwd")
 try_("link /etc/hosts /dev/shm", os.link, "/etc/hosts", "/dev/shm/hosts")
 try_("link /tmp /dev/shm", os.link, "/tmp/" + m, "/dev/shm/" + m + ".l")
@@ -395,7 +399,7 @@ try_("list /proc/empty", os.listdir, "/proc/empty")
 seen, root = [], os.stat("/").st_dev
 for d, dirs, files in os.walk("/"):
     dirs[:] = [n for n in dirs if os.path.join(d, n) not in ("/tmp", "/dev/shm") and os.lstat(os.path.join(d, n)).st_dev == root]
-    seen += [os.path.join(d, n) for n in dirs + files if m in n]
+    seen += [os.path.join(d, n) for n in dirs + files if m in n or other in n]
 for d in ["/tmp", "/dev/shm"]:
     seen += [d + "/" + n for n in os.listdir(d) if n != m]
 out["seen"] = " ".join(sorted(seen))
@@ -418,11 +422,30 @@ print(json.dumps(out))
 		"list /proc/empty":         "ENOENT", // the directory masks' source
 		"seen":                     "",
 	}
-	var got map[string]string
-	runJSON(t, pySpec(code, marker), &got)
-	for k, w := range want {
-		if got[k] != w {
-			t.Errorf("%s: got %q, want %q", k, got[k], w)
+	s := testSandbox(t)
+	markers := []string{marker, newMarker()}
+	runs := make([]sandbox.Result, 2)
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	for i := range runs {
+		spec := pySpec(code, markers[i])
+		spec.Argv = append(spec.Argv, markers[1-i])
+		wg.Go(func() { runs[i], errs[i] = s.Run(context.Background(), withDefaults(spec)) })
+	}
+	wg.Wait()
+	for i, res := range runs {
+		if errs[i] != nil || res.Status != sandbox.StatusOK {
+			t.Fatalf("run %d: %v %s", i, errs[i], brief(res))
+		}
+		lines := strings.Split(strings.TrimSpace(string(res.Stdout.Bytes())), "\n")
+		var got map[string]string
+		if err := json.Unmarshal([]byte(lines[len(lines)-1]), &got); err != nil {
+			t.Fatalf("run %d: %v: %s", i, err, brief(res))
+		}
+		for k, w := range want {
+			if got[k] != w {
+				t.Errorf("run %d: %s: got %q, want %q", i, k, got[k], w)
+			}
 		}
 	}
 }
