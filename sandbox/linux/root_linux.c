@@ -144,10 +144,11 @@ static int empty_fd = -1;
 
 // mask hides dst, if it exists: an empty read-only directory over a directory, null (a
 // bind of /dev/null, as runc masks) over anything else. The first directory gets a bind
-// of empty_fd's directory remounted read-only, nosuid, nodev and noexec, and the others
-// a bind of that mask, which carries its flags over (a bind copies the source mount's
-// flags), so one remount serves them all. Likewise the first file gets null remounted
-// read-only, nosuid and noexec, and the others a bind of it.
+// of empty_fd's directory remounted read-only, nosuid, nodev and noexec (or, before
+// the /proc step made it, an empty read-only tmpfs), and the others a bind of that
+// mask, which carries its flags over (a bind copies the source mount's flags), so one
+// remount serves them all. Likewise the first file gets null remounted read-only,
+// nosuid and noexec, and the others a bind of it.
 static void mask(const char *stage, const char *dst, const char *null) {
 	static char empty_dir[PATH_MAX], null_file[PATH_MAX];
 	struct stat st;
@@ -163,17 +164,21 @@ static void mask(const char *stage, const char *dst, const char *null) {
 				fail(stage, "bind an empty directory");
 			return;
 		}
-		// Through the fresh /proc: the directory's own path is covered.
-		char src[64];
-		if (empty_fd < 0)
-			failf(stage, EINVAL, "no empty directory: the plan's masks must follow its /proc step");
-		snprintf(src, sizeof src, "%s/proc/self/fd/%d", NEW_ROOT, empty_fd);
-		if (mount(src, dst, NULL, MS_BIND, NULL) < 0)
-			fail(stage, "bind an empty directory");
-		if (remount(dst, MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC) < 0)
-			fail(stage, "remount read-only");
-		close(empty_fd);
-		empty_fd = -1;
+		if (empty_fd >= 0) {
+			// Through the fresh /proc: the directory's own path is covered.
+			char src[64];
+			snprintf(src, sizeof src, "%s/proc/self/fd/%d", NEW_ROOT, empty_fd);
+			if (mount(src, dst, NULL, MS_BIND, NULL) < 0)
+				fail(stage, "bind an empty directory");
+			if (remount(dst, MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC) < 0)
+				fail(stage, "remount read-only");
+			close(empty_fd);
+			empty_fd = -1;
+		} else if (mount("airlock", dst, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=0555,size=4k,nr_inodes=1") < 0) {
+			// A mask before the /proc step (a directory a container bound under /usr,
+			// cover_submounts) gets an empty tmpfs of its own.
+			fail(stage, "mount an empty tmpfs");
+		}
 		snprintf(empty_dir, sizeof empty_dir, "%s", dst);
 		return;
 	}
