@@ -442,6 +442,11 @@ func latency(ctx context.Context, bin, compare string, rounds int) (map[string]m
 			}
 			var dcB, dpB time.Duration
 			if coldB != nil {
+				// The pooled call's refill (a sandbox and an interpreter's start) runs
+				// after its answer: a cold call right behind it shared the CPUs with
+				// it, which cost the other build's cold calls 1–5 ms (main against
+				// itself). Both cold calls start with both pools full.
+				warm.waitPoolFull(ctx, poolSize*len(languages), 2*time.Second)
 				if dcB, err = coldB.call(ctx, l.name, l.code); err != nil {
 					return nil, fmt.Errorf("cold %s (compare): %w", l.name, err)
 				}

@@ -1,6 +1,7 @@
 package linux
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"net"
@@ -11,6 +12,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -323,7 +325,7 @@ print(json.dumps(out))
 	needProc(t)
 	var got map[string][]string
 	runJSON(t, pySpec(code, newMarker()), &got)
-	for _, p := range []string{"/", "/usr", "/proc", "/dev", "/etc/ssl", "/dev/null"} {
+	for _, p := range []string{"/", "/usr", "/proc", "/tmp", "/dev/shm", "/etc/ssl", "/dev/null"} {
 		if _, ok := got[p]; !ok {
 			t.Errorf("no mount at %s: %v", p, got)
 		}
@@ -350,6 +352,99 @@ print(json.dumps(out))
 			}
 			if !contains(opts, "nosuid") {
 				t.Errorf("%s allows setuid: %v", p, opts)
+			}
+		}
+	}
+}
+
+// TestScratchReachesNothingElse: /tmp and /dev/shm are directories of the root's own
+// tmpfs (opScratch), the one superblock the program can write to besides the
+// workspace. Through them it must reach nothing else of that superblock: no hard link
+// or rename between them and the read-only skeleton (/etc) or each other, no write
+// to the skeleton by a path that leaves the bind, and their own paths in the root
+// (under /proc, like the empty directory the /proc masks bind) hidden. Two runs in
+// flight each leave a file in both: it shows up nowhere else in its own root and
+// nowhere in the other's.
+func TestScratchReachesNothingElse(t *testing.T) {
+	notInTier(t, "no root of its own: /tmp and /dev/shm are unreachable (TestHostFilesUnreachable)")
+	const code = `
+import errno, json, os, sys, time
+out = {}
+def try_(name, f, *a):
+    try:
+        f(*a)
+        out[name] = "ok"
+    except OSError as e:
+        out[name] = errno.errorcode.get(e.errno, str(e.errno))
+m, other = sys.argv[1], sys.argv[2]
+for d in ["/tmp", "/dev/shm"]:
+    with open(d + "/" + m, "w") as f:
+        f.write(m)
+time.sleep(0.3)  # the other run has left its files now
+try_("link /etc/passwd /tmp", os.link, "/etc/passwd", "/tmp/passwd")
+try_("link /etc/hosts /dev/shm", os.link, "/etc/hosts", "/dev/shm/hosts")
+try_("link /tmp /dev/shm", os.link, "/tmp/" + m, "/dev/shm/" + m + ".l")
+try_("link /tmp /etc", os.link, "/tmp/" + m, "/etc/" + m)
+try_("rename /etc/hosts /tmp", os.rename, "/etc/hosts", "/tmp/hosts")
+try_("rename /tmp /etc", os.rename, "/tmp/" + m, "/etc/" + m)
+try_("rename /tmp /dev", os.rename, "/tmp/" + m, "/dev/" + m)
+try_("rename /dev/shm /tmp", os.rename, "/dev/shm/" + m, "/tmp/" + m + ".r")
+try_("write /tmp/../etc/passwd", lambda: os.close(os.open("/tmp/../etc/passwd", os.O_WRONLY)))
+try_("create /dev/shm/../x", lambda: os.close(os.open("/dev/shm/../" + m, os.O_WRONLY | os.O_CREAT, 0o644)))
+try_("list /proc/tmp", os.listdir, "/proc/tmp")
+try_("list /proc/shm", os.listdir, "/proc/shm")
+try_("list /proc/empty", os.listdir, "/proc/empty")
+# The root's superblock as the root mount shows it (its other mounts pruned):
+# the marker must be in none of its directories.
+seen, root = [], os.stat("/").st_dev
+for d, dirs, files in os.walk("/"):
+    dirs[:] = [n for n in dirs if os.path.join(d, n) not in ("/tmp", "/dev/shm") and os.lstat(os.path.join(d, n)).st_dev == root]
+    seen += [os.path.join(d, n) for n in dirs + files if m in n or other in n]
+for d in ["/tmp", "/dev/shm"]:
+    seen += [d + "/" + n for n in os.listdir(d) if n != m]
+out["seen"] = " ".join(sorted(seen))
+print(json.dumps(out))
+`
+	marker := newMarker()
+	want := map[string]string{
+		"link /etc/passwd /tmp":    "EXDEV",
+		"link /etc/hosts /dev/shm": "EXDEV",
+		"link /tmp /dev/shm":       "EXDEV",
+		"link /tmp /etc":           "EROFS", // the new name's mount is checked first
+		"rename /etc/hosts /tmp":   "EXDEV",
+		"rename /tmp /etc":         "EXDEV",
+		"rename /tmp /dev":         "EXDEV",
+		"rename /dev/shm /tmp":     "EXDEV",
+		"write /tmp/../etc/passwd": "EROFS",
+		"create /dev/shm/../x":     "EROFS",
+		"list /proc/tmp":           "ENOENT",
+		"list /proc/shm":           "ENOENT",
+		"list /proc/empty":         "ENOENT", // the directory masks' source
+		"seen":                     "",
+	}
+	s := testSandbox(t)
+	markers := []string{marker, newMarker()}
+	runs := make([]sandbox.Result, 2)
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	for i := range runs {
+		spec := pySpec(code, markers[i])
+		spec.Argv = append(spec.Argv, markers[1-i])
+		wg.Go(func() { runs[i], errs[i] = s.Run(context.Background(), withDefaults(spec)) })
+	}
+	wg.Wait()
+	for i, res := range runs {
+		if errs[i] != nil || res.Status != sandbox.StatusOK {
+			t.Fatalf("run %d: %v %s", i, errs[i], brief(res))
+		}
+		lines := strings.Split(strings.TrimSpace(string(res.Stdout.Bytes())), "\n")
+		var got map[string]string
+		if err := json.Unmarshal([]byte(lines[len(lines)-1]), &got); err != nil {
+			t.Fatalf("run %d: %v: %s", i, err, brief(res))
+		}
+		for k, w := range want {
+			if got[k] != w {
+				t.Errorf("run %d: %s: got %q, want %q", i, k, got[k], w)
 			}
 		}
 	}

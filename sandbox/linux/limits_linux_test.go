@@ -199,7 +199,8 @@ for d in sys.argv[2:]:
     os.unlink(p + "/fill")
 print(json.dumps(out))
 `
-	caps := map[string]int64{"/workspace": 8 << 20, "/tmp": tmpSize, "/dev/shm": shmSize}
+	// /tmp and /dev/shm share the root tmpfs's budget (opScratch).
+	caps := map[string]int64{"/workspace": 8 << 20, "/tmp": tmpSize + shmSize, "/dev/shm": tmpSize + shmSize}
 	if inLandlockTier() {
 		// The run's own workspace and tmp, tmpfs mounts where the server can mount;
 		// /tmp and /dev/shm are unreachable (TestHostFilesUnreachable).

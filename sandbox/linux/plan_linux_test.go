@@ -3,6 +3,7 @@ package linux
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io/fs"
 	"math/rand/v2"
 	"os"
@@ -125,12 +126,22 @@ func TestRootPlan(t *testing.T) {
 	if op := byTarget["/etc/resolv.conf"]; op.Source != "" || len(op.Content) != 0 {
 		t.Errorf("/etc/resolv.conf without network: %+v", op)
 	}
-	// Writable mounts are size-capped tmpfs without setuid or devices.
-	for _, p := range []string{"/tmp", "/workspace", "/dev/shm"} {
+	// Writable mounts are size-capped tmpfs without setuid or devices: the workspace
+	// its own, /tmp and /dev/shm directories of the root's (whose size is theirs).
+	if op := byTarget["/workspace"]; op.Kind != opTmpfs || op.Flags&unix.MS_NOSUID == 0 || op.Flags&unix.MS_NODEV == 0 || !strings.Contains(op.Data, "size=") {
+		t.Errorf("/workspace: %+v, want a nosuid,nodev tmpfs with a size", op)
+	}
+	for _, p := range []string{"/tmp", "/dev/shm"} {
 		op := byTarget[p]
-		if op.Kind != opTmpfs || op.Flags&unix.MS_NOSUID == 0 || op.Flags&unix.MS_NODEV == 0 || !strings.Contains(op.Data, "size=") {
-			t.Errorf("%s: %+v, want a nosuid,nodev tmpfs with a size", p, op)
+		if op.Kind != opScratch || op.Flags&unix.MS_NOSUID == 0 || op.Flags&unix.MS_NODEV == 0 {
+			t.Errorf("%s: %+v, want a nosuid,nodev scratch directory", p, op)
 		}
+	}
+	if op := byTarget["/dev/shm"]; op.Flags&unix.MS_NOEXEC == 0 {
+		t.Errorf("/dev/shm: %+v, want noexec", op)
+	}
+	if op := plan[0]; !strings.Contains(op.Data, fmt.Sprintf("size=%d,", rootSize+tmpSize+shmSize)) {
+		t.Errorf("root tmpfs %q: want the scratch directories' size too", op.Data)
 	}
 	if op := byTarget["/workspace"]; !strings.Contains(op.Data, "size=5242880,") {
 		t.Errorf("workspace size not from the limit: %q", op.Data)
@@ -149,6 +160,39 @@ func TestRootPlan(t *testing.T) {
 
 // An environment is the one bind whose target is not its source: it appears at
 // sandbox.EnvironmentDir, read-only, and nothing else of its host path's parents does.
+// TestScratchDirsCovered: /tmp's and /dev/shm's own paths in the root lie under a later
+// step's mount, with or without a fresh /proc, so nothing but their binds reaches them
+// (an uncovered one would show the program its /tmp a second time, and the next plan
+// step writing there would write into the program's scratch space).
+func TestScratchDirsCovered(t *testing.T) {
+	for _, cfg := range []*initConfig{{}, {NoProc: true}} {
+		plan := rootPlan(cfg, mergedUsr)
+		scratch := 0
+		for i, op := range plan {
+			if op.Kind != opScratch {
+				continue
+			}
+			scratch++
+			covered := false
+			for _, later := range plan[i+1:] {
+				mounts := later.Kind == opProc || later.Kind == opTmpfs
+				if mounts && strings.HasPrefix(op.Source, later.Target+"/") {
+					covered = true
+				}
+				if !mounts && strings.HasPrefix(later.Target, op.Source) {
+					t.Errorf("NoProc %v: %+v writes into the scratch directory %s", cfg.NoProc, later, op.Source)
+				}
+			}
+			if !covered {
+				t.Errorf("NoProc %v: %+v: no later mount covers its source", cfg.NoProc, op)
+			}
+		}
+		if scratch != 2 {
+			t.Errorf("NoProc %v: %d scratch directories, want /tmp and /dev/shm", cfg.NoProc, scratch)
+		}
+	}
+}
+
 func TestRootPlanEnvironment(t *testing.T) {
 	plan := rootPlan(&initConfig{Environment: "/opt/venvs/data/"}, mergedUsr)
 	var env []mountOp

@@ -62,6 +62,7 @@
 #define OP_COPY 5
 #define OP_BIND_DEV 6
 #define OP_MASK 7
+#define OP_SCRATCH 8
 
 // Why the artifact walker did not return an entry (sandbox.Skip, whose values these
 // are, says what each means). ART_UNLISTED marks the closing entry, whose size field

@@ -71,7 +71,7 @@ func (s *Sandbox) Probe(ctx context.Context) (sandbox.Report, error) {
 		"install libseccomp (apt-get install libseccomp2) and use a kernel with CONFIG_SECCOMP_FILTER")
 	layer("no-new-privs", true, "set before the filter; setuid binaries and file capabilities are inert", "")
 	layer("capabilities", true, "bounding and ambient sets emptied; the program runs with no capabilities", "")
-	ro := "root, /dev and /proc remounted read-only; writable: /workspace, /tmp, /dev/shm (tmpfs, size-capped, nosuid, nodev)"
+	ro := "root (with /dev) and /proc remounted read-only; writable: /workspace, /tmp, /dev/shm (tmpfs, size-capped, nosuid, nodev)"
 	// Landlock would add nothing: the sandbox's root holds only read-only system dirs
 	// and its own tmpfs. Say whether it exists so a reader need not wonder.
 	if abi := landlockABI(); abi > 0 {

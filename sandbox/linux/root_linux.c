@@ -135,12 +135,20 @@ static int readonly_tree(const char *dst) {
 	return (int)syscall(SYS_mount_setattr, AT_FDCWD, dst, AT_RECURSIVE, &attr, sizeof attr);
 }
 
-// mask hides dst, if it exists: an empty read-only tmpfs over a directory, null (a bind
-// of /dev/null, as runc masks) over anything else. The first directory gets the tmpfs and
-// the others a bind of it: a tmpfs superblock cost ~35 us here, a bind ~5. Likewise the
-// first file gets null remounted read-only, nosuid and noexec, and the others a bind of
-// that mask, which carries its flags over (a bind copies the source mount's flags), so
-// one remount serves them all.
+// empty_fd is an empty directory of the root (an O_PATH descriptor), made by the /proc
+// step just before the fresh /proc covers it: the source of the first directory mask,
+// so that mask is a bind rather than an empty tmpfs of its own (a superblock: ~35 us to
+// mount and tear down here, a bind ~5). No mount the program can write through reaches
+// it: its path is under /proc.
+static int empty_fd = -1;
+
+// mask hides dst, if it exists: an empty read-only directory over a directory, null (a
+// bind of /dev/null, as runc masks) over anything else. The first directory gets a bind
+// of empty_fd's directory remounted read-only, nosuid, nodev and noexec (or, before
+// the /proc step made it, an empty read-only tmpfs), and the others a bind of that
+// mask, which carries its flags over (a bind copies the source mount's flags), so one
+// remount serves them all. Likewise the first file gets null remounted read-only,
+// nosuid and noexec, and the others a bind of it.
 static void mask(const char *stage, const char *dst, const char *null) {
 	static char empty_dir[PATH_MAX], null_file[PATH_MAX];
 	struct stat st;
@@ -156,8 +164,21 @@ static void mask(const char *stage, const char *dst, const char *null) {
 				fail(stage, "bind an empty directory");
 			return;
 		}
-		if (mount("airlock", dst, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=0555,size=4k,nr_inodes=1") < 0)
+		if (empty_fd >= 0) {
+			// Through the fresh /proc: the directory's own path is covered.
+			char src[64];
+			snprintf(src, sizeof src, "%s/proc/self/fd/%d", NEW_ROOT, empty_fd);
+			if (mount(src, dst, NULL, MS_BIND, NULL) < 0)
+				fail(stage, "bind an empty directory");
+			if (remount(dst, MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC) < 0)
+				fail(stage, "remount read-only");
+			close(empty_fd);
+			empty_fd = -1;
+		} else if (mount("airlock", dst, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=0555,size=4k,nr_inodes=1") < 0) {
+			// A mask before the /proc step (a directory a container bound under /usr,
+			// cover_submounts) gets an empty tmpfs of its own.
 			fail(stage, "mount an empty tmpfs");
+		}
 		snprintf(empty_dir, sizeof empty_dir, "%s", dst);
 		return;
 	}
@@ -342,6 +363,27 @@ static void apply_op(const struct op *o) {
 		if (remount(dst, MS_NOSUID | MS_NOEXEC) < 0)
 			fail(stage, "remount");
 		break;
+	case OP_SCRATCH: {
+		// A directory of the root's superblock where the program writes (/tmp,
+		// /dev/shm): a bind instead of a tmpfs of its own. Its path (source) lies under
+		// a later step's mount, so the bind is the only way to it. The bind takes the
+		// root mount's flags (nosuid, nodev, still writable) and seal, which remounts
+		// only "/", leaves it writable.
+		char src[PATH_MAX];
+		if (o->source[0] != '/' || snprintf(src, sizeof src, "%s%s", NEW_ROOT, o->source) >= (int)sizeof src)
+			failf(stage, EINVAL, "bad source");
+		if (mkdir_p(src, 0755) < 0 || mkdir_p(dst, 0755) < 0)
+			fail(stage, "mkdir");
+		// Past the umask, as a tmpfs's mode= option was.
+		if (chmod(src, 01777) < 0)
+			fail(stage, "chmod");
+		if (mount(src, dst, NULL, MS_BIND, NULL) < 0)
+			fail(stage, "bind");
+		if (remount(dst, (unsigned long)o->flags) < 0)
+			fail(stage, "remount");
+		know_dir(dst, strlen(dst));
+		break;
+	}
 	case OP_TMPFS:
 		if (mkdir_p(dst, 0755) < 0)
 			fail(stage, "mkdir");
@@ -349,12 +391,18 @@ static void apply_op(const struct op *o) {
 			fail(stage, "mount tmpfs");
 		know_dir(dst, strlen(dst));
 		break;
-	case OP_PROC:
-		if (mkdir_p(dst, 0555) < 0)
+	case OP_PROC: {
+		char empty[PATH_MAX + 8];
+		snprintf(empty, sizeof empty, "%s/empty", dst);
+		if (mkdir_p(empty, 0555) < 0)
 			fail(stage, "mkdir");
+		empty_fd = open(empty, O_PATH | O_DIRECTORY | O_CLOEXEC);
+		if (empty_fd < 0)
+			fail(stage, "open an empty directory");
 		if (mount("proc", dst, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
 			fail(stage, "mount proc");
 		break;
+	}
 	default:
 		failf(stage, EINVAL, "unknown step %u", o->kind);
 	}
@@ -392,9 +440,10 @@ static void pivot(void) {
 		fail("pivot_root: chdir /", "chdir");
 }
 
-// seal makes the root skeleton, /dev and /proc read-only once they are complete.
+// seal makes the root skeleton (/dev with it) and /proc read-only once they are
+// complete.
 static void seal(void) {
-	static const char *const paths[] = {"/", "/dev", "/proc"};
+	static const char *const paths[] = {"/", "/proc"};
 	for (size_t i = 0; i < sizeof paths / sizeof *paths; i++) {
 		if (remount(paths[i], MS_RDONLY) < 0) {
 			char stage[64];
