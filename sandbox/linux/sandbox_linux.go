@@ -70,7 +70,10 @@ func New(opts sandbox.Options) (*Sandbox, error) {
 		root: os.Geteuid() == 0,
 		log:  slog.Default().With("component", "sandbox"),
 	}
-	s.zyg = newZygote(s.self, s.log)
+	// A one-shot run's zygote finishes its teardown after the run has exited; not in
+	// the Landlock tier, whose run directories (the program's files, their tmpfs
+	// mounts) the Go side removes.
+	s.zyg = newZygote(s.self, s.log, opts.OneShot && opts.Isolation != sandbox.IsolationLandlock)
 	s.closing, s.closeDone = context.WithCancel(context.Background())
 	// The filters compile and the zygote starts (an exec) while the rest is checked:
 	// every sandbox needs both, and a one-shot run waits for them first. With a stamp
@@ -123,6 +126,7 @@ func New(opts sandbox.Options) (*Sandbox, error) {
 			s.log.Info("removed stale sandbox cgroups", "count", len(removed), "dirs", removed)
 		}
 	}
+	s.leaveToZygote()
 	key := s.checkKey()
 	reused := s.reuseCheck(key)
 	if filters == nil {
@@ -146,6 +150,19 @@ func New(opts sandbox.Options) (*Sandbox, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// leaveToZygote tells a one-shot run's zygote what to remove once the run has exited
+// (zygote.leaveBehind): from New on, so that a run killed in the middle leaves nothing
+// either, and again at Close, for a base made again since (ownDir).
+func (s *Sandbox) leaveToZygote() {
+	if !s.zyg.oneShot {
+		return
+	}
+	trees, bases := s.cg.teardownDirs()
+	if err := s.zyg.leaveBehind(trees, bases, s.ids.lockFD()); err != nil {
+		s.log.Warn("the zygote cannot finish the teardown; this process does", "err", err)
+	}
 }
 
 // check runs the self-test until it passes, adapting to a container's refusals, and

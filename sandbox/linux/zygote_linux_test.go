@@ -93,6 +93,43 @@ func TestCloseStopsZygote(t *testing.T) {
 	}
 }
 
+// A one-shot backend's zygote outlives its process and finishes what that left: when
+// its socket closes with a sandbox still running (the run's process killed in the
+// middle), it ends the sandbox, removes every cgroup dir the backend made and exits.
+func TestOneShotZygoteFinishes(t *testing.T) {
+	s, err := New(sandbox.Options{OneShot: true})
+	sandboxtest.Require(t, err)
+	t.Cleanup(func() { s.Close() })
+	marker := newMarker()
+	done := make(chan sandbox.Result, 1)
+	go func() {
+		res, _ := s.Run(context.Background(), withDefaults(shSpec("sleep 60", marker)))
+		done <- res
+	}()
+	waitHostProc(t, marker, 5*time.Second)
+	trees, _ := s.cg.teardownDirs()
+	s.zyg.mu.Lock()
+	pid, exited := s.zyg.pid, s.zyg.done
+	s.zyg.mu.Unlock()
+	if !s.zyg.detach() {
+		t.Fatal("a one-shot zygote with its list was not left to finish")
+	}
+	select {
+	case <-exited:
+	case <-time.After(15 * time.Second):
+		t.Fatalf("the one-shot zygote %d did not finish", pid)
+	}
+	assertNoSurvivors(t, marker)
+	for _, d := range trees {
+		if _, err := os.Stat(d); !os.IsNotExist(err) {
+			t.Errorf("cgroup %s is still there after the zygote finished (%v)", d, err)
+		}
+	}
+	if res := <-done; res.Status == sandbox.StatusOK {
+		t.Errorf("the run outlived its zygote: %s", brief(res))
+	}
+}
+
 // waitPidfd must not take an interrupted poll for an exit: the launch reads "the
 // spawner exited" as "every process of the sandbox is dead" and stops supervising.
 // (A soak of 2000 calls once hung that way: the run never ended.)
