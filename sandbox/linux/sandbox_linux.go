@@ -414,8 +414,15 @@ func (s *Sandbox) release(l *launch) {
 		if l.running {
 			// After a reported exit the program is dead and the init waits to be ended:
 			// its teardown starts once the caller has had a moment to deliver the result
-			// (a one-shot backend has no next call to keep it from: at once).
-			if l.exitReported() && !s.opts.OneShot {
+			// (a one-shot backend has no next call to keep it from: at once). A call of
+			// a one-shot run whose zygote finishes the teardown is ended once the answer
+			// is written (Close): its kernel teardown (~1 ms of CPU, the namespaces')
+			// then does not compete with the audit line and the answer.
+			switch {
+			case !l.exitReported():
+			case l.called && s.zyg.oneShot:
+				<-s.closing.Done()
+			case !s.opts.OneShot:
 				t := time.NewTimer(teardownDelay)
 				select {
 				case <-t.C:
