@@ -197,6 +197,8 @@ func TestE2ERunLeavesNoCgroup(t *testing.T) {
 		{"SIGTERM", "import time; time.sleep(60)", nil, syscall.SIGTERM, false},
 		{"SIGKILL after the answer", "print(1)", nil, syscall.SIGKILL, true},
 		{"SIGKILL while running", "import time; time.sleep(60)", nil, syscall.SIGKILL, false},
+		// The Landlock tier's run takes no prefork zygote: the one forked must go too.
+		{"landlock tier", "print(1)", []string{"--isolation", "landlock"}, 0, false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -223,7 +225,7 @@ func TestE2ERunLeavesNoCgroup(t *testing.T) {
 			if ws := st.Sys().(syscall.WaitStatus); st.ExitCode() < 0 && !(c.signal == syscall.SIGKILL && ws.Signal() == syscall.SIGKILL) {
 				t.Fatalf("airlock run ended %v: it died of its signal without cleaning up", st)
 			}
-			if c.name == "ok" {
+			if c.name == "ok" || c.name == "landlock tier" {
 				if st.ExitCode() != 0 || a.result["status"] != "ok" || a.result["stdout"] != "1\n" {
 					t.Fatalf("exit %d, answer %v: want 0 and the program's output", st.ExitCode(), a.result)
 				}
@@ -260,4 +262,43 @@ func TestE2ERunTwoAtOnceLeaveNothing(t *testing.T) {
 		}
 	}
 	settled(t, dirs, 10*time.Second)
+}
+
+// `airlock run` forks its zygote before the Go runtime (zygote_linux.c, prefork), so the
+// zygote's memory, and every spawner's and init's after it, began as the run's: none of
+// its arguments, environment or name may show to the program, where its init's
+// cmdline, environ and auxv are one open away; nor may its caller's ignored signals or
+// descriptors (here SIGHUP, SIGINT and SIGQUIT ignored, fd 7 open) reach the program.
+func TestE2ERunShowsNothingOfItsCaller(t *testing.T) {
+	bin := needSandbox(t)
+	const secret = "airlock-secret-7f3a9c"
+	code := `
+import os
+for f in ["/proc/1/cmdline", "/proc/1/environ", "/proc/1/auxv", "/proc/self/environ", "/proc/self/cmdline"]:
+    try:
+        print(f, open(f, "rb").read())
+    except OSError as e:
+        print(f, e.errno)
+st = open("/proc/self/status").read().splitlines()
+print([l.split()[1] for l in st if l.startswith(("SigBlk", "SigIgn"))], sorted(os.listdir("/proc/self/fd")))
+`
+	file := filepath.Join(t.TempDir(), secret+".py")
+	if err := os.WriteFile(file, []byte(code), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("/bin/sh", "-c", `trap "" HUP INT QUIT; exec "$0" run "$1" 7</dev/null`, bin, file)
+	cmd.Env = append(os.Environ(), "AIRLOCK_TEST_TOKEN="+secret)
+	out, err := cmd.Output()
+	var res map[string]any
+	if jerr := json.Unmarshal(out, &res); err != nil || jerr != nil || res["status"] != "ok" {
+		t.Fatalf("%v %v: %s", err, jerr, out)
+	}
+	got, _ := res["stdout"].(string)
+	if strings.Contains(got, secret) || !strings.Contains(got, "/proc/1/cmdline b'airlock-sandbox-init") {
+		t.Fatalf("the sandbox sees its caller's arguments or environment, or not its init:\n%s", got)
+	}
+	// Python ignores SIGPIPE and SIGXFSZ itself; its fd 3 is the listing's own.
+	if want := "['0000000000000000', '0000000001001000'] ['0', '1', '2', '3']"; !strings.Contains(got, want) {
+		t.Fatalf("the caller's signal dispositions or descriptors reached the program: want %s in\n%s", want, got)
+	}
 }

@@ -74,8 +74,12 @@ func New(opts sandbox.Options) (*Sandbox, error) {
 	// the Landlock tier, whose run directories (the program's files, their tmpfs
 	// mounts) the Go side removes.
 	s.zyg = newZygote(s.self, s.log, opts.OneShot && opts.Isolation != sandbox.IsolationLandlock)
+	if !s.zyg.oneShot {
+		dropPrefork() // the Landlock tier's run execs its zygote as a server does
+	}
 	s.closing, s.closeDone = context.WithCancel(context.Background())
-	// The filters compile and the zygote starts (an exec) while the rest is checked:
+	// The filters compile and the zygote starts (an exec; `airlock run`'s was forked
+	// before the Go runtime and is taken here, zygote.adopt) while the rest is checked:
 	// every sandbox needs both, and a one-shot run waits for them first. With a stamp
 	// store the filters may come from a recent pass instead (stampedFilters): whether
 	// they do is known only once the check's key is, so they compile after it.

@@ -1,6 +1,6 @@
 package linux
 
-// #include "protocol_linux.h"
+// #include "init_linux.h"
 import "C"
 
 import (
@@ -47,6 +47,9 @@ func newZygote(self string, log *slog.Logger, oneShot bool) *zygote {
 
 // start runs a zygote. Called with z.mu held.
 func (z *zygote) start() error {
+	if z.oneShot && z.adopt() {
+		return nil
+	}
 	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return fmt.Errorf("zygote socket: %w", err)
@@ -91,6 +94,51 @@ func (z *zygote) start() error {
 		_ = z.sendLeave()
 	}
 	return nil
+}
+
+// adopt takes the one-shot zygote `airlock run` forked before the Go runtime
+// (zygote_linux.c, prefork), if there is one and no one took it yet. Called with z.mu
+// held.
+func (z *zygote) adopt() bool {
+	sock, pid := takePrefork()
+	if sock < 0 {
+		return false
+	}
+	done := make(chan struct{})
+	p, _ := os.FindProcess(pid) // our child: Wait reaps it
+	go func() {
+		_, _ = p.Wait()
+		close(done)
+	}()
+	z.sock, z.pid, z.done, z.left = sock, pid, done, false
+	if z.leave != nil {
+		_ = z.sendLeave()
+	}
+	return true
+}
+
+// prefork guards the C globals prefork_sock and prefork_pid: one backend takes them.
+var prefork sync.Mutex
+
+// takePrefork takes the prefork zygote's socket and pid, once (-1: none, or taken).
+func takePrefork() (sock, pid int) {
+	prefork.Lock()
+	defer prefork.Unlock()
+	sock, pid = int(C.prefork_sock), int(C.prefork_pid)
+	C.prefork_sock, C.prefork_pid = -1, -1
+	return sock, pid
+}
+
+// dropPrefork ends a prefork zygote no backend will take (the Landlock tier's run):
+// its socket's EOF, and nothing left to it, make it exit at once.
+func dropPrefork() {
+	sock, pid := takePrefork()
+	if sock < 0 {
+		return
+	}
+	unix.Close(sock)
+	p, _ := os.FindProcess(pid)
+	go func() { _, _ = p.Wait() }()
 }
 
 // leaveBehind tells a one-shot zygote what to remove once the process has gone: the
