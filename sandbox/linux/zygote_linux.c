@@ -79,21 +79,50 @@ static void on_alarm(int sig) { (void)sig; }
 // How long finish waits for another run's dirs to leave the base this run made.
 #define BASE_WAIT_SECONDS 60
 
+// kill_cgroup kills what is left in the cgroup dir: cgroup.kill on v2, each pid of its
+// cgroup.procs on v1 (as killCgroup does for a stale cgroup).
+static void kill_cgroup(const char *dir) {
+	char path[PATH_MAX];
+	if (snprintf(path, sizeof path, "%s/cgroup.kill", dir) >= (int)sizeof path)
+		return;
+	int fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		ssize_t w = write(fd, "1", 1);
+		close(fd);
+		if (w == 1)
+			return;
+	}
+	if (snprintf(path, sizeof path, "%s/cgroup.procs", dir) >= (int)sizeof path)
+		return;
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return;
+	long pid;
+	while (fscanf(f, "%ld", &pid) == 1)
+		if (pid > 0)
+			kill((pid_t)pid, SIGKILL);
+	fclose(f);
+}
+
 // remove_cgroup removes the cgroup dir path, trying again while its last processes are
-// still being freed (as removeCgroupDir does): at most ~200 ms.
-static void remove_cgroup(const char *path) {
-	for (int i = 0; i < 200; i++) {
-		if (rmdir(path) == 0 || errno == ENOENT)
+// still being freed, for up to REAP_SECONDS (a busy host can take long; nothing waits
+// for this zygote). A sandbox's dir (sandbox: 1) that stays busy has what is left in it
+// killed first.
+static void remove_cgroup(const char *path, int sandbox) {
+	struct timespec pause = {0, 1000000};
+	for (long waited = 0; waited < REAP_SECONDS * 1000L;) {
+		if (rmdir(path) == 0 || errno != EBUSY)
 			return;
-		if (errno != EBUSY)
-			return;
-		struct timespec ms = {0, 1000000};
-		nanosleep(&ms, NULL);
+		if (sandbox && waited == 0)
+			kill_cgroup(path);
+		nanosleep(&pause, NULL);
+		waited += pause.tv_nsec / 1000000;
+		if (pause.tv_nsec < 16000000)
+			pause.tv_nsec *= 2;
 	}
 }
 
-// remove_tree removes a cgroup dir's child cgroups (a sandbox's; on v2 killed first, as
-// cgroup destroy does), then the dir.
+// remove_tree removes a cgroup dir's child cgroups (a sandbox's), then the dir.
 static void remove_tree(const char *dir) {
 	DIR *d = opendir(dir);
 	if (d) {
@@ -102,20 +131,12 @@ static void remove_tree(const char *dir) {
 		while ((e = readdir(d))) {
 			if (e->d_type != DT_DIR || e->d_name[0] == '.')
 				continue;
-			int fd = -1;
-			if (snprintf(path, sizeof path, "%s/%s/cgroup.kill", dir, e->d_name) < (int)sizeof path)
-				fd = open(path, O_WRONLY | O_CLOEXEC); // v1 has none: ENOENT
-			if (fd >= 0) {
-				ssize_t w = write(fd, "1", 1);
-				(void)w; // nothing left to kill is the usual case
-				close(fd);
-			}
 			if (snprintf(path, sizeof path, "%s/%s", dir, e->d_name) < (int)sizeof path)
-				remove_cgroup(path);
+				remove_cgroup(path, 1);
 		}
 		closedir(d);
 	}
-	remove_cgroup(dir);
+	remove_cgroup(dir, 0);
 }
 
 // remove_base removes a base cgroup dir this run made, once it is empty: another run

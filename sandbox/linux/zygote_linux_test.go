@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"syscall"
 	"testing"
@@ -108,6 +109,23 @@ func TestOneShotZygoteFinishes(t *testing.T) {
 	}()
 	waitHostProc(t, marker, 5*time.Second)
 	trees, _ := s.cg.teardownDirs()
+	// A process the sandboxes' teardown would not end, in a cgroup of the backend's:
+	// the zygote kills what a cgroup it removes still holds.
+	stray := exec.Command("/bin/sleep", "60")
+	if err := stray.Start(); err != nil {
+		t.Fatal(err)
+	}
+	strayDone := make(chan struct{})
+	go func() { _ = stray.Wait(); close(strayDone) }()
+	for _, d := range trees {
+		dir := filepath.Join(d, "stray")
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(stray.Process.Pid)), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
 	s.zyg.mu.Lock()
 	pid, exited := s.zyg.pid, s.zyg.done
 	s.zyg.mu.Unlock()
@@ -120,6 +138,12 @@ func TestOneShotZygoteFinishes(t *testing.T) {
 		t.Fatalf("the one-shot zygote %d did not finish", pid)
 	}
 	assertNoSurvivors(t, marker)
+	select {
+	case <-strayDone:
+	default:
+		_ = stray.Process.Kill()
+		t.Error("a process in a cgroup the zygote removed outlived it")
+	}
 	for _, d := range trees {
 		if _, err := os.Stat(d); !os.IsNotExist(err) {
 			t.Errorf("cgroup %s is still there after the zygote finished (%v)", d, err)
@@ -127,6 +151,41 @@ func TestOneShotZygoteFinishes(t *testing.T) {
 	}
 	if res := <-done; res.Status == sandbox.StatusOK {
 		t.Errorf("the run outlived its zygote: %s", brief(res))
+	}
+}
+
+// A server's zygote is not one-shot: a ZYG_LEAVE sent to it (with a descriptor) is
+// dropped, descriptor and all, and it goes on serving.
+func TestServerZygoteIgnoresLeave(t *testing.T) {
+	s, err := New(sandbox.Options{})
+	sandboxtest.Require(t, err)
+	t.Cleanup(func() { s.Close() })
+	run := func() {
+		t.Helper()
+		if res, err := s.Run(context.Background(), withDefaults(sandbox.Spec{Argv: []string{"/bin/true"}})); err != nil || res.Status != sandbox.StatusOK {
+			t.Fatalf("%v %s", err, brief(res))
+		}
+	}
+	run()
+	fds := func() int {
+		ents, _ := os.ReadDir("/proc/" + strconv.Itoa(zygotePID(s)) + "/fd")
+		return len(ents)
+	}
+	before := fds()
+	f, err := os.Open("/dev/null")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := s.zyg.leaveBehind([]string{t.TempDir()}, nil, int(f.Fd())); err != nil || !s.zyg.left {
+		t.Fatalf("send: %v (delivered %t)", err, s.zyg.left)
+	}
+	run()
+	if after := fds(); after != before {
+		t.Errorf("the server's zygote holds %d descriptors after a ZYG_LEAVE, %d before", after, before)
+	}
+	if s.zyg.detach() {
+		t.Error("a server's zygote was left to finish by itself")
 	}
 }
 
