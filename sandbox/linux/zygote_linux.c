@@ -170,7 +170,7 @@ static void remove_base(const char *dir) {
 
 // finish is a one-shot zygote's end, once its server has gone: every spawner is ended
 // as the server ends one (SIGTERM: it kills its init and waits for the pid namespace
-// to die) and reaped, SIGKILL after reapSeconds for any that did not go; then the
+// to die) and reaped, SIGKILL after REAP_SECONDS for any that did not go; then the
 // listed cgroups are removed, and the host-id lock is dropped with the exit.
 static void __attribute__((noreturn)) finish(void) {
 	struct sigaction dfl = {.sa_handler = SIG_DFL};
