@@ -1,7 +1,9 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -9,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/airlock-mcp/airlock/internal/sandboxtest"
 )
 
 // v1Controllers are the cgroup v1 controllers a sandbox gets a cgroup in.
@@ -54,8 +58,9 @@ func freshCgroups(t *testing.T) []string {
 	return dirs
 }
 
-// cliIn starts `airlock run ARGS...` as a member of the cgroups dirs.
-func cliIn(t *testing.T, bin string, dirs []string, code string, args ...string) *exec.Cmd {
+// cliIn starts `airlock run ARGS...` as a member of the cgroups dirs; its stdout is
+// read from the pipe returned.
+func cliIn(t *testing.T, bin string, dirs []string, code string, args ...string) (*exec.Cmd, io.Reader) {
 	t.Helper()
 	// The shell joins each cgroup and then becomes airlock: no interpolation, every
 	// path and argument is a positional parameter.
@@ -67,10 +72,80 @@ func cliIn(t *testing.T, bin string, dirs []string, code string, args ...string)
 	argv = append(argv, "-")
 	cmd := exec.Command("/bin/sh", argv...)
 	cmd.Stdin = strings.NewReader(code)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	return cmd
+	return cmd, out
+}
+
+// answer is what a run printed: its JSON result as soon as that is complete (on
+// answered), then whatever followed once stdout is closed (on rest). Stdout closes when
+// the run and everything that inherited it have exited: a teardown finishing after the
+// run must not hold the caller's pipe.
+type answer struct {
+	answered chan error
+	result   map[string]any
+	rest     chan []byte
+}
+
+func readAnswer(out io.Reader) *answer {
+	a := &answer{answered: make(chan error, 1), rest: make(chan []byte, 1)}
+	go func() {
+		dec := json.NewDecoder(out)
+		a.answered <- dec.Decode(&a.result)
+		rest, _ := io.ReadAll(io.MultiReader(dec.Buffered(), out))
+		a.rest <- rest
+	}()
+	return a
+}
+
+// finished waits for the run's stdout to close and for its exit.
+func finished(t *testing.T, cmd *exec.Cmd, a *answer) {
+	t.Helper()
+	select {
+	case <-a.rest:
+	case <-time.After(30 * time.Second):
+		_ = cmd.Process.Kill()
+		t.Fatal("airlock run's stdout stayed open for 30 s")
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		_ = cmd.Process.Kill()
+		t.Fatal("airlock run did not exit")
+	}
+}
+
+// settled waits until dirs hold no process and no cgroup: a run's zygote ends its
+// sandboxes and removes their cgroups after the run has exited (zygote_linux.c), so
+// what must hold is that this happens, within a bound, however the run ended.
+func settled(t *testing.T, dirs []string, within time.Duration) {
+	t.Helper()
+	for deadline := time.Now().Add(within); ; time.Sleep(5 * time.Millisecond) {
+		left, procs := leftovers(dirs), processes(dirs)
+		if len(left) == 0 && len(procs) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s after airlock run exited, still there: cgroups %v, processes %v", within, left, procs)
+		}
+	}
+}
+
+// processes lists the pids in the cgroups dirs themselves (the run's own, its zygote's).
+func processes(dirs []string) []string {
+	var pids []string
+	for _, d := range dirs {
+		b, _ := os.ReadFile(filepath.Join(d, "cgroup.procs"))
+		pids = append(pids, strings.Fields(string(b))...)
+	}
+	return pids
 }
 
 // leftovers lists every cgroup under dirs.
@@ -103,8 +178,10 @@ func waitRunning(t *testing.T, dirs []string, within time.Duration) {
 	t.Fatalf("no sandbox started in %v within %s", dirs, within)
 }
 
-// `airlock run` leaves no cgroup behind: not its base ("airlock"), not a sandbox's, not
-// the self-check's; after a normal run, a full self-check, a timeout, SIGINT and SIGTERM.
+// `airlock run` leaves nothing behind: no process, no cgroup (not its base ("airlock"),
+// not a sandbox's, not the self-check's); after a normal run, a full self-check, a
+// timeout, SIGINT and SIGTERM, and SIGKILL right after its answer or while its program
+// runs. Its answer and exit status are the run's, and nothing of it holds its stdout.
 func TestE2ERunLeavesNoCgroup(t *testing.T) {
 	bin := needSandbox(t)
 	cases := []struct {
@@ -112,37 +189,121 @@ func TestE2ERunLeavesNoCgroup(t *testing.T) {
 		code   string
 		args   []string
 		signal syscall.Signal
+		// afterAnswer: the signal comes as soon as the whole answer has been read.
+		afterAnswer bool
 	}{
-		{"ok", "print(1)", nil, 0},
-		{"full self-check", "print(1)", []string{"--recheck"}, 0},
-		{"timeout", "while True: pass", []string{"--timeout", "1"}, 0},
-		{"SIGINT", "import time; time.sleep(60)", nil, syscall.SIGINT},
-		{"SIGTERM", "import time; time.sleep(60)", nil, syscall.SIGTERM},
+		{"ok", "print(1)", nil, 0, false},
+		{"full self-check", "print(1)", []string{"--recheck"}, 0, false},
+		{"timeout", "while True: pass", []string{"--timeout", "1"}, 0, false},
+		{"SIGINT", "import time; time.sleep(60)", nil, syscall.SIGINT, false},
+		{"SIGTERM", "import time; time.sleep(60)", nil, syscall.SIGTERM, false},
+		{"SIGKILL after the answer", "print(1)", nil, syscall.SIGKILL, true},
+		{"SIGKILL while running", "import time; time.sleep(60)", nil, syscall.SIGKILL, false},
+		// The Landlock tier's run takes no prefork zygote: the one forked must go too.
+		{"landlock tier", "print(1)", []string{"--isolation", "landlock"}, 0, false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			dirs := freshCgroups(t)
-			cmd := cliIn(t, bin, dirs, c.code, c.args...)
-			if c.signal != 0 {
+			cmd, out := cliIn(t, bin, dirs, c.code, c.args...)
+			a := readAnswer(out)
+			switch {
+			case c.afterAnswer:
+				if err := <-a.answered; err != nil {
+					t.Fatalf("no answer: %v", err)
+				}
+				_ = cmd.Process.Signal(c.signal) // it may have exited already
+			case c.signal != 0:
 				waitRunning(t, dirs, 20*time.Second)
 				if err := cmd.Process.Signal(c.signal); err != nil {
 					t.Fatal(err)
 				}
 			}
-			done := make(chan error, 1)
-			go func() { done <- cmd.Wait() }()
-			select {
-			case <-done:
-			case <-time.After(30 * time.Second):
-				_ = cmd.Process.Kill()
-				t.Fatal("airlock run did not exit")
+			finished(t, cmd, a)
+			st := cmd.ProcessState
+			if st.ExitCode() == 99 {
+				t.Fatalf("airlock run ended %v: it did not run in the test cgroups", st)
 			}
-			if st := cmd.ProcessState; st.ExitCode() == 99 || st.ExitCode() < 0 {
-				t.Fatalf("airlock run ended %v: it did not run in the test cgroups, or died of its signal without cleaning up", st)
+			if ws := st.Sys().(syscall.WaitStatus); st.ExitCode() < 0 && !(c.signal == syscall.SIGKILL && ws.Signal() == syscall.SIGKILL) {
+				t.Fatalf("airlock run ended %v: it died of its signal without cleaning up", st)
 			}
-			if left := leftovers(dirs); len(left) > 0 {
-				t.Fatalf("airlock run (%s) left cgroups behind: %v", c.name, left)
+			if c.name == "ok" || c.name == "landlock tier" {
+				if st.ExitCode() != 0 || a.result["status"] != "ok" || a.result["stdout"] != "1\n" {
+					t.Fatalf("exit %d, answer %v: want 0 and the program's output", st.ExitCode(), a.result)
+				}
 			}
+			settled(t, dirs, 10*time.Second)
 		})
+	}
+}
+
+// Two runs at once in the same cgroups share the base ("airlock") either may have made
+// and may remove: neither's teardown, finishing after its exit, breaks the other's run,
+// and nothing is left once both have gone.
+func TestE2ERunTwoAtOnceLeaveNothing(t *testing.T) {
+	bin := needSandbox(t)
+	dirs := freshCgroups(t)
+	for round := range 4 {
+		var cmds []*exec.Cmd
+		var answers []*answer
+		for i := range 2 {
+			// The second starts as the first ends, in the odd rounds: its base is
+			// being removed while it makes its own dirs.
+			if i == 1 && round%2 == 1 {
+				<-answers[0].answered
+			}
+			cmd, out := cliIn(t, bin, dirs, fmt.Sprintf("print(%d)", 10*round+i))
+			cmds, answers = append(cmds, cmd), append(answers, readAnswer(out))
+		}
+		for i, cmd := range cmds {
+			finished(t, cmd, answers[i])
+			want := fmt.Sprintf("%d\n", 10*round+i)
+			if code := cmd.ProcessState.ExitCode(); code != 0 || answers[i].result["stdout"] != want {
+				t.Fatalf("round %d, run %d: exit %d, answer %v; want 0 and %q", round, i, code, answers[i].result, want)
+			}
+		}
+	}
+	settled(t, dirs, 10*time.Second)
+}
+
+// `airlock run` forks its zygote before the Go runtime (zygote_linux.c, prefork), so the
+// zygote's memory, and every spawner's and init's after it, began as the run's: none of
+// its arguments, environment or name may show to the program, where its init's
+// cmdline, environ and auxv are one open away; nor may its caller's ignored signals or
+// descriptors (here SIGHUP, SIGINT and SIGQUIT ignored, fd 7 open) reach the program.
+func TestE2ERunShowsNothingOfItsCaller(t *testing.T) {
+	bin := needSandbox(t)
+	const secret = "airlock-secret-7f3a9c"
+	code := `
+import os
+for f in ["/proc/1/cmdline", "/proc/1/environ", "/proc/1/auxv", "/proc/self/environ", "/proc/self/cmdline"]:
+    try:
+        print(f, open(f, "rb").read())
+    except OSError as e:
+        print(f, e.errno)
+st = open("/proc/self/status").read().splitlines()
+print([l.split()[1] for l in st if l.startswith(("SigBlk", "SigIgn"))], sorted(os.listdir("/proc/self/fd")))
+`
+	file := filepath.Join(t.TempDir(), secret+".py")
+	if err := os.WriteFile(file, []byte(code), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("/bin/sh", "-c", `trap "" HUP INT QUIT; exec "$0" run "$1" 7</dev/null`, bin, file)
+	cmd.Env = append(os.Environ(), "AIRLOCK_TEST_TOKEN="+secret)
+	out, err := cmd.Output()
+	var res map[string]any
+	if jerr := json.Unmarshal(out, &res); err != nil || jerr != nil || res["status"] != "ok" {
+		t.Fatalf("%v %v: %s", err, jerr, out)
+	}
+	got, _ := res["stdout"].(string)
+	if !strings.Contains(got, "/proc/1/cmdline b'") {
+		sandboxtest.SkipOrFail(t, "the sandbox has no /proc here (a container's substitute), so its init cannot be read:\n%s", got)
+	}
+	if strings.Contains(got, secret) || !strings.Contains(got, "/proc/1/cmdline b'airlock-sandbox-init") {
+		t.Fatalf("the sandbox sees its caller's arguments or environment, or not its init:\n%s", got)
+	}
+	// Python ignores SIGPIPE and SIGXFSZ itself; its fd 3 is the listing's own.
+	if want := "['0000000000000000', '0000000001001000'] ['0', '1', '2', '3']"; !strings.Contains(got, want) {
+		t.Fatalf("the caller's signal dispositions or descriptors reached the program: want %s in\n%s", want, got)
 	}
 }

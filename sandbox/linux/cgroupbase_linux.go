@@ -1,6 +1,10 @@
 package linux
 
-import "golang.org/x/sys/unix"
+import (
+	"slices"
+
+	"golang.org/x/sys/unix"
+)
 
 // airlock's base cgroup ("airlock", in each controller's cgroup of the process) is
 // removed when the backend closes, if this process made it and no sandbox of anyone's
@@ -29,4 +33,13 @@ func (m *cgroups) removeAll() error {
 	err := m.removeOwn()
 	m.removeBases()
 	return err
+}
+
+// teardownDirs are what a one-shot run's zygote removes after the run has exited
+// (zygote.leaveBehind): this Sandbox's own dirs, with whatever sandbox cgroups are still
+// in them, then the bases this process made, if empty by then.
+func (m *cgroups) teardownDirs() (trees, bases []string) {
+	m.ownMu.Lock()
+	defer m.ownMu.Unlock()
+	return m.ownDirs(), slices.Clone(m.created)
 }

@@ -208,6 +208,10 @@ int64_t cpu_usec_of(pid_t pid);
 // artifacts_linux.c: the output directory.
 void collect_artifacts(struct collector *c);
 
+// zygote_linux.c: `airlock run`'s one-shot zygote, forked before the Go runtime (-1: none).
+extern int prefork_sock;
+extern int prefork_pid;
+
 // init_linux.c: the spawner and pid 1.
 void default_signals(void);
 void set_name(const char *name);

@@ -69,7 +69,9 @@ type launch struct {
 	// leftover: the spawner found a process of the sandbox's host uid after the
 	// sandbox and could not end it.
 	leftover bool
-	kill     func()
+	// called: a call was handed over (not a self-check's sandbox, nor a pool's unused).
+	called bool
+	kill   func()
 	// runDir is the Landlock tier's run directory, removed at release.
 	runDir string
 
@@ -234,6 +236,7 @@ func (l *launch) handover(spec sandbox.Spec, h *handover) error {
 	l.spec.Progress = spec.Progress
 	l.spec.ID = spec.ID
 	l.cpuBefore = cpuBefore
+	l.called = true
 	l.mu.Unlock()
 	l.stdout.SetLimit(spec.Limits.Output)
 	l.stderr.SetLimit(spec.Limits.Output)

@@ -6,7 +6,8 @@ package linux
 // mount_linux.go). Both ends are this one binary, so there is no versioning.
 //
 //	server (Go)       zygote        spawner             init (pid 1)        interpreter
-//	  |--[zygote socket]->|  int32 want_cgroup; SCM_RIGHTS fds 0-4 (+ the v2 cgroup)
+//	  |--[zygote socket]->|  one-shot only: ZYG_LEAVE, cgroup dirs; SCM_RIGHTS lock
+//	  |--[zygote socket]->|  ZYG_SPAWN(_CGROUP); SCM_RIGHTS fds 0-4 (+ the v2 cgroup)
 //	  |                   |--clone3--->|
 //	  |<-[zygote socket]--|  int32 pid, int32 errno; SCM_RIGHTS pidfd
 //	  |--[fd 3] config frame --------->|
@@ -24,6 +25,7 @@ package linux
 //	  |<-[fd 4] REP_EXIT: exit, rusage, artifacts -----------| after every process died
 //	  |--SIGTERM---------------------->|--SIGKILL----------->|
 //	  |<-[fd 4] REP_LEFTOVER ----------| a root server's spawner, if a process outlived
+//	  |--EOF------------->|  one-shot: SIGTERM to its spawners, reap, remove the dirs
 //
 // fd 3 and fd 4 are the spawner's and the init's: the config pipe's read end and the
 // report socket. The interpreter's fd 3 and 4 (PRELOAD_ARGV_FD, PRELOAD_LOADED_FD) are

@@ -22,6 +22,20 @@
 #define PRELOAD_ARGV_FD 3
 #define PRELOAD_LOADED_FD 4
 
+// Zygote requests, the first uint32 of a message on ZYGOTE_FD. A spawn request carries
+// the spawner's SPAWN_FDS descriptors (and, for ZYG_SPAWN_CGROUP, the v2 cgroup to start
+// it in) and is answered with its pid and pidfd. ZYG_LEAVE, only to a one-shot zygote
+// (argv "zygote" "oneshot"), is not answered: it lists what the zygote removes once
+// the server has gone (its socket's EOF) and every spawner is reaped, as NUL-terminated
+// paths each after a kind byte, and it may carry the host-id lock (SCM_RIGHTS), which
+// the zygote then holds until its sandboxes are gone.
+#define ZYG_SPAWN 0
+#define ZYG_SPAWN_CGROUP 1
+#define ZYG_LEAVE 2
+#define LEAVE_TREE 't' // a cgroup dir: its child cgroups, then itself (waiting while busy)
+#define LEAVE_BASE 'b' // a base cgroup dir this run made: removed once empty (zygote_linux.c)
+#define LEAVE_MAX 4096 // the largest ZYG_LEAVE message, in bytes
+
 // The exit code of a spawner or init whose setup failed (after a REP_ERROR report, or
 // without a word when the server is gone).
 #define EXIT_SETUP_FAILED 125

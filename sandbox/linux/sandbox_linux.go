@@ -72,9 +72,16 @@ func New(opts sandbox.Options) (*Sandbox, error) {
 		root: os.Geteuid() == 0,
 		log:  slog.Default().With("component", "sandbox"),
 	}
-	s.zyg = newZygote(s.self, s.log)
+	// A one-shot run's zygote finishes its teardown after the run has exited; not in
+	// the Landlock tier, whose run directories (the program's files, their tmpfs
+	// mounts) the Go side removes.
+	s.zyg = newZygote(s.self, s.log, opts.OneShot && opts.Isolation != sandbox.IsolationLandlock)
+	if !s.zyg.oneShot {
+		dropPrefork() // the Landlock tier's run execs its zygote as a server does
+	}
 	s.closing, s.closeDone = context.WithCancel(context.Background())
-	// The filters compile and the zygote starts (an exec) while the rest is checked:
+	// The filters compile and the zygote starts (an exec; `airlock run`'s was forked
+	// before the Go runtime and is taken here, zygote.adopt) while the rest is checked:
 	// every sandbox needs both, and a one-shot run waits for them first. With a stamp
 	// store the filters may come from a recent pass instead (stampedFilters): whether
 	// they do is known only once the check's key is, so they compile after it.
@@ -121,11 +128,23 @@ func New(opts sandbox.Options) (*Sandbox, error) {
 			abandon()
 			return nil, fmt.Errorf("%w: cgroups are required but unusable: %s (%s)", sandbox.ErrUnavailable, s.cg.reason, cgroupFix(s.root, container()))
 		}
-		if removed := s.cg.cleanStale(s.log); len(removed) > 0 {
-			s.log.Info("removed stale sandbox cgroups", "count", len(removed), "dirs", removed)
+		clean := func() {
+			if removed := s.cg.cleanStale(s.log); len(removed) > 0 {
+				s.log.Info("removed stale sandbox cgroups", "count", len(removed), "dirs", removed)
+			}
+		}
+		if s.zyg.oneShot {
+			// Nothing here needs them gone, and a run just before this one may still be
+			// finishing (its zygote): its exited process's dirs look stale, and their
+			// removal would wait for that teardown (up to 7 ms measured back to back).
+			// Cut off by the exit, the next run's start finishes it.
+			go clean()
+		} else {
+			clean()
 		}
 		s.cg.spares.off = opts.OneShot // its one run would pay for spares nobody takes
 	}
+	s.leaveToZygote()
 	key := s.checkKey()
 	reused := s.reuseCheck(key)
 	if filters == nil {
@@ -149,6 +168,19 @@ func New(opts sandbox.Options) (*Sandbox, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// leaveToZygote tells a one-shot run's zygote what to remove once the run has exited
+// (zygote.leaveBehind): from New on, so that a run killed in the middle leaves nothing
+// either, and again at Close, for a base made again since (ownDir).
+func (s *Sandbox) leaveToZygote() {
+	if !s.zyg.oneShot {
+		return
+	}
+	trees, bases := s.cg.teardownDirs()
+	if err := s.zyg.leaveBehind(trees, bases, s.ids.lockFD()); err != nil {
+		s.log.Warn("the zygote cannot finish the teardown; this process does", "err", err)
+	}
 }
 
 // check runs the self-test until it passes, adapting to a container's refusals, and
@@ -400,8 +432,15 @@ func (s *Sandbox) release(l *launch) {
 			// its teardown starts once the caller has had a moment to deliver the result
 			// (a one-shot backend has no next call to keep it from: at once). With other
 			// calls running it starts at once too: it competes with them whenever it
-			// starts, and the timer was a wake-up of the server of its own per call.
-			if l.exitReported() && !s.opts.OneShot && s.serving.Load() == 0 {
+			// starts, and the timer was a wake-up of the server of its own per call. A
+			// call of a one-shot run whose zygote finishes the teardown is ended once the
+			// answer is written (Close): its kernel teardown (~1 ms of CPU, the
+			// namespaces') then does not compete with the audit line and the answer.
+			switch {
+			case !l.exitReported():
+			case l.called && s.zyg.oneShot:
+				<-s.closing.Done()
+			case !s.opts.OneShot && s.serving.Load() == 0:
 				t := time.NewTimer(teardownDelay)
 				select {
 				case <-t.C:

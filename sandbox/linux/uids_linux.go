@@ -193,6 +193,16 @@ func (h *hostIDs) release(l lease, clean bool) {
 	h.free = append(h.free, l.off)
 }
 
+// lockFD is the lock file's descriptor, -1 without one. A one-shot run's zygote holds
+// a copy (the same open file description, so the same locks) until its sandboxes are
+// dead: their ids stay taken after the run's process has exited.
+func (h *hostIDs) lockFD() int {
+	if h.lock == nil {
+		return -1
+	}
+	return int(h.lock.Fd())
+}
+
 // owns reports whether uid is one this scheme gives sandboxes.
 func (h *hostIDs) owns(uid uint32) bool { return uid >= h.uid && uid-h.uid < h.size }
 

@@ -1,5 +1,8 @@
 package linux
 
+// #include "init_linux.h"
+import "C"
+
 import (
 	"encoding/binary"
 	"errors"
@@ -8,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"strings"
 	"sync"
 	"syscall"
 	"unsafe"
@@ -19,23 +23,33 @@ import (
 // each sandbox's spawner, so no sandbox pays for an exec and the C library's start-up.
 // It is the server's own binary, started with argv initName "zygote"; it dies with the
 // server (Pdeathsig) and exits when its socket closes. If it dies otherwise, the next
-// spawn starts a new one.
+// spawn starts a new one. A one-shot run's ("zygote" "oneshot") outlives the run
+// instead and finishes its teardown once the socket closes (leaveBehind, detach).
 type zygote struct {
 	self string
 	log  *slog.Logger
+	// oneShot: the zygote of an `airlock run` (zygote_linux.c): it outlives the process
+	// and, once that has gone, ends its sandboxes and removes what leave lists.
+	oneShot bool
 
-	mu   sync.Mutex
-	sock int           // our end of the SOCK_SEQPACKET pair; -1 when not running
-	pid  int           // the running zygote's
-	done chan struct{} // closed when the running zygote has exited
+	mu    sync.Mutex
+	sock  int           // our end of the SOCK_SEQPACKET pair; -1 when not running
+	pid   int           // the running zygote's
+	done  chan struct{} // closed when the running zygote has exited
+	leave []byte        // one-shot: the ZYG_LEAVE message, sent to every zygote started
+	lock  int           // the host-id lock sent with it; -1: none
+	left  bool          // the running zygote has the message
 }
 
-func newZygote(self string, log *slog.Logger) *zygote {
-	return &zygote{self: self, log: log, sock: -1}
+func newZygote(self string, log *slog.Logger, oneShot bool) *zygote {
+	return &zygote{self: self, log: log, sock: -1, oneShot: oneShot, lock: -1}
 }
 
 // start runs a zygote. Called with z.mu held.
 func (z *zygote) start() error {
+	if z.oneShot && z.adopt() {
+		return nil
+	}
 	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return fmt.Errorf("zygote socket: %w", err)
@@ -50,6 +64,13 @@ func (z *zygote) start() error {
 		// Pdeathsig follows the thread that started the child: this one stays locked
 		// to its goroutine for as long as the zygote lives.
 		SysProcAttr: &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL},
+	}
+	if z.oneShot {
+		// It finishes after the process has gone: no Pdeathsig, and a process group of
+		// its own, out of the reach of a terminal's ^C (the CLI's own handling of it
+		// ends the sandbox).
+		cmd.Args = append(cmd.Args, "oneshot")
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	}
 	started := make(chan error, 1)
 	done := make(chan struct{})
@@ -67,8 +88,122 @@ func (z *zygote) start() error {
 		unix.Close(pair[0])
 		return fmt.Errorf("start the zygote: %w", err)
 	}
-	z.sock, z.pid, z.done = pair[0], cmd.Process.Pid, done
+	z.sock, z.pid, z.done, z.left = pair[0], cmd.Process.Pid, done, false
+	if z.leave != nil {
+		// One that did not take it is finished by this process, as any other is.
+		_ = z.sendLeave()
+	}
 	return nil
+}
+
+// adopt takes the one-shot zygote `airlock run` forked before the Go runtime
+// (zygote_linux.c, prefork), if there is one and no one took it yet. Called with z.mu
+// held.
+func (z *zygote) adopt() bool {
+	sock, pid := takePrefork()
+	if sock < 0 {
+		return false
+	}
+	done := make(chan struct{})
+	p, _ := os.FindProcess(pid) // our child: Wait reaps it
+	go func() {
+		_, _ = p.Wait()
+		close(done)
+	}()
+	z.sock, z.pid, z.done, z.left = sock, pid, done, false
+	if z.leave != nil {
+		_ = z.sendLeave()
+	}
+	return true
+}
+
+// prefork guards the C globals prefork_sock and prefork_pid: one backend takes them.
+var prefork sync.Mutex
+
+// takePrefork takes the prefork zygote's socket and pid, once (-1: none, or taken).
+func takePrefork() (sock, pid int) {
+	prefork.Lock()
+	defer prefork.Unlock()
+	sock, pid = int(C.prefork_sock), int(C.prefork_pid)
+	C.prefork_sock, C.prefork_pid = -1, -1
+	return sock, pid
+}
+
+// dropPrefork ends a prefork zygote no backend will take (the Landlock tier's run):
+// its socket's EOF, and nothing left to it, make it exit at once.
+func dropPrefork() {
+	sock, pid := takePrefork()
+	if sock < 0 {
+		return
+	}
+	unix.Close(sock)
+	p, _ := os.FindProcess(pid)
+	go func() { _, _ = p.Wait() }()
+}
+
+// leaveBehind tells a one-shot zygote what to remove once the process has gone: the
+// trees (a Sandbox's own cgroup dirs, with any sandbox's still in them) and the bases
+// this process made (only if empty then), and hands it the host-id lock (-1: none),
+// which it holds until its sandboxes are dead. A zygote started later is told too.
+func (z *zygote) leaveBehind(trees, bases []string, lock int) error {
+	msg := binary.NativeEndian.AppendUint32(nil, C.ZYG_LEAVE)
+	for _, list := range []struct {
+		kind  byte
+		paths []string
+	}{{C.LEAVE_TREE, trees}, {C.LEAVE_BASE, bases}} {
+		for _, p := range list.paths {
+			if strings.IndexByte(p, 0) >= 0 {
+				return fmt.Errorf("cgroup path %q", p)
+			}
+			msg = append(append(append(msg, list.kind), p...), 0)
+		}
+	}
+	if len(msg) == 4 {
+		msg = append(msg, 0) // nothing to remove: still the lock, and the reaping
+	}
+	if len(msg)-4 > C.LEAVE_MAX {
+		return fmt.Errorf("%d bytes of cgroup paths for the zygote", len(msg)-4)
+	}
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	z.leave, z.lock = msg, lock
+	if z.sock < 0 {
+		return nil
+	}
+	return z.sendLeave()
+}
+
+// sendLeave sends the ZYG_LEAVE message. Called with z.mu held.
+func (z *zygote) sendLeave() error {
+	var oob []byte
+	if z.lock >= 0 {
+		oob = unix.UnixRights(z.lock)
+	}
+	for {
+		err := unix.Sendmsg(z.sock, z.leave, oob, nil, unix.MSG_NOSIGNAL)
+		if err != unix.EINTR {
+			// One that cannot be told (gone) is not left to finish: Close waits.
+			z.left = err == nil
+			if err != nil {
+				return fmt.Errorf("%w: send: %w", errZygote, err)
+			}
+			return nil
+		}
+	}
+}
+
+// detach leaves a one-shot zygote that has its ZYG_LEAVE message to finish by itself:
+// its socket is closed, which starts its finish, and nothing waits for it. It reports
+// false, and does nothing, for any other zygote.
+func (z *zygote) detach() bool {
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	if !z.oneShot || !z.left || z.sock < 0 {
+		return false
+	}
+	unix.Close(z.sock)
+	z.sock = -1
+	return true
 }
 
 // prestart starts the zygote ahead of the first spawn; one that fails to start is
@@ -106,9 +241,10 @@ var errZygote = errors.New("the zygote did not answer")
 func (z *zygote) spawn(files []int, cgroupFD int) (*os.File, error) {
 	fds := append(make([]int, 0, len(files)+1), files...)
 	var req [4]byte
+	binary.NativeEndian.PutUint32(req[:], C.ZYG_SPAWN)
 	if cgroupFD >= 0 {
 		fds = append(fds, cgroupFD)
-		binary.NativeEndian.PutUint32(req[:], 1)
+		binary.NativeEndian.PutUint32(req[:], C.ZYG_SPAWN_CGROUP)
 	}
 	z.mu.Lock()
 	defer z.mu.Unlock()

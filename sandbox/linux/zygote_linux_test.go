@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"syscall"
 	"testing"
@@ -90,6 +91,106 @@ func TestCloseStopsZygote(t *testing.T) {
 	s.Close()
 	if alive(pid) {
 		t.Errorf("zygote %d still running after Close", pid)
+	}
+}
+
+// A one-shot backend's zygote outlives its process and finishes what that left: when
+// its socket closes with a sandbox still running (the run's process killed in the
+// middle), it ends the sandbox, removes every cgroup dir the backend made and exits.
+func TestOneShotZygoteFinishes(t *testing.T) {
+	s, err := New(sandbox.Options{OneShot: true})
+	sandboxtest.Require(t, err)
+	t.Cleanup(func() { s.Close() })
+	marker := newMarker()
+	done := make(chan sandbox.Result, 1)
+	go func() {
+		res, _ := s.Run(context.Background(), withDefaults(shSpec("sleep 60", marker)))
+		done <- res
+	}()
+	waitHostProc(t, marker, 5*time.Second)
+	trees, _ := s.cg.teardownDirs()
+	// A process the sandboxes' teardown would not end, in a cgroup of the backend's:
+	// the zygote kills what a cgroup it removes still holds. (Without cgroups, as
+	// nobody, there is none to put it in.)
+	stray := exec.Command("/bin/sleep", "60")
+	if err := stray.Start(); err != nil {
+		t.Fatal(err)
+	}
+	strayDone := make(chan struct{})
+	go func() { _ = stray.Wait(); close(strayDone) }()
+	if len(trees) == 0 {
+		t.Log("no cgroups here: the stray process is not put in one")
+		_ = stray.Process.Kill()
+	}
+	for _, d := range trees {
+		dir := filepath.Join(d, "stray")
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(stray.Process.Pid)), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.zyg.mu.Lock()
+	pid, exited := s.zyg.pid, s.zyg.done
+	s.zyg.mu.Unlock()
+	if !s.zyg.detach() {
+		t.Fatal("a one-shot zygote with its list was not left to finish")
+	}
+	select {
+	case <-exited:
+	case <-time.After(15 * time.Second):
+		t.Fatalf("the one-shot zygote %d did not finish", pid)
+	}
+	assertNoSurvivors(t, marker)
+	select {
+	case <-strayDone: // dead before its cgroup could go; reaped here a moment later
+	case <-time.After(5 * time.Second):
+		_ = stray.Process.Kill()
+		t.Error("a process in a cgroup the zygote removed outlived it")
+	}
+	for _, d := range trees {
+		if _, err := os.Stat(d); !os.IsNotExist(err) {
+			t.Errorf("cgroup %s is still there after the zygote finished (%v)", d, err)
+		}
+	}
+	if res := <-done; res.Status == sandbox.StatusOK {
+		t.Errorf("the run outlived its zygote: %s", brief(res))
+	}
+}
+
+// A server's zygote is not one-shot: a ZYG_LEAVE sent to it (with a descriptor) is
+// dropped, descriptor and all, and it goes on serving.
+func TestServerZygoteIgnoresLeave(t *testing.T) {
+	s, err := New(sandbox.Options{})
+	sandboxtest.Require(t, err)
+	t.Cleanup(func() { s.Close() })
+	run := func() {
+		t.Helper()
+		if res, err := s.Run(context.Background(), withDefaults(sandbox.Spec{Argv: []string{"/bin/true"}})); err != nil || res.Status != sandbox.StatusOK {
+			t.Fatalf("%v %s", err, brief(res))
+		}
+	}
+	run()
+	fds := func() int {
+		ents, _ := os.ReadDir("/proc/" + strconv.Itoa(zygotePID(s)) + "/fd")
+		return len(ents)
+	}
+	before := fds()
+	f, err := os.Open("/dev/null")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := s.zyg.leaveBehind([]string{t.TempDir()}, nil, int(f.Fd())); err != nil || !s.zyg.left {
+		t.Fatalf("send: %v (delivered %t)", err, s.zyg.left)
+	}
+	run()
+	if after := fds(); after != before {
+		t.Errorf("the server's zygote holds %d descriptors after a ZYG_LEAVE, %d before", after, before)
+	}
+	if s.zyg.detach() {
+		t.Error("a server's zygote was left to finish by itself")
 	}
 }
 
