@@ -39,16 +39,7 @@ func containsState(stat, state string) bool {
 // A zygote that dies is replaced at the next call, and a sandbox it was serving dies
 // with it (its spawner's Pdeathsig) instead of running on unsupervised.
 func TestZygoteReplacedAfterDeath(t *testing.T) {
-	s, err := New(sandbox.Options{})
-	sandboxtest.Require(t, err)
-	t.Cleanup(func() { s.Close() })
-	marker := newMarker()
-	done := make(chan sandbox.Result, 1)
-	go func() {
-		res, _ := s.Run(context.Background(), withDefaults(shSpec("sleep 60", marker)))
-		done <- res
-	}()
-	waitHostProc(t, marker, 5*time.Second)
+	s, marker, done := sleepingRun(t, sandbox.Options{})
 	old := zygotePID(s)
 	if err := syscall.Kill(old, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
@@ -98,16 +89,7 @@ func TestCloseStopsZygote(t *testing.T) {
 // its socket closes with a sandbox still running (the run's process killed in the
 // middle), it ends the sandbox, removes every cgroup dir the backend made and exits.
 func TestOneShotZygoteFinishes(t *testing.T) {
-	s, err := New(sandbox.Options{OneShot: true})
-	sandboxtest.Require(t, err)
-	t.Cleanup(func() { s.Close() })
-	marker := newMarker()
-	done := make(chan sandbox.Result, 1)
-	go func() {
-		res, _ := s.Run(context.Background(), withDefaults(shSpec("sleep 60", marker)))
-		done <- res
-	}()
-	waitHostProc(t, marker, 5*time.Second)
+	s, marker, done := sleepingRun(t, sandbox.Options{OneShot: true})
 	trees, _ := s.cg.teardownDirs()
 	// A process the sandboxes' teardown would not end, in a cgroup of the backend's:
 	// the zygote kills what a cgroup it removes still holds. (Without cgroups, as
@@ -224,4 +206,21 @@ func TestWaitPidfdSurvivesEINTR(t *testing.T) {
 		t.Fatalf("waitPidfd returned after %s (%d interruptions), before the process exited", took, interrupted)
 	}
 	_ = cmd.Wait()
+}
+
+// sleepingRun starts a backend with opts and a run in it that sleeps for a minute, and
+// returns once the run's program is on the host; done gets the run's result.
+func sleepingRun(t *testing.T, opts sandbox.Options) (s *Sandbox, marker string, done <-chan sandbox.Result) {
+	t.Helper()
+	s, err := New(opts)
+	sandboxtest.Require(t, err)
+	t.Cleanup(func() { s.Close() })
+	marker = newMarker()
+	results := make(chan sandbox.Result, 1)
+	go func() {
+		res, _ := s.Run(context.Background(), withDefaults(shSpec("sleep 60", marker)))
+		results <- res
+	}()
+	waitHostProc(t, marker, 5*time.Second)
+	return s, marker, results
 }
