@@ -636,31 +636,38 @@ func (m *cgroups) make(name string) (*cgroup, error) {
 	return cg, nil
 }
 
-// limit sets a cgroup's memory and pids limits, which make left unset. On v2,
-// memory.max and pids.max exist wherever their controllers are enabled, which setupV2
-// checked: one missing is an own dir made again without them, never a sandbox without
-// limits. On v1 the memory+swap limit is absent without swap accounting.
+// limit sets a cgroup's memory and pids limits to a call's: all of them on a cgroup
+// make just made (it leaves them unset), only the ones a call changes on a prepared
+// sandbox's (pool, session), whose limits are never lower than a call's: most calls
+// change none, and each write is a cgroup file's open, write and close on the way to the
+// program's start. On v2, memory.max and pids.max exist wherever their controllers are
+// enabled, which setupV2 checked: one missing is an own dir made again without them,
+// never a sandbox without limits. On v1 the memory+swap limit is absent without swap
+// accounting, and memory.limit_in_bytes must stay ≤ it: it is written first.
 func (c *cgroup) limit(l sandbox.Limits) error {
 	mem, pids := limitValues(l)
-	var sets []struct {
+	type set struct {
 		file, val string
 		required  bool
 	}
-	add := func(dir, file, val string, required bool) {
-		sets = append(sets, struct {
-			file, val string
-			required  bool
-		}{filepath.Join(dir, file), val, required})
-	}
+	var sets []set
 	switch c.version {
 	case 1:
-		// Unlimited both, so memory first: it must stay ≤ memsw.
-		add(c.dirs["memory"], "memory.limit_in_bytes", mem, true)
-		add(c.dirs["memory"], "memory.memsw.limit_in_bytes", mem, false)
-		add(c.dirs["pids"], "pids.max", pids, true)
+		if mem != c.mem {
+			d := c.dirs["memory"]
+			sets = append(sets, set{filepath.Join(d, "memory.limit_in_bytes"), mem, true},
+				set{filepath.Join(d, "memory.memsw.limit_in_bytes"), mem, false})
+		}
+		if pids != c.pids {
+			sets = append(sets, set{filepath.Join(c.dirs["pids"], "pids.max"), pids, true})
+		}
 	case 2:
-		add(c.dir, "memory.max", mem, true)
-		add(c.dir, "pids.max", pids, true)
+		if mem != c.mem {
+			sets = append(sets, set{filepath.Join(c.dir, "memory.max"), mem, true})
+		}
+		if pids != c.pids {
+			sets = append(sets, set{filepath.Join(c.dir, "pids.max"), pids, true})
+		}
 	}
 	for _, s := range sets {
 		err := writeCgroupFile(s.file, s.val)
@@ -941,40 +948,6 @@ func preadAll(fd int, buf []byte) ([]byte, error) {
 		}
 	}
 	return buf[:n], nil
-}
-
-// lower sets the memory and pids limits of a prepared sandbox's cgroup to a call's,
-// which are never higher than the ones it was created with. A limit the call leaves as
-// the template had it is not written again: most calls change none, and each write is
-// a cgroup file's open, write and close on the way to the program's start.
-func (c *cgroup) lower(l sandbox.Limits) error {
-	mem, pids := limitValues(l)
-	var sets [][2]string
-	switch c.version {
-	case 1:
-		// memory.limit_in_bytes must stay ≤ memsw.limit_in_bytes: lower it first.
-		if mem != c.mem {
-			sets = append(sets, [2]string{filepath.Join(c.dirs["memory"], "memory.limit_in_bytes"), mem},
-				[2]string{filepath.Join(c.dirs["memory"], "memory.memsw.limit_in_bytes"), mem})
-		}
-		if pids != c.pids {
-			sets = append(sets, [2]string{filepath.Join(c.dirs["pids"], "pids.max"), pids})
-		}
-	case 2:
-		if mem != c.mem {
-			sets = append(sets, [2]string{filepath.Join(c.dir, "memory.max"), mem})
-		}
-		if pids != c.pids {
-			sets = append(sets, [2]string{filepath.Join(c.dir, "pids.max"), pids})
-		}
-	}
-	for _, s := range sets {
-		if err := writeCgroupFile(s[0], s[1]); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return fmt.Errorf("set %s=%s: %w", s[0], s[1], err)
-		}
-	}
-	c.mem, c.pids = mem, pids
-	return nil
 }
 
 // usage is the memory charged to all of airlock's sandbox cgroups now.

@@ -285,7 +285,7 @@ func (s *Sandbox) runPooled(ctx context.Context, l *launch, sl *slot, spec sandb
 	// interleaved A/B runs on 2 CPUs).
 	defer time.AfterFunc(teardownDelay, sl.refill)
 	if l.cg != nil {
-		if err := l.cg.lower(spec.Limits); err != nil {
+		if err := l.cg.limit(spec.Limits); err != nil {
 			l.discard()
 			s.release(l)
 			err = fmt.Errorf("%w: %w", errCgroup, err)

@@ -164,7 +164,7 @@ func (s *Sandbox) sessionLaunch(spec sandbox.Spec, try int) (*launch, error) {
 	if p := s.pool.Load(); p != nil && try == 1 {
 		if l, sl := p.take(spec); l != nil {
 			defer sl.refill()
-			if err := l.cg.lower(spec.Limits); err != nil {
+			if err := l.cg.limit(spec.Limits); err != nil {
 				l.discard()
 				s.release(l)
 				return nil, fmt.Errorf("%w: %w", errCgroup, err)
