@@ -257,9 +257,10 @@ func readLines(in io.Reader, max int, out chan<- []byte, tooLong func(n int, id 
 			out <- line
 			// Where stdin is not on the poller (a socket), the next read blocks in
 			// read(2), and with one P (serve.LimitProcs on a small host) a goroutine
-			// blocked in a system call keeps it until sysmon takes it back: the request just handed over waited 100-150 µs for that
-			// before its handler ran. Yielding first lets the dispatch and the handler
-			// run up to their first wait while this goroutine is off the P.
+			// blocked in a system call keeps it until sysmon takes it back: the
+			// request just handed over waited 100-150 µs for that before its handler
+			// ran. Yielding first lets the dispatch and the handler run up to their
+			// first wait while this goroutine is off the P.
 			runtime.Gosched()
 		}
 	}
