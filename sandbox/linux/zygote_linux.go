@@ -88,11 +88,7 @@ func (z *zygote) start() error {
 		unix.Close(pair[0])
 		return fmt.Errorf("start the zygote: %w", err)
 	}
-	z.sock, z.pid, z.done, z.left = pair[0], cmd.Process.Pid, done, false
-	if z.leave != nil {
-		// One that did not take it is finished by this process, as any other is.
-		_ = z.sendLeave()
-	}
+	z.running(pair[0], cmd.Process.Pid, done)
 	return nil
 }
 
@@ -110,11 +106,18 @@ func (z *zygote) adopt() bool {
 		_, _ = p.Wait()
 		close(done)
 	}()
+	z.running(sock, pid, done)
+	return true
+}
+
+// running records a zygote just started or adopted and tells a one-shot one what to
+// leave behind, if that is known yet. Called with z.mu held.
+func (z *zygote) running(sock, pid int, done chan struct{}) {
 	z.sock, z.pid, z.done, z.left = sock, pid, done, false
 	if z.leave != nil {
+		// One that did not take it is finished by this process, as any other is.
 		_ = z.sendLeave()
 	}
-	return true
 }
 
 // prefork guards the C globals prefork_sock and prefork_pid: one backend takes them.
