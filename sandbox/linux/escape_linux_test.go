@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/airlock-mcp/airlock/sandbox"
 )
 
@@ -948,6 +950,149 @@ func TestHostActivityInvisible(t *testing.T) {
 		t.Errorf("the sandbox saw %d inotify events from the host's use of its files", got.Events)
 	}
 	t.Logf("watch attempts: %v", got.Errors)
+}
+
+// pageCacheSender reads one byte of each slot of the file whose bit is 1 in the
+// pattern (argv[5]), without readahead, then says so and waits to be killed.
+const pageCacheSender = `
+import os, sys, time
+path, stride, pattern = sys.argv[2], int(sys.argv[3]), sys.argv[5]
+fd = os.open(path, os.O_RDONLY)
+os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)
+for i, bit in enumerate(pattern):
+    if bit == "1":
+        os.pread(fd, 1, i * stride)
+print("sent", flush=True)
+time.sleep(30)
+`
+
+// pageCacheReceiver asks, for each slot of the file, whether its page is in the page
+// cache, by every answer the kernel gives without a timing: a read that must not wait
+// (preadv2 RWF_NOWAIT: EAGAIN when it would read the disk), mincore on a mapping of it,
+// cachestat. Each answer is a string of bits, or the errno it was refused with.
+const pageCacheReceiver = `
+import ctypes, errno, json, os, sys
+path, stride, n = sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+fd = os.open(path, os.O_RDONLY)
+os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)
+out = {}
+def bits(probe):
+    try:
+        out[probe.__name__] = "".join("1" if probe(i * stride) else "0" for i in range(n))
+    except OSError as e:
+        # ENOTSUP and EOPNOTSUPP are one number on Linux: the kernel's name.
+        out[probe.__name__] = "EOPNOTSUPP" if e.errno == errno.EOPNOTSUPP else errno.errorcode.get(e.errno, str(e.errno))
+def preadv2_nowait(off):
+    try:
+        os.preadv(fd, [bytearray(1)], off, os.RWF_NOWAIT)
+        return True
+    except BlockingIOError:
+        return False
+libc = ctypes.CDLL(None, use_errno=True)
+libc.mmap.restype = ctypes.c_void_p
+libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+size = os.fstat(fd).st_size
+addr = libc.mmap(None, size, 1, 1, fd, 0)  # PROT_READ, MAP_SHARED
+pages = (size + 4095) // 4096
+vec = (ctypes.c_ubyte * pages)()
+def mincore(off):
+    if libc.mincore(ctypes.c_void_p(addr), ctypes.c_size_t(size), vec) != 0:
+        e = ctypes.get_errno()
+        raise OSError(e, os.strerror(e))
+    return vec[off // 4096] & 1
+class Range(ctypes.Structure):
+    _fields_ = [("off", ctypes.c_uint64), ("len", ctypes.c_uint64)]
+class Stat(ctypes.Structure):
+    _fields_ = [(f, ctypes.c_uint64) for f in ("cache", "dirty", "writeback", "evicted", "recently_evicted")]
+def cachestat(off):
+    st = Stat()
+    if libc.syscall(451, fd, ctypes.byref(Range(off, 4096)), ctypes.byref(st), 0) != 0:
+        e = ctypes.get_errno()
+        raise OSError(e, os.strerror(e))
+    return st.cache > 0
+bits(preadv2_nowait)
+bits(mincore)
+bits(cachestat)
+print(json.dumps(out))
+`
+
+// TestPageCacheUnobservable: the read-only system files are the host's, and so are
+// their pages in the page cache. A run must not learn which of them another run (or the
+// host) has read: a read that refuses to wait (preadv2 RWF_NOWAIT) answers EAGAIN
+// exactly when the page is not cached, without a timing, so one run could read which
+// modules another imports, or take a message from it, one bit per page, while both are
+// in flight. The host drops the file's pages, one run reads a random pattern of them,
+// and a second run probes every page. (mincore reports only the caller's own mappings
+// of a file it cannot write since Linux 5.0, cachestat likewise since 6.14; they are
+// probed too, for older kernels.)
+func TestPageCacheUnobservable(t *testing.T) {
+	recordTier(t)
+	s := testSandbox(t)
+	files, _ := filepath.Glob("/usr/lib/python3*/pydoc_data/topics.py")
+	if len(files) == 0 {
+		t.Fatal("no pydoc_data/topics.py under /usr/lib/python3*: the test needs a large stdlib file no run imports")
+	}
+	target := files[0]
+	const stride = 64 << 10
+	fi, err := os.Stat(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := int(fi.Size() / stride)
+	if n < 4 {
+		t.Fatalf("%s has %d bytes: too few for a pattern of pages", target, fi.Size())
+	}
+	pattern := make([]byte, n)
+	for i := range pattern {
+		pattern[i] = '0' + randHex(1)[0]%2
+	}
+	pattern[0], pattern[1] = '1', '0'
+	f, err := os.Open(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED)
+	f.Close()
+	if err != nil {
+		t.Fatalf("drop the pages of %s: %v", target, err)
+	}
+	args := []string{target, strconv.Itoa(stride), strconv.Itoa(n), string(pattern)}
+	ctx, cancel := context.WithTimeout(t.Context(), 40*time.Second)
+	defer cancel()
+	sent := make(chan struct{})
+	var once sync.Once
+	sender := pySpec(pageCacheSender, newMarker())
+	sender.Argv = append(sender.Argv, args...)
+	sender.Progress = func(p sandbox.Progress) {
+		if p.StdoutBytes > 0 {
+			once.Do(func() { close(sent) })
+		}
+	}
+	done := make(chan sandbox.Result, 1)
+	go func() {
+		res, _ := s.Run(ctx, withDefaults(sender))
+		done <- res
+	}()
+	select {
+	case <-sent:
+	case res := <-done:
+		t.Fatalf("the sending run ended: %s", brief(res))
+	}
+	receiver := pySpec(pageCacheReceiver, newMarker())
+	receiver.Argv = append(receiver.Argv, args[:3]...)
+	var got map[string]string
+	runJSON(t, receiver, &got)
+	cancel()
+	<-done
+	t.Logf("pattern %s; the concurrent run's probes: %v", pattern, got)
+	for probe, v := range got {
+		if v == string(pattern) {
+			t.Errorf("%s showed the concurrent run's reads of %s: %s", probe, target, v)
+		}
+	}
+	if got["preadv2_nowait"] != "EOPNOTSUPP" {
+		t.Errorf("preadv2 with RWF_NOWAIT answered %q, want EOPNOTSUPP (refused by the filter)", got["preadv2_nowait"])
+	}
 }
 
 // TestForeignArchSyscallKills runs a 32-bit int 0x80 getpid and an x32-ABI syscall

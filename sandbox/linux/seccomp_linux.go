@@ -13,7 +13,7 @@ import (
 // The filter is an allowlist modelled on Docker's default profile, minus everything
 // Docker only grants with extra capabilities, minus io_uring (a rich kernel attack
 // surface Docker also dropped in 2023), and with argument filters on clone, socket,
-// ioctl, personality and ptrace. An allowlist is stricter than a denylist: a syscall added
+// ioctl, personality, preadv2 and ptrace. An allowlist is stricter than a denylist: a syscall added
 // by a future kernel is refused until someone decides it is safe.
 //
 // Refused syscalls fail with an errno instead of killing the process, so interpreters
@@ -45,7 +45,7 @@ var allowedSyscalls = []string{
 	"mq_timedsend", "mq_unlink", "mremap", "mseal", "msgctl", "msgget", "msgrcv", "msgsnd",
 	"msync", "munlock", "munlockall", "munmap", "nanosleep", "newfstatat", "open",
 	"openat", "openat2", "pause", "pidfd_open", "pidfd_send_signal", "pipe", "pipe2",
-	"poll", "ppoll", "prctl", "pread64", "preadv", "preadv2", "prlimit64", "pselect6",
+	"poll", "ppoll", "prctl", "pread64", "preadv", "prlimit64", "pselect6",
 	"pwrite64", "pwritev", "pwritev2", "read", "readahead", "readlink", "readlinkat",
 	"readv", "recvfrom", "recvmmsg", "recvmsg", "remap_file_pages", "removexattr",
 	"rename", "renameat", "renameat2", "restart_syscall", "rmdir", "rseq",
@@ -247,6 +247,15 @@ func compileFilter(p filterPlan) (*bpf, error) {
 	for _, v := range personalities {
 		b.rule("personality", seccomp.ActAllow, cond(0, seccomp.CompareEqual, v))
 	}
+	// preadv2 without RWF_NOWAIT. A read that must not wait fails with EAGAIN exactly
+	// when the page is not in the page cache, and the read-only system files' pages are
+	// the host's, shared with every run: without a timing, one run would see which of
+	// them another run in flight (or the host) read, which modules it imported, or take
+	// a message from it, a bit per page (TestPageCacheUnobservable). The kernel's own
+	// answer where a file cannot do it is EOPNOTSUPP, which callers already handle by
+	// reading without the flag. rwf_t is an int: only its low 32 bits are compared.
+	b.rule("preadv2", seccomp.ActAllow, cond(5, seccomp.CompareMaskedEqual, unix.RWF_NOWAIT, 0))
+	b.rule("preadv2", seccomp.ActErrno.SetReturnCode(int16(unix.EOPNOTSUPP)), cond(5, seccomp.CompareMaskedEqual, unix.RWF_NOWAIT, unix.RWF_NOWAIT))
 
 	if b.err != nil {
 		return nil, b.err
