@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 
+	seccomp "github.com/seccomp/libseccomp-golang"
 	"golang.org/x/sys/unix"
 
 	"github.com/airlock-mcp/airlock/sandbox"
@@ -72,6 +73,9 @@ type landlockTier struct {
 	// submounts are the server's mount points, read once: those beneath a granted
 	// directory are left out of it (landlockPaths).
 	submounts []string
+	// program is the seccomp program the program loads on top of the tier's filter
+	// (compileProgramFilter).
+	program *bpf
 }
 
 // newLandlockTier checks the kernel's Landlock ABI itself (a best-effort library would
@@ -82,6 +86,9 @@ func newLandlockTier(opts sandbox.Options) (*landlockTier, error) {
 	var err error
 	if t.want, t.missing, err = landlockPieces(t.abi, opts.AllowDegraded); err != nil {
 		return nil, err
+	}
+	if t.program, err = compileProgramFilter(seccomp.ArchInvalid); err != nil {
+		return nil, fmt.Errorf("%w: %w (install libseccomp: apt-get install libseccomp2)", sandbox.ErrUnavailable, err)
 	}
 	// Not in the lock directory itself: it is private to the server's uid, and each
 	// run's uid must pass through to its own directory.
@@ -362,8 +369,9 @@ func removeRunDir(dir string) error {
 	return os.RemoveAll(dir)
 }
 
-// encodeLandlock is the landlock frame: what the init may reach.
-func encodeLandlock(want uint32, ws, tmp string, ro, dev []string) ([]byte, error) {
+// encodeLandlock is the landlock frame: what the init may reach, and the program's own
+// seccomp program.
+func encodeLandlock(want uint32, ws, tmp string, ro, dev []string, program []byte) ([]byte, error) {
 	if err := noNUL("landlock path", append(append([]string{ws, tmp}, ro...), dev...)...); err != nil {
 		return nil, err
 	}
@@ -373,6 +381,7 @@ func encodeLandlock(want uint32, ws, tmp string, ro, dev []string) ([]byte, erro
 	e.str(tmp)
 	e.strs(ro)
 	e.strs(dev)
+	e.bytes(program)
 	return e.frame(), nil
 }
 
@@ -386,7 +395,7 @@ func (l *launch) landlockFrame(cfg *initConfig) ([]byte, error) {
 	}
 	l.runDir = dir
 	ro, dev := landlockPaths(rootPlan(cfg, realFS{}), realDirs{}, t.submounts)
-	return encodeLandlock(t.want, ws, tmp, ro, dev)
+	return encodeLandlock(t.want, ws, tmp, ro, dev, t.program.prog)
 }
 
 // removeRunDir removes a finished run's directory.
@@ -419,13 +428,13 @@ func (s *Sandbox) landlockLayers(ok bool, fail string, rules int) []sandbox.Laye
 	layer("landlock-scope", t.want&llScope != 0, true, "abstract unix sockets and signals scoped to the sandbox's Landlock domain", kernelFix)
 	uids := sandbox.Layer{Name: "host-uids", Active: ok && s.ids.isolated(), Detail: s.ids.describe()}
 	if s.ids.scheme == schemeOwn {
-		uids.Detail = "the server's own uid (an unprivileged server has no other in this tier): its other processes' /proc entries are closed by Landlock's ptrace rule, their signals by scoping, files of that uid outside the allowed paths by Landlock; but the runs share that uid's RLIMIT_NPROC with each other and the server's threads, and DAC does not separate their pathname sockets (seccomp refuses connect)"
+		uids.Detail = "the server's own uid (an unprivileged server has no other in this tier): its other processes' /proc entries are closed by Landlock's ptrace rule, their signals by scoping, their resource limits and scheduling by seccomp (another pid refused), files of that uid outside the allowed paths by Landlock; but the runs share that uid's RLIMIT_NPROC with each other and the server's threads, and DAC does not separate their pathname sockets (seccomp refuses connect)"
 		uids.Fix = "run the server as root so each sandbox gets its own host uid (sandbox.uid_range)"
 	} else if !s.ids.isolated() {
 		uids.Fix = s.ids.fix()
 	}
 	out = append(out, uids)
-	layer("seccomp", true, true, fmt.Sprintf("the namespace tier's filter, %d rules, default ENOSYS; sockets: AF_UNIX only", rules), "install libseccomp (apt-get install libseccomp2)")
+	layer("seccomp", true, true, fmt.Sprintf("the namespace tier's filter, %d rules, default ENOSYS; sockets: AF_UNIX only; and the program's own on top, %d rules: no other process's limits, niceness or scheduling", rules, t.program.rules), "install libseccomp (apt-get install libseccomp2)")
 	layer("no-new-privs", true, true, "set before Landlock and the filter; setuid binaries and file capabilities are inert", "")
 	layer("capabilities", true, true, "every capability set of the program empty; the bounding set emptied under a root server", "")
 	layer("process-tree", true, true, "init and spawner are child subreapers: every descendant (setsid, double fork, fork chains) is killed and reaped to a fixed point; a root server's per-run uid is swept with kill(-1)", "")

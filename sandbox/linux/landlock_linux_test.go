@@ -68,7 +68,11 @@ print(json.dumps({"cwd": sorted(os.listdir(".")), "tmp": sorted(os.listdir(os.en
 
 // TestLandlockTwoRunsInFlight: with another run in flight, a run cannot read its
 // workspace or tmp, list its directory, reach a unix socket it listens on, signal it or
-// trace it; nor signal, trace or read the server's /proc entries.
+// trace it; nor signal, trace or read the server's /proc entries; nor change the
+// resource limits, niceness, scheduling policy or CPUs of either. Under an unprivileged
+// server every run has the server's uid, which is all the kernel asks for those, and
+// Landlock does not cover them: a run could set the server's RLIMIT_CPU and so kill it,
+// its RLIMIT_NOFILE, or SCHED_IDLE.
 func TestLandlockTwoRunsInFlight(t *testing.T) {
 	recordTier(t)
 	if !inLandlockTier() {
@@ -113,6 +117,24 @@ for who in ("victim", "server"):
         if libc.ptrace(16, pid, 0, 0) != 0:
             raise OSError(ctypes.get_errno(), "ptrace")
     try_("ptrace " + who, attach)
+# The victim's are changed for real; the server's are set to what they are, which the
+# kernel permits or refuses just the same.
+import platform, resource, struct
+for who in ("victim", "server"):
+    pid, victim = t[who], who == "victim"
+    try_("prlimit " + who, lambda: resource.prlimit(pid, resource.RLIMIT_NOFILE, (10, 10)) if victim else resource.prlimit(pid, resource.RLIMIT_CORE, resource.prlimit(pid, resource.RLIMIT_CORE)))
+    try_("setpriority " + who, lambda: os.setpriority(os.PRIO_PROCESS, pid, 19 if victim else os.getpriority(os.PRIO_PROCESS, pid)))
+    try_("setaffinity " + who, lambda: os.sched_setaffinity(pid, {min(os.sched_getaffinity(pid))} if victim else os.sched_getaffinity(pid)))
+    try_("setscheduler " + who, lambda: os.sched_setscheduler(pid, os.SCHED_IDLE if victim else os.sched_getscheduler(pid), os.sched_param(0)))
+    try_("setparam " + who, lambda: os.sched_setparam(pid, os.sched_param(0)))
+    def setattr_():
+        attr = struct.pack("=IIQiIQQQ", 48, os.SCHED_IDLE if victim else os.sched_getscheduler(pid), 0, 0, 0, 0, 0, 0)
+        nr = {"x86_64": 314, "aarch64": 274}[platform.machine()]
+        if libc.syscall(nr, pid, attr, 0) != 0:
+            raise OSError(ctypes.get_errno(), "sched_setattr")
+    try_("setattr " + who, setattr_)
+# Every process of the uid, the server's among them, at the niceness it has.
+try_("setpriority user", lambda: os.setpriority(os.PRIO_USER, 0, os.getpriority(os.PRIO_PROCESS, 0)))
 print(json.dumps(out))
 `
 	secret := "airlock-secret-" + randHex(8)
@@ -157,6 +179,12 @@ print(json.dumps(out))
 		"environ victim": "EACCES", "environ server": "EACCES", "mem victim": "EACCES", "mem server": "EACCES",
 		// PTRACE_ATTACH is not among the requests seccomp lets through.
 		"ptrace victim": "ENOSYS", "ptrace server": "ENOSYS",
+		// Another process's limits and scheduling: the kernel refuses another uid's;
+		// seccomp refuses them all in this tier, the uid's own included (filterPlan).
+		"prlimit victim": "EPERM", "prlimit server": "EPERM", "setpriority victim": "EPERM", "setpriority server": "EPERM",
+		"setaffinity victim": "EPERM", "setaffinity server": "EPERM", "setscheduler victim": "EPERM", "setscheduler server": "EPERM",
+		"setparam victim": "EPERM", "setparam server": "EPERM", "setattr victim": "EPERM", "setattr server": "EPERM",
+		"setpriority user": "EPERM",
 	}
 	for k, w := range want {
 		if got[k] != w {
@@ -166,6 +194,16 @@ print(json.dumps(out))
 	for k, v := range got {
 		if strings.Contains(v, secret) {
 			t.Errorf("%s: the other run's secret leaked", k)
+		}
+	}
+	// What the host sees of the victim: its own limits, niceness and policy still.
+	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/limits", vpid)); err == nil && strings.Contains(string(b), "Max open files            10  ") {
+		t.Errorf("the attacker lowered the victim's RLIMIT_NOFILE:\n%s", b)
+	}
+	if st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", vpid)); err == nil {
+		f := strings.Fields(string(st[strings.LastIndexByte(string(st), ')')+1:]))
+		if len(f) > 38 && (f[16] != "0" || f[38] != "0") {
+			t.Errorf("the attacker changed the victim's niceness (%s) or policy (%s)", f[16], f[38])
 		}
 	}
 	if res := <-first; res.Status != sandbox.StatusOK {

@@ -332,10 +332,20 @@ func TestFilterPerArch(t *testing.T) {
 		notAudit   uint32
 		onlyHere   string // a syscall only this architecture has
 		onlyHereNr uint32
+		prlimit64  uint32
 	}{
-		{seccomp.ArchAMD64, auditArchX86_64, auditArchAarch64, "arch_prctl", 158},
-		{seccomp.ArchARM64, auditArchAarch64, auditArchX86_64, "", 0},
+		{seccomp.ArchAMD64, auditArchX86_64, auditArchAarch64, "arch_prctl", 158, 302},
+		{seccomp.ArchARM64, auditArchAarch64, auditArchX86_64, "", 0, 261},
 	} {
+		// The Landlock tier's program filter too: its own arch, its own numbers.
+		pf, err := compileProgramFilter(tc.arch)
+		if err != nil {
+			t.Fatalf("%s program filter: %v", tc.arch, err)
+		}
+		if ks := bpfConstants(pf.prog); !ks[tc.audit] || ks[tc.notAudit] || !ks[tc.prlimit64] || pf.rules != 7 {
+			t.Errorf("%s program filter: own AUDIT_ARCH %v, another's %v, prlimit64 (%d) %v, %d rules (want 7)",
+				tc.arch, ks[tc.audit], ks[tc.notAudit], tc.prlimit64, ks[tc.prlimit64], pf.rules)
+		}
 		for _, network := range []bool{false, true} {
 			f, err := compileFilter(filterPlan{network: network, arch: tc.arch})
 			if err != nil {

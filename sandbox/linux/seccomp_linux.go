@@ -385,3 +385,50 @@ func syscallNumber(name string) (int, bool) {
 	}
 	return int(sc), true
 }
+
+// The Landlock tier's program filter: a second seccomp program the program (and the
+// preloaded interpreter) loads on top of the tier's filter between fork and exec, as its
+// Landlock domain is nested in the init's (ll_nest). Some syscalls change another
+// process's resource limits, niceness, scheduling policy or CPUs given its pid, and the
+// kernel asks only that it have the caller's uid, which Landlock does not cover. In this
+// tier an unprivileged server's runs all have its uid, and no pid namespace hides it: a
+// run could set the server's RLIMIT_CPU (and so kill it) or RLIMIT_NOFILE, make it
+// SCHED_IDLE, or do the same to another run in flight (TestLandlockTwoRunsInFlight). The
+// program may aim them only at itself: pid 0, setpriority's "who" 0 for its own process
+// or process group (never PRIO_USER: every process of the uid), prlimit64 at another pid
+// only to read. The init itself keeps them, to lower a preloaded interpreter's limits at
+// the call. Each pid is compared in all 64 bits: one the kernel reads as 0 from its low 32
+// bits but with garbage above is refused, never let through.
+
+// compileProgramFilter is the program filter; arch as in filterPlan.
+func compileProgramFilter(arch seccomp.ScmpArch) (*bpf, error) {
+	filter, err := seccomp.NewFilter(seccomp.ActAllow)
+	if err != nil {
+		return nil, fmt.Errorf("seccomp: new program filter: %w", err)
+	}
+	defer filter.Release()
+	if native, _ := seccomp.GetNativeArch(); arch != seccomp.ArchInvalid && arch != seccomp.ArchNative && arch != native {
+		if err := filter.AddArch(arch); err != nil {
+			return nil, fmt.Errorf("seccomp: add arch %s: %w", arch, err)
+		}
+		if err := filter.RemoveArch(seccomp.ArchNative); err != nil {
+			return nil, fmt.Errorf("seccomp: remove the native arch: %w", err)
+		}
+	}
+	b := &builder{f: filter}
+	eperm := seccomp.ActErrno.SetReturnCode(int16(unix.EPERM))
+	for _, name := range []string{"sched_setaffinity", "sched_setattr", "sched_setparam", "sched_setscheduler"} {
+		b.rule(name, eperm, cond(0, seccomp.CompareNotEqual, 0))
+	}
+	b.rule("prlimit64", eperm, cond(0, seccomp.CompareNotEqual, 0), cond(2, seccomp.CompareNotEqual, 0))
+	b.rule("setpriority", eperm, cond(1, seccomp.CompareNotEqual, 0))
+	b.rule("setpriority", eperm, cond(0, seccomp.CompareGreater, unix.PRIO_PGRP))
+	if b.err != nil {
+		return nil, b.err
+	}
+	prog, err := exportBPF(filter)
+	if err != nil {
+		return nil, fmt.Errorf("seccomp: export: %w", err)
+	}
+	return &bpf{prog: prog, rules: b.n}, nil
+}
