@@ -186,6 +186,97 @@ print(json.dumps({"root": sorted(tops), "seen": seen}))
 	t.Logf("%d entries outside system dirs, none from the server", len(got.Seen))
 }
 
+// probeMetadata tries to change the metadata of a host file and its directory (argv[2],
+// argv[3]) by every syscall that can, and prints {attempt: "ok" or errno}.
+const probeMetadata = `
+import errno, json, os, sys
+f, d = sys.argv[2], sys.argv[3]
+out = {}
+def attempt(name, fn):
+    try:
+        fn()
+        out[name] = "ok"
+    except OSError as e:
+        out[name] = errno.errorcode.get(e.errno, str(e.errno))
+attempt("chmod file", lambda: os.chmod(f, 0o666))
+attempt("chmod dir", lambda: os.chmod(d, 0o777))
+attempt("lchmod file (fchmodat)", lambda: os.chmod(f, 0o666, follow_symlinks=False))
+attempt("chown file", lambda: os.chown(f, -1, os.getgid()))
+attempt("lchown file", lambda: os.lchown(f, -1, os.getgid()))
+attempt("utime file", lambda: os.utime(f, (0, 0)))
+attempt("utime dir", lambda: os.utime(d, (0, 0)))
+attempt("setxattr file", lambda: os.setxattr(f, "user.airlock", b"pwned"))
+attempt("removexattr file", lambda: os.removexattr(f, "user.kept"))
+def by_path_fd():
+    fd = os.open(f, os.O_PATH)
+    try:
+        os.chmod(fd, 0o666)
+    finally:
+        os.close(fd)
+attempt("fchmod O_PATH", by_path_fd)
+print(json.dumps(out))
+`
+
+// TestMetadataOutsideWorkspace: a program cannot change the mode, owner, times or
+// extended attributes of a host file or directory outside the workspace. The namespace
+// tier does not show them; the Landlock tier shows the host's tree but does not cover
+// metadata, and under an unprivileged server the runs have the server's uid, which owns
+// this file: the kernel's owner check passes, so seccomp must refuse.
+func TestMetadataOutsideWorkspace(t *testing.T) {
+	recordTier(t)
+	dir := filepath.Join(t.TempDir(), "host")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	// The sandbox's uid must reach the directory to try, as it could an unprivileged
+	// server's state directory or its user's home.
+	os.Chmod(filepath.Dir(dir), 0o755)
+	file := filepath.Join(dir, "state")
+	if err := os.WriteFile(file, []byte("host"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Setxattr(file, "user.kept", []byte("1"), 0); err != nil {
+		t.Fatalf("set an xattr on the host file: %v", err)
+	}
+	stat := func(p string) unix.Stat_t {
+		var st unix.Stat_t
+		if err := unix.Lstat(p, &st); err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	fileBefore, dirBefore := stat(file), stat(dir)
+	spec := pySpec(probeMetadata, newMarker())
+	spec.Argv = append(spec.Argv, file, dir)
+	var got map[string]string
+	runJSON(t, spec, &got)
+	t.Logf("as uid %d: %v", os.Geteuid(), got)
+	for name, v := range got {
+		if v == "ok" {
+			t.Errorf("%s: the program changed a host file's metadata", name)
+		}
+	}
+	if len(got) != 10 {
+		t.Errorf("%d attempts reported, want 10: %v", len(got), got)
+	}
+	for _, c := range []struct {
+		path          string
+		before, after unix.Stat_t
+	}{{file, fileBefore, stat(file)}, {dir, dirBefore, stat(dir)}} {
+		if c.after.Mode != c.before.Mode || c.after.Uid != c.before.Uid || c.after.Gid != c.before.Gid || c.after.Mtim != c.before.Mtim {
+			t.Errorf("%s changed: mode %o → %o, owner %d:%d → %d:%d, mtime %v → %v", c.path, c.before.Mode, c.after.Mode,
+				c.before.Uid, c.before.Gid, c.after.Uid, c.after.Gid, c.before.Mtim, c.after.Mtim)
+		}
+	}
+	buf := make([]byte, 16)
+	if _, err := unix.Getxattr(file, "user.airlock", buf); err == nil {
+		t.Errorf("the program set an xattr on the host file")
+	}
+	if _, err := unix.Getxattr(file, "user.kept", buf); err != nil {
+		t.Errorf("the program removed the host file's xattr: %v", err)
+	}
+}
+
 // probeWrite tries to create or modify each path from stdin and prints {path: errno}.
 const probeWrite = `
 import json, os, sys, errno

@@ -74,7 +74,7 @@ type landlockTier struct {
 	// directory are left out of it (landlockPaths).
 	submounts []string
 	// program is the seccomp program the program loads on top of the tier's filter
-	// (compileProgramFilter).
+	// (compileProgramFilter), set once the host ids are known (compileProgram).
 	program *bpf
 }
 
@@ -87,9 +87,7 @@ func newLandlockTier(opts sandbox.Options) (*landlockTier, error) {
 	if t.want, t.missing, err = landlockPieces(t.abi, opts.AllowDegraded); err != nil {
 		return nil, err
 	}
-	if t.program, err = compileProgramFilter(seccomp.ArchInvalid); err != nil {
-		return nil, fmt.Errorf("%w: %w (install libseccomp: apt-get install libseccomp2)", sandbox.ErrUnavailable, err)
-	}
+
 	// Not in the lock directory itself: it is private to the server's uid, and each
 	// run's uid must pass through to its own directory.
 	parent := lockDir() + "-runs"
@@ -150,6 +148,16 @@ func landlockPieces(abi int, allowDegraded bool) (want uint32, missing []string,
 			sandbox.ErrUnavailable, strings.Join(missing, "; "))
 	}
 	return want, missing, nil
+}
+
+// compileProgram compiles the program's seccomp program for the host ids the runs get:
+// where they share a uid, their file metadata changes are refused too.
+func (t *landlockTier) compileProgram(ids *hostIDs) error {
+	var err error
+	if t.program, err = compileProgramFilter(seccomp.ArchInvalid, !ids.isolated()); err != nil {
+		return fmt.Errorf("%w: %w (install libseccomp: apt-get install libseccomp2)", sandbox.ErrUnavailable, err)
+	}
+	return nil
 }
 
 // landlockIDs are an unprivileged server's host ids in this tier: its own. Subordinate
@@ -434,6 +442,10 @@ func (s *Sandbox) landlockLayers(ok bool, fail string, rules int) []sandbox.Laye
 		uids.Fix = s.ids.fix()
 	}
 	out = append(out, uids)
+	if !s.ids.isolated() {
+		out = append(out, sandbox.Layer{Name: "file-metadata", Fix: uids.Fix,
+			Detail: "chmod, chown, utime and extended attributes refused (EPERM) in the run's own files too: Landlock does not cover metadata, and the runs' uid owns files outside the granted paths (the server's, another run's)"})
+	}
 	layer("seccomp", true, true, fmt.Sprintf("the namespace tier's filter, %d rules, default ENOSYS; sockets: AF_UNIX only; and the program's own on top, %d rules: no other process's limits, niceness or scheduling", rules, t.program.rules), "install libseccomp (apt-get install libseccomp2)")
 	layer("no-new-privs", true, true, "set before Landlock and the filter; setuid binaries and file capabilities are inert", "")
 	layer("capabilities", true, true, "every capability set of the program empty; the bounding set emptied under a root server", "")

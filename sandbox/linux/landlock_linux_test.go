@@ -319,6 +319,7 @@ var tierGuarantees = []struct{ test, guarantee string }{
 	{"TestHostFilesUnreachable", "files: /home, /root, /etc secrets, the server's binary and state dir, host canaries in /tmp /var/tmp /dev/shm unreadable"},
 	{"TestNoServerFilesInTree", "files: nothing of the server listable outside the system dirs"},
 	{"TestWriteOutsideWorkspace", "files: writes only to the workspace and tmp"},
+	{"TestMetadataOutsideWorkspace", "files: no mode, owner, time or xattr change outside the workspace"},
 	{"TestMountFlags", "files: own mount table, read-only and nosuid"},
 	{"TestLandlockTwoRunsInFlight", "files, processes: another run in flight unreachable (workspace, tmp, its socket, signals, ptrace, /proc)"},
 	{"TestLandlockHostDatagramUnreachable", "network: a host datagram socket anyone may write (/dev/log) unreachable"},

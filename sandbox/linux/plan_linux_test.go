@@ -338,7 +338,7 @@ func TestFilterPerArch(t *testing.T) {
 		{seccomp.ArchARM64, auditArchAarch64, auditArchX86_64, "", 0, 261},
 	} {
 		// The Landlock tier's program filter too: its own arch, its own numbers.
-		pf, err := compileProgramFilter(tc.arch)
+		pf, err := compileProgramFilter(tc.arch, false)
 		if err != nil {
 			t.Fatalf("%s program filter: %v", tc.arch, err)
 		}

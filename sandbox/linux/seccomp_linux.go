@@ -399,9 +399,24 @@ func syscallNumber(name string) (int, bool) {
 // only to read. The init itself keeps them, to lower a preloaded interpreter's limits at
 // the call. Each pid is compared in all 64 bits: one the kernel reads as 0 from its low 32
 // bits but with garbage above is refused, never let through.
+//
+// Landlock does not cover a file's metadata either: its mode, owner, times and extended
+// attributes change wherever the kernel's owner check passes. With a uid of its own per
+// run that is the run's own directories; with the server's uid (or one shared by every
+// run: sharedUID) it is every file of that uid on the host, outside the granted paths
+// too: the server's state directory, the user's home, another run's directory, which a
+// run could make world-writable. There every syscall that changes metadata is refused,
+// by path or by descriptor (a descriptor of a granted read-only file of that uid is
+// enough for fchmod), and chmod, touch of an old file, and copying a mode with the file
+// fail with EPERM (probe: file-metadata).
+var metadataSyscalls = []string{
+	"chmod", "fchmod", "fchmodat", "fchmodat2", "chown", "fchown", "lchown", "fchownat",
+	"utime", "utimes", "futimesat", "utimensat", "setxattr", "lsetxattr", "fsetxattr",
+	"removexattr", "lremovexattr", "fremovexattr",
+}
 
 // compileProgramFilter is the program filter; arch as in filterPlan.
-func compileProgramFilter(arch seccomp.ScmpArch) (*bpf, error) {
+func compileProgramFilter(arch seccomp.ScmpArch, sharedUID bool) (*bpf, error) {
 	filter, err := seccomp.NewFilter(seccomp.ActAllow)
 	if err != nil {
 		return nil, fmt.Errorf("seccomp: new program filter: %w", err)
@@ -423,6 +438,11 @@ func compileProgramFilter(arch seccomp.ScmpArch) (*bpf, error) {
 	b.rule("prlimit64", eperm, cond(0, seccomp.CompareNotEqual, 0), cond(2, seccomp.CompareNotEqual, 0))
 	b.rule("setpriority", eperm, cond(1, seccomp.CompareNotEqual, 0))
 	b.rule("setpriority", eperm, cond(0, seccomp.CompareGreater, unix.PRIO_PGRP))
+	if sharedUID {
+		for _, name := range metadataSyscalls {
+			b.rule(name, eperm)
+		}
+	}
 	if b.err != nil {
 		return nil, b.err
 	}
