@@ -245,7 +245,7 @@ func TestRlimitPlan(t *testing.T) {
 	l := sandbox.Limits{CPU: 1500 * time.Millisecond, Memory: 256 << 20, Pids: 10, FileSize: 1 << 20, OpenFiles: 64}
 	plan := rlimits(l, false)
 	for name, want := range map[string]uint64{"cpu": 2, "fsize": 1 << 20, "nofile": 64, "nproc": 10 + initProcs,
-		"core": 0, "msgqueue": 0} {
+		"core": 0, "msgqueue": 0, "rtprio": 0, "nice": 0} {
 		if got, ok := get(plan, name); !ok || got != want {
 			t.Errorf("%s = %d (present %v), want %d", name, got, ok, want)
 		}
