@@ -308,7 +308,7 @@ func removeStaleRuns(parent string) {
 				_ = unix.Unmount(m, unix.MNT_DETACH)
 			}
 		}
-		_ = removeTree(base)
+		_ = sandbox.RemoveTree(base, nil)
 	}
 }
 
@@ -369,48 +369,13 @@ func (t *landlockTier) runDirs(id string, ids lease, workspace int64) (dir, ws, 
 }
 
 // removeRunDir unmounts a run directory's tmpfs mounts, if any, and removes it. Its
-// processes are dead; the walk does not follow symlinks the program left.
+// processes are dead; the walk does not follow symlinks the program left, and opens up
+// directories it locked (an unprivileged server's run has its uid: TestNoLeftovers).
 func removeRunDir(dir string) error {
 	for _, d := range []string{"workspace", "tmp"} {
 		_ = unix.Unmount(filepath.Join(dir, d), unix.MNT_DETACH|unix.UMOUNT_NOFOLLOW) // EINVAL: not a mount
 	}
-	return removeTree(dir)
-}
-
-// removeTree removes dir and everything below it, as os.RemoveAll does, even where the
-// program left a directory its owner cannot list or write: made with mode 0300 or 0,
-// and filled first (TestNoLeftovers). A root server's removal ignores modes; an
-// unprivileged server's program has the server's uid, so the server can give each such
-// directory its mode back: top down, within dir (os.Root), never through a symlink.
-func removeTree(dir string) error {
-	err := os.RemoveAll(dir)
-	if err == nil || errors.Is(err, os.ErrNotExist) {
-		return err
-	}
-	root, rerr := os.OpenRoot(dir)
-	if rerr != nil {
-		return err
-	}
-	var open func(rel string)
-	open = func(rel string) {
-		if root.Chmod(rel, 0o700) != nil {
-			return
-		}
-		d, err := root.Open(rel)
-		if err != nil {
-			return
-		}
-		entries, _ := d.ReadDir(-1)
-		d.Close()
-		for _, e := range entries {
-			if e.IsDir() {
-				open(filepath.Join(rel, e.Name()))
-			}
-		}
-	}
-	open(".")
-	root.Close()
-	return os.RemoveAll(dir)
+	return sandbox.RemoveTree(dir, nil)
 }
 
 // encodeLandlock is the landlock frame: what the init may reach, and the program's own
