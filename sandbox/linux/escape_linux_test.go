@@ -763,6 +763,59 @@ func TestNetworkDenied(t *testing.T) {
 	}
 }
 
+// TestAbstractListenerUnreachable: a host process that connects to an abstract unix
+// socket name (one a host service uses: @/tmp/.X11-unix/X0, say) never reaches a
+// program listening at it. The namespace tier's names are its network namespace's; the
+// Landlock tier shares the host's, and its scoping only keeps the program from
+// connecting out, so there the program may not bind or listen at all.
+func TestAbstractListenerUnreachable(t *testing.T) {
+	recordTier(t)
+	s := testSandbox(t)
+	name := "airlock-squat-" + randHex(8)
+	spec := pySpec(`
+import errno, json, socket, sys
+out = {}
+s = socket.socket(socket.AF_UNIX)
+try:
+    s.bind("\0" + sys.argv[2])
+    s.listen(1)
+    print("listening", flush=True)
+    s.settimeout(3)
+    c, _ = s.accept()
+    out["host"] = c.recv(100).decode()
+except OSError as e:
+    out["listen"] = "timeout" if isinstance(e, TimeoutError) else errno.errorcode.get(e.errno, str(e.errno))
+print(json.dumps(out))
+`, newMarker())
+	spec.Argv = append(spec.Argv, name)
+	done := make(chan sandbox.Result, 1)
+	go func() {
+		res, _ := s.Run(t.Context(), withDefaults(spec))
+		done <- res
+	}()
+	reached := false
+	for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline) && !reached; time.Sleep(20 * time.Millisecond) {
+		if c, err := net.Dial("unix", "@"+name); err == nil {
+			_, _ = c.Write([]byte("host data"))
+			c.Close()
+			reached = true
+		}
+	}
+	res := <-done
+	var got map[string]string
+	decodeLast(t, res, &got)
+	if reached || got["host"] != "" {
+		t.Errorf("a host process reached the program's abstract listener (it read %q)", got["host"])
+	}
+	want := "timeout" // its own network namespace's name: nobody on the host sees it
+	if inLandlockTier() {
+		want = "EPERM"
+	}
+	if got["listen"] != want {
+		t.Errorf("bind and listen at an abstract name: %q, want %q", got["listen"], want)
+	}
+}
+
 // runLayers runs spec through the engine's own launch path with seccomp on or off, to
 // test the other layers on their own.
 func runLayers(t *testing.T, spec sandbox.Spec, seccomp bool) sandbox.Result {

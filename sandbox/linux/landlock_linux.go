@@ -52,7 +52,7 @@ var landlockWeaker = []sandbox.Layer{
 	{Name: "mount-namespace", Detail: "no fresh mount table: /proc/self/mountinfo shows the host's; paths are the host's (the workspace is <run dir>/workspace, not /workspace)"},
 	{Name: "uts-namespace", Detail: "no private hostname: the host's name is visible"},
 	{Name: "ipc-namespace", Detail: "no own IPC namespace: System V IPC and POSIX message queues are refused (seccomp, EPERM) rather than private; abstract unix sockets are scoped by Landlock"},
-	{Name: "network-namespace", Detail: "no own network stack: AF_UNIX only (seccomp), TCP bind/connect denied (Landlock), connect and sendto with an address refused (seccomp: Landlock ABI 7 cannot restrict pathname unix sockets); AF_UNIX sockets of the stream and seqpacket types only (seccomp), since sendmsg's address is out of seccomp's reach"},
+	{Name: "network-namespace", Detail: "no own network stack: AF_UNIX only (seccomp), TCP bind/connect denied (Landlock), connect and sendto with an address refused (seccomp: Landlock ABI 7 cannot restrict pathname unix sockets), bind and listen refused (seccomp: the abstract names are the host's, and host clients may connect in); AF_UNIX sockets of the stream and seqpacket types only (seccomp), since sendmsg's address is out of seccomp's reach"},
 	{Name: "cgroup-namespace", Detail: "the host's cgroup paths are visible in /proc/self/cgroup"},
 	{Name: "private-tmp", Detail: "/tmp, /var/tmp and /dev/shm are unreachable, not private: TMPDIR points at the run's own tmp; python multiprocessing's semaphores fail"},
 	{Name: "workspace-size", Detail: "the workspace is a host directory: files are capped by RLIMIT_FSIZE and the file count, not by a tmpfs size"}, // unless the server mounts one (unsized)

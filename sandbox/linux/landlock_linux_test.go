@@ -83,9 +83,15 @@ import os, socket, sys, time, json
 secret = sys.argv[2]
 open("secret.txt", "w").write(secret)
 open(os.environ["TMPDIR"] + "/secret.txt", "w").write(secret)
+# This tier refuses bind and listen (TestAbstractListenerUnreachable); were a socket
+# there, the attacker's connect to its path must fail all the same.
 s = socket.socket(socket.AF_UNIX)
-s.bind(os.environ["TMPDIR"] + "/sock")
-s.listen(1)
+try:
+    s.bind(os.environ["TMPDIR"] + "/sock")
+    s.listen(1)
+except OSError:
+    pass
+open(os.environ["TMPDIR"] + "/ready", "w").close()
 print(json.dumps({"pid": os.getpid(), "cwd": os.getcwd(), "tmp": os.environ["TMPDIR"]}), flush=True)
 time.sleep(3)
 `
@@ -155,14 +161,14 @@ print(json.dumps(out))
 	// found busy made it try again (run).
 	var dir string
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		socks, _ := filepath.Glob(s.ll.base + "/" + vspec.ID + "*/tmp/sock")
+		socks, _ := filepath.Glob(s.ll.base + "/" + vspec.ID + "*/tmp/ready")
 		if len(socks) == 1 {
 			dir = filepath.Dir(filepath.Dir(socks[0]))
 			break
 		}
 	}
 	if dir == "" {
-		t.Fatalf("the victim's socket did not appear in %s", s.ll.base)
+		t.Fatalf("the victim's tmp/ready did not appear in %s", s.ll.base)
 	}
 	var facts = map[string]any{"victim": vpid, "server": os.Getpid(), "cwd": dir + "/workspace", "tmp": dir + "/tmp"}
 	stdin, _ := json.Marshal(facts)
@@ -330,6 +336,7 @@ var tierGuarantees = []struct{ test, guarantee string }{
 	{"TestEnvDoesNotLeak", "environment: the server's environment does not leak"},
 	{"TestFDsDoNotLeak", "environment: no descriptor of the server leaks"},
 	{"TestNetworkDenied", "network: inet sockets refused, host loopback listeners and abstract sockets unreachable"},
+	{"TestAbstractListenerUnreachable", "network: a host process cannot reach a listener of the program at an abstract name"},
 	{"TestHostPidsHidden", "processes: own pid view, host processes hidden"},
 	{"TestSignalsToInit", "processes: the program cannot kill its supervisor"},
 	{"TestDetachedGrandchildDies", "processes: setsid, double-forked, SIGTERM-ignoring descendants die with the run"},

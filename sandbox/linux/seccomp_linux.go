@@ -124,7 +124,13 @@ type filterPlan struct {
 	// are AF_UNIX, and Landlock before ABI 9 cannot restrict pathname sockets, so the
 	// host's world-writable ones (/run/dbus/system_bus_socket, /dev/log) would be
 	// reachable. sendmsg's address sits in memory seccomp cannot read, so AF_UNIX
-	// sockets are of the connection-oriented types only (unixConnectedOnly).
+	// sockets are of the connection-oriented types only (unixConnectedOnly). And bind
+	// and listen: Landlock's scoping keeps the program from connecting out to an
+	// abstract socket, not the host's processes from connecting in, so a run could
+	// listen at any abstract name a host service uses (@/tmp/.X11-unix/X0, say), take
+	// its clients' connections and data, or hold the name so the service cannot bind it
+	// (TestNetworkDenied). With connect refused, no process of the run could reach its
+	// own listener anyway.
 	landlock bool
 	// arch is the architecture the filter is for; zero (ArchInvalid) is the native one.
 	// Rules name syscalls, and libseccomp numbers them for the architecture, so tests
@@ -186,7 +192,7 @@ func compileFilter(p filterPlan) (*bpf, error) {
 	eperm := seccomp.ActErrno.SetReturnCode(int16(unix.EPERM))
 
 	for _, name := range allowedSyscalls {
-		if p.landlock && (slices.Contains(ipcSyscalls, name) || name == "connect") {
+		if p.landlock && (slices.Contains(ipcSyscalls, name) || slices.Contains([]string{"connect", "bind", "listen"}, name)) {
 			b.rule(name, eperm)
 			continue
 		}
