@@ -1166,9 +1166,9 @@ print(json.dumps(out))
 // exactly when the page is not cached, without a timing, so one run could read which
 // modules another imports, or take a message from it, one bit per page, while both are
 // in flight. The host drops the file's pages, one run reads a random pattern of them,
-// and a second run probes every page. (mincore reports only the caller's own mappings
-// of a file it cannot write since Linux 5.0, cachestat likewise since 6.14; they are
-// probed too, for older kernels.)
+// and a second run probes every page. (mincore reports every page of a file the caller
+// cannot write as resident since Linux 5.0, and cachestat refuses it since 6.14, which
+// the filter refuses everywhere; both are probed too.)
 func TestPageCacheUnobservable(t *testing.T) {
 	recordTier(t)
 	s := testSandbox(t)
@@ -1236,6 +1236,9 @@ func TestPageCacheUnobservable(t *testing.T) {
 	}
 	if got["preadv2_nowait"] != "EOPNOTSUPP" {
 		t.Errorf("preadv2 with RWF_NOWAIT answered %q, want EOPNOTSUPP (refused by the filter)", got["preadv2_nowait"])
+	}
+	if got["cachestat"] != "ENOSYS" {
+		t.Errorf("cachestat answered %q, want ENOSYS (left out of the filter)", got["cachestat"])
 	}
 }
 
