@@ -327,7 +327,7 @@ var tierGuarantees = []struct{ test, guarantee string }{
 	{"TestWriteOutsideWorkspace", "files: writes only to the workspace and tmp"},
 	{"TestMetadataOutsideWorkspace", "files: no mode, owner, time or xattr change outside the workspace"},
 	{"TestMountFlags", "files: own mount table, read-only and nosuid"},
-	{"TestLandlockTwoRunsInFlight", "files, processes: another run in flight unreachable (workspace, tmp, its socket, signals, ptrace, /proc)"},
+	{"TestLandlockTwoRunsInFlight", "files, processes: another run in flight unreachable (workspace, tmp, its socket, signals, ptrace, /proc, its and the server's limits and scheduling)"},
 	{"TestLandlockHostDatagramUnreachable", "network: a host datagram socket anyone may write (/dev/log) unreachable"},
 	{"TestStateDoesNotBleed", "files: nothing of one run seen by the next (workspace, tmp, /dev/shm, SysV IPC)"},
 	{"TestIdentity", "identity: no capabilities, no_new_privs, seccomp, an unprivileged host uid"},
