@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -206,11 +207,19 @@ print(json.dumps(out))
 	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/limits", vpid)); err == nil && strings.Contains(string(b), "Max open files            10  ") {
 		t.Errorf("the attacker lowered the victim's RLIMIT_NOFILE:\n%s", b)
 	}
-	if st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", vpid)); err == nil {
-		f := strings.Fields(string(st[strings.LastIndexByte(string(st), ')')+1:]))
-		if len(f) > 38 && (f[16] != "0" || f[38] != "0") {
-			t.Errorf("the attacker changed the victim's niceness (%s) or policy (%s)", f[16], f[38])
+	// Niceness (field 19) and policy (41) as this process has them, which the victim
+	// inherited (a suite run under nice, say).
+	sched := func(pid string) (nice, policy string) {
+		st, err := os.ReadFile("/proc/" + pid + "/stat")
+		f := strings.Fields(string(st[max(strings.LastIndexByte(string(st), ')'), 0)+1:]))
+		if err != nil || len(f) <= 38 {
+			return "", ""
 		}
+		return f[16], f[38]
+	}
+	ownNice, ownPolicy := sched("self")
+	if nice, policy := sched(strconv.Itoa(vpid)); nice != "" && (nice != ownNice || policy != ownPolicy) {
+		t.Errorf("the attacker changed the victim's niceness (%s, this process %s) or policy (%s, this process %s)", nice, ownNice, policy, ownPolicy)
 	}
 	if res := <-first; res.Status != sandbox.StatusOK {
 		t.Errorf("the victim run: %s", brief(res))
