@@ -84,7 +84,7 @@ type NetworkUse struct {
 
 // EnvironmentDir is where a Spec's Environment appears inside the sandbox, whatever its
 // host path: programs, the interpreter's prefix and the pool's templates see one fixed
-// path, and the host's directory layout stays out of the sandbox.
+// path. (The host path is not secret: /proc/self/mountinfo names a bind's source.)
 const EnvironmentDir = "/env"
 
 // Limits bound one run. Policy fills every field; a backend refuses a spec with a zero

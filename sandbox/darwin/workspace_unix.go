@@ -14,8 +14,6 @@ import (
 	"path/filepath"
 	"syscall"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/airlock-mcp/airlock/sandbox"
 )
 
@@ -166,49 +164,11 @@ func (ws *workspace) artifacts(outDir string, lim sandbox.ArtifactLimits) ([]san
 	return sandbox.WalkArtifacts(root, outDir, lim)
 }
 
-// remove deletes the workspace. Hostile code may have made directories unwritable or
-// immutable; those are opened up and the removal retried. Every change goes through a
-// descriptor opened inside the workspace with os.Root and O_NOFOLLOW, so a directory
-// swapped for a symlink meanwhile can never redirect a chmod or chflags to a host path.
-// clearFlags, when set, clears immutable flags on such a descriptor (fchflags on darwin).
+// remove deletes the workspace (sandbox.RemoveTree: hostile code may have made
+// directories unwritable or immutable). clearFlags, when set, clears immutable flags
+// (fchflags on darwin).
 func (ws *workspace) remove(clearFlags func(*os.File) error) error {
-	err := os.RemoveAll(ws.dir)
-	if err == nil {
-		return nil
-	}
-	root, rerr := os.OpenRoot(ws.dir)
-	if rerr != nil {
-		return fmt.Errorf("remove workspace: %w", err)
-	}
-	defer root.Close()
-	_ = fs.WalkDir(root.FS(), ".", func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.Type()&fs.ModeSymlink != 0 {
-			return nil // flags and modes are never changed through a symlink
-		}
-		f, err := root.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
-		if err != nil {
-			// A directory made unreadable (mode 000) cannot be opened: change its mode
-			// through its parent's descriptor, without following a symlink.
-			if d.IsDir() && p != "." {
-				if parent, perr := root.Open(path.Dir(p)); perr == nil {
-					_ = unix.Fchmodat(int(parent.Fd()), path.Base(p), 0o700, unix.AT_SYMLINK_NOFOLLOW)
-					parent.Close()
-				}
-			}
-			return nil
-		}
-		defer f.Close()
-		if clearFlags != nil {
-			_ = clearFlags(f)
-		}
-		if d.IsDir() {
-			// f is a descriptor opened inside the workspace through os.Root with
-			// O_NOFOLLOW: fchmod resolves no path, so nothing can be swapped under it.
-			_ = f.Chmod(0o700) //nolint:gosec // G122: see above
-		}
-		return nil
-	})
-	if err := os.RemoveAll(ws.dir); err != nil {
+	if err := sandbox.RemoveTree(ws.dir, clearFlags); err != nil {
 		return fmt.Errorf("remove workspace: %w", err)
 	}
 	return nil

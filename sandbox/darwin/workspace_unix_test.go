@@ -147,6 +147,13 @@ func TestWorkspaceRemoveUnwritable(t *testing.T) {
 	locked := filepath.Join(ws.dir, "locked")
 	must(t, os.MkdirAll(filepath.Join(locked, "inner"), 0o755))
 	must(t, os.Chmod(locked, 0o500))
+	// Filled, then made unlistable (0300) or unenterable (0).
+	for _, mode := range []os.FileMode{0o300, 0} {
+		d := filepath.Join(ws.dir, mode.String())
+		must(t, os.MkdirAll(filepath.Join(d, "inner"), 0o755))
+		must(t, os.WriteFile(filepath.Join(d, "inner", "f"), []byte("x"), 0o600))
+		must(t, os.Chmod(d, mode))
+	}
 	if err := ws.remove(nil); err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/airlock-mcp/airlock/sandbox"
 )
 
@@ -182,6 +184,97 @@ print(json.dumps({"root": sorted(tops), "seen": seen}))
 		}
 	}
 	t.Logf("%d entries outside system dirs, none from the server", len(got.Seen))
+}
+
+// probeMetadata tries to change the metadata of a host file and its directory (argv[2],
+// argv[3]) by every syscall that can, and prints {attempt: "ok" or errno}.
+const probeMetadata = `
+import errno, json, os, sys
+f, d = sys.argv[2], sys.argv[3]
+out = {}
+def attempt(name, fn):
+    try:
+        fn()
+        out[name] = "ok"
+    except OSError as e:
+        out[name] = errno.errorcode.get(e.errno, str(e.errno))
+attempt("chmod file", lambda: os.chmod(f, 0o666))
+attempt("chmod dir", lambda: os.chmod(d, 0o777))
+attempt("lchmod file (fchmodat)", lambda: os.chmod(f, 0o666, follow_symlinks=False))
+attempt("chown file", lambda: os.chown(f, -1, os.getgid()))
+attempt("lchown file", lambda: os.lchown(f, -1, os.getgid()))
+attempt("utime file", lambda: os.utime(f, (0, 0)))
+attempt("utime dir", lambda: os.utime(d, (0, 0)))
+attempt("setxattr file", lambda: os.setxattr(f, "user.airlock", b"pwned"))
+attempt("removexattr file", lambda: os.removexattr(f, "user.kept"))
+def by_path_fd():
+    fd = os.open(f, os.O_PATH)
+    try:
+        os.chmod(fd, 0o666)
+    finally:
+        os.close(fd)
+attempt("fchmod O_PATH", by_path_fd)
+print(json.dumps(out))
+`
+
+// TestMetadataOutsideWorkspace: a program cannot change the mode, owner, times or
+// extended attributes of a host file or directory outside the workspace. The namespace
+// tier does not show them; the Landlock tier shows the host's tree but does not cover
+// metadata, and under an unprivileged server the runs have the server's uid, which owns
+// this file: the kernel's owner check passes, so seccomp must refuse.
+func TestMetadataOutsideWorkspace(t *testing.T) {
+	recordTier(t)
+	dir := filepath.Join(t.TempDir(), "host")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	// The sandbox's uid must reach the directory to try, as it could an unprivileged
+	// server's state directory or its user's home.
+	os.Chmod(filepath.Dir(dir), 0o755)
+	file := filepath.Join(dir, "state")
+	if err := os.WriteFile(file, []byte("host"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Setxattr(file, "user.kept", []byte("1"), 0); err != nil {
+		t.Fatalf("set an xattr on the host file: %v", err)
+	}
+	stat := func(p string) unix.Stat_t {
+		var st unix.Stat_t
+		if err := unix.Lstat(p, &st); err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	fileBefore, dirBefore := stat(file), stat(dir)
+	spec := pySpec(probeMetadata, newMarker())
+	spec.Argv = append(spec.Argv, file, dir)
+	var got map[string]string
+	runJSON(t, spec, &got)
+	t.Logf("as uid %d: %v", os.Geteuid(), got)
+	for name, v := range got {
+		if v == "ok" {
+			t.Errorf("%s: the program changed a host file's metadata", name)
+		}
+	}
+	if len(got) != 10 {
+		t.Errorf("%d attempts reported, want 10: %v", len(got), got)
+	}
+	for _, c := range []struct {
+		path          string
+		before, after unix.Stat_t
+	}{{file, fileBefore, stat(file)}, {dir, dirBefore, stat(dir)}} {
+		if c.after.Mode != c.before.Mode || c.after.Uid != c.before.Uid || c.after.Gid != c.before.Gid || c.after.Mtim != c.before.Mtim {
+			t.Errorf("%s changed: mode %o → %o, owner %d:%d → %d:%d, mtime %v → %v", c.path, c.before.Mode, c.after.Mode,
+				c.before.Uid, c.before.Gid, c.after.Uid, c.after.Gid, c.before.Mtim, c.after.Mtim)
+		}
+	}
+	buf := make([]byte, 16)
+	if _, err := unix.Getxattr(file, "user.airlock", buf); err == nil {
+		t.Errorf("the program set an xattr on the host file")
+	}
+	if _, err := unix.Getxattr(file, "user.kept", buf); err != nil {
+		t.Errorf("the program removed the host file's xattr: %v", err)
+	}
 }
 
 // probeWrite tries to create or modify each path from stdin and prints {path: errno}.
@@ -670,6 +763,59 @@ func TestNetworkDenied(t *testing.T) {
 	}
 }
 
+// TestAbstractListenerUnreachable: a host process that connects to an abstract unix
+// socket name (one a host service uses: @/tmp/.X11-unix/X0, say) never reaches a
+// program listening at it. The namespace tier's names are its network namespace's; the
+// Landlock tier shares the host's, and its scoping only keeps the program from
+// connecting out, so there the program may not bind or listen at all.
+func TestAbstractListenerUnreachable(t *testing.T) {
+	recordTier(t)
+	s := testSandbox(t)
+	name := "airlock-squat-" + randHex(8)
+	spec := pySpec(`
+import errno, json, socket, sys
+out = {}
+s = socket.socket(socket.AF_UNIX)
+try:
+    s.bind("\0" + sys.argv[2])
+    s.listen(1)
+    print("listening", flush=True)
+    s.settimeout(3)
+    c, _ = s.accept()
+    out["host"] = c.recv(100).decode()
+except OSError as e:
+    out["listen"] = "timeout" if isinstance(e, TimeoutError) else errno.errorcode.get(e.errno, str(e.errno))
+print(json.dumps(out))
+`, newMarker())
+	spec.Argv = append(spec.Argv, name)
+	done := make(chan sandbox.Result, 1)
+	go func() {
+		res, _ := s.Run(t.Context(), withDefaults(spec))
+		done <- res
+	}()
+	reached := false
+	for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline) && !reached; time.Sleep(20 * time.Millisecond) {
+		if c, err := net.Dial("unix", "@"+name); err == nil {
+			_, _ = c.Write([]byte("host data"))
+			c.Close()
+			reached = true
+		}
+	}
+	res := <-done
+	var got map[string]string
+	decodeLast(t, res, &got)
+	if reached || got["host"] != "" {
+		t.Errorf("a host process reached the program's abstract listener (it read %q)", got["host"])
+	}
+	want := "timeout" // its own network namespace's name: nobody on the host sees it
+	if inLandlockTier() {
+		want = "EPERM"
+	}
+	if got["listen"] != want {
+		t.Errorf("bind and listen at an abstract name: %q, want %q", got["listen"], want)
+	}
+}
+
 // runLayers runs spec through the engine's own launch path with seccomp on or off, to
 // test the other layers on their own.
 func runLayers(t *testing.T, spec sandbox.Spec, seccomp bool) sandbox.Result {
@@ -948,6 +1094,152 @@ func TestHostActivityInvisible(t *testing.T) {
 		t.Errorf("the sandbox saw %d inotify events from the host's use of its files", got.Events)
 	}
 	t.Logf("watch attempts: %v", got.Errors)
+}
+
+// pageCacheSender reads one byte of each slot of the file whose bit is 1 in the
+// pattern (argv[5]), without readahead, then says so and waits to be killed.
+const pageCacheSender = `
+import os, sys, time
+path, stride, pattern = sys.argv[2], int(sys.argv[3]), sys.argv[5]
+fd = os.open(path, os.O_RDONLY)
+os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)
+for i, bit in enumerate(pattern):
+    if bit == "1":
+        os.pread(fd, 1, i * stride)
+print("sent", flush=True)
+time.sleep(30)
+`
+
+// pageCacheReceiver asks, for each slot of the file, whether its page is in the page
+// cache, by every answer the kernel gives without a timing: a read that must not wait
+// (preadv2 RWF_NOWAIT: EAGAIN when it would read the disk), mincore on a mapping of it,
+// cachestat. Each answer is a string of bits, or the errno it was refused with.
+const pageCacheReceiver = `
+import ctypes, errno, json, os, sys
+path, stride, n = sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+fd = os.open(path, os.O_RDONLY)
+os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)
+out = {}
+def bits(probe):
+    try:
+        out[probe.__name__] = "".join("1" if probe(i * stride) else "0" for i in range(n))
+    except OSError as e:
+        # ENOTSUP and EOPNOTSUPP are one number on Linux: the kernel's name.
+        out[probe.__name__] = "EOPNOTSUPP" if e.errno == errno.EOPNOTSUPP else errno.errorcode.get(e.errno, str(e.errno))
+def preadv2_nowait(off):
+    try:
+        os.preadv(fd, [bytearray(1)], off, os.RWF_NOWAIT)
+        return True
+    except BlockingIOError:
+        return False
+libc = ctypes.CDLL(None, use_errno=True)
+libc.mmap.restype = ctypes.c_void_p
+libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+size = os.fstat(fd).st_size
+addr = libc.mmap(None, size, 1, 1, fd, 0)  # PROT_READ, MAP_SHARED
+pages = (size + 4095) // 4096
+vec = (ctypes.c_ubyte * pages)()
+def mincore(off):
+    if libc.mincore(ctypes.c_void_p(addr), ctypes.c_size_t(size), vec) != 0:
+        e = ctypes.get_errno()
+        raise OSError(e, os.strerror(e))
+    return vec[off // 4096] & 1
+class Range(ctypes.Structure):
+    _fields_ = [("off", ctypes.c_uint64), ("len", ctypes.c_uint64)]
+class Stat(ctypes.Structure):
+    _fields_ = [(f, ctypes.c_uint64) for f in ("cache", "dirty", "writeback", "evicted", "recently_evicted")]
+def cachestat(off):
+    st = Stat()
+    if libc.syscall(451, fd, ctypes.byref(Range(off, 4096)), ctypes.byref(st), 0) != 0:
+        e = ctypes.get_errno()
+        raise OSError(e, os.strerror(e))
+    return st.cache > 0
+bits(preadv2_nowait)
+bits(mincore)
+bits(cachestat)
+print(json.dumps(out))
+`
+
+// TestPageCacheUnobservable: the read-only system files are the host's, and so are
+// their pages in the page cache. A run must not learn which of them another run (or the
+// host) has read: a read that refuses to wait (preadv2 RWF_NOWAIT) answers EAGAIN
+// exactly when the page is not cached, without a timing, so one run could read which
+// modules another imports, or take a message from it, one bit per page, while both are
+// in flight. The host drops the file's pages, one run reads a random pattern of them,
+// and a second run probes every page. (mincore reports every page of a file the caller
+// cannot write as resident since Linux 5.0, and cachestat refuses it since 6.14, which
+// the filter refuses everywhere; both are probed too.)
+func TestPageCacheUnobservable(t *testing.T) {
+	recordTier(t)
+	s := testSandbox(t)
+	files, _ := filepath.Glob("/usr/lib/python3*/pydoc_data/topics.py")
+	if len(files) == 0 {
+		t.Fatal("no pydoc_data/topics.py under /usr/lib/python3*: the test needs a large stdlib file no run imports")
+	}
+	target := files[0]
+	const stride = 64 << 10
+	fi, err := os.Stat(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := int(fi.Size() / stride)
+	if n < 4 {
+		t.Fatalf("%s has %d bytes: too few for a pattern of pages", target, fi.Size())
+	}
+	pattern := make([]byte, n)
+	for i := range pattern {
+		pattern[i] = '0' + randHex(1)[0]%2
+	}
+	pattern[0], pattern[1] = '1', '0'
+	f, err := os.Open(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED)
+	f.Close()
+	if err != nil {
+		t.Fatalf("drop the pages of %s: %v", target, err)
+	}
+	args := []string{target, strconv.Itoa(stride), strconv.Itoa(n), string(pattern)}
+	ctx, cancel := context.WithTimeout(t.Context(), 40*time.Second)
+	defer cancel()
+	sent := make(chan struct{})
+	var once sync.Once
+	sender := pySpec(pageCacheSender, newMarker())
+	sender.Argv = append(sender.Argv, args...)
+	sender.Progress = func(p sandbox.Progress) {
+		if p.StdoutBytes > 0 {
+			once.Do(func() { close(sent) })
+		}
+	}
+	done := make(chan sandbox.Result, 1)
+	go func() {
+		res, _ := s.Run(ctx, withDefaults(sender))
+		done <- res
+	}()
+	select {
+	case <-sent:
+	case res := <-done:
+		t.Fatalf("the sending run ended: %s", brief(res))
+	}
+	receiver := pySpec(pageCacheReceiver, newMarker())
+	receiver.Argv = append(receiver.Argv, args[:3]...)
+	var got map[string]string
+	runJSON(t, receiver, &got)
+	cancel()
+	<-done
+	t.Logf("pattern %s; the concurrent run's probes: %v", pattern, got)
+	for probe, v := range got {
+		if v == string(pattern) {
+			t.Errorf("%s showed the concurrent run's reads of %s: %s", probe, target, v)
+		}
+	}
+	if got["preadv2_nowait"] != "EOPNOTSUPP" {
+		t.Errorf("preadv2 with RWF_NOWAIT answered %q, want EOPNOTSUPP (refused by the filter)", got["preadv2_nowait"])
+	}
+	if got["cachestat"] != "ENOSYS" {
+		t.Errorf("cachestat answered %q, want ENOSYS (left out of the filter)", got["cachestat"])
+	}
 }
 
 // TestForeignArchSyscallKills runs a 32-bit int 0x80 getpid and an x32-ABI syscall

@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <linux/seccomp.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -96,12 +97,14 @@ static int allow(int ruleset, const char *path, uint64_t access, uint64_t handle
 	return r < 0 ? -1 : 0;
 }
 
-// The run's directories, for the nested domain (ll_nest).
+// The run's directories and the program's seccomp program, for ll_nest.
 static const char *nest_dirs[2];
+static struct sock_fprog nest_filter;
 
 int ll_restrict(const struct ll_plan *p, const char **what) {
 	nest_dirs[0] = p->workspace;
 	nest_dirs[1] = p->tmp;
+	nest_filter = (struct sock_fprog){(unsigned short)p->filter_len, p->filter};
 	int abi = ll_abi();
 	if (abi < 1) {
 		*what = "landlock: abi";
@@ -158,9 +161,17 @@ int ll_restrict(const struct ll_plan *p, const char **what) {
 	return 0;
 }
 
+// program_filter loads the program's seccomp program on top of the tier's: refused
+// where the plan brought none, since the tier's guarantees count on it.
+static int program_filter(void) {
+	if (nest_filter.len == 0)
+		return EINVAL;
+	return syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &nest_filter) < 0 ? errno : 0;
+}
+
 int ll_nest(void) {
 	if (ll_abi() < 6)
-		return 0;
+		return program_filter();
 	// Every layer denies reparenting (a link or rename into another directory) unless
 	// a rule of its own grants it, whether or not it handles the file system otherwise:
 	// so this one grants it in the run's directories, as the outer layer does.
@@ -175,7 +186,7 @@ int ll_nest(void) {
 	if (!err && syscall(SYS_landlock_restrict_self, rs, 0) < 0)
 		err = errno;
 	close(rs);
-	return err;
+	return err ? err : program_filter();
 }
 
 #ifndef SYS_pidfd_open

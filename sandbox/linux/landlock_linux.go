@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 
+	seccomp "github.com/seccomp/libseccomp-golang"
 	"golang.org/x/sys/unix"
 
 	"github.com/airlock-mcp/airlock/sandbox"
@@ -51,7 +52,7 @@ var landlockWeaker = []sandbox.Layer{
 	{Name: "mount-namespace", Detail: "no fresh mount table: /proc/self/mountinfo shows the host's; paths are the host's (the workspace is <run dir>/workspace, not /workspace)"},
 	{Name: "uts-namespace", Detail: "no private hostname: the host's name is visible"},
 	{Name: "ipc-namespace", Detail: "no own IPC namespace: System V IPC and POSIX message queues are refused (seccomp, EPERM) rather than private; abstract unix sockets are scoped by Landlock"},
-	{Name: "network-namespace", Detail: "no own network stack: AF_UNIX only (seccomp), TCP bind/connect denied (Landlock), connect and sendto with an address refused (seccomp: Landlock ABI 7 cannot restrict pathname unix sockets); AF_UNIX sockets of the stream and seqpacket types only (seccomp), since sendmsg's address is out of seccomp's reach"},
+	{Name: "network-namespace", Detail: "no own network stack: AF_UNIX only (seccomp), TCP bind/connect denied (Landlock), connect and sendto with an address refused (seccomp: Landlock ABI 7 cannot restrict pathname unix sockets), bind and listen refused (seccomp: the abstract names are the host's, and host clients may connect in); AF_UNIX sockets of the stream and seqpacket types only (seccomp), since sendmsg's address is out of seccomp's reach"},
 	{Name: "cgroup-namespace", Detail: "the host's cgroup paths are visible in /proc/self/cgroup"},
 	{Name: "private-tmp", Detail: "/tmp, /var/tmp and /dev/shm are unreachable, not private: TMPDIR points at the run's own tmp; python multiprocessing's semaphores fail"},
 	{Name: "workspace-size", Detail: "the workspace is a host directory: files are capped by RLIMIT_FSIZE and the file count, not by a tmpfs size"}, // unless the server mounts one (unsized)
@@ -72,6 +73,9 @@ type landlockTier struct {
 	// submounts are the server's mount points, read once: those beneath a granted
 	// directory are left out of it (landlockPaths).
 	submounts []string
+	// program is the seccomp program the program loads on top of the tier's filter
+	// (compileProgramFilter), set once the host ids are known (compileProgram).
+	program *bpf
 }
 
 // newLandlockTier checks the kernel's Landlock ABI itself (a best-effort library would
@@ -83,6 +87,7 @@ func newLandlockTier(opts sandbox.Options) (*landlockTier, error) {
 	if t.want, t.missing, err = landlockPieces(t.abi, opts.AllowDegraded); err != nil {
 		return nil, err
 	}
+
 	// Not in the lock directory itself: it is private to the server's uid, and each
 	// run's uid must pass through to its own directory.
 	parent := lockDir() + "-runs"
@@ -143,6 +148,16 @@ func landlockPieces(abi int, allowDegraded bool) (want uint32, missing []string,
 			sandbox.ErrUnavailable, strings.Join(missing, "; "))
 	}
 	return want, missing, nil
+}
+
+// compileProgram compiles the program's seccomp program for the host ids the runs get:
+// where they share a uid, their file metadata changes are refused too.
+func (t *landlockTier) compileProgram(ids *hostIDs) error {
+	var err error
+	if t.program, err = compileProgramFilter(seccomp.ArchInvalid, !ids.isolated()); err != nil {
+		return fmt.Errorf("%w: %w (install libseccomp: apt-get install libseccomp2)", sandbox.ErrUnavailable, err)
+	}
+	return nil
 }
 
 // landlockIDs are an unprivileged server's host ids in this tier: its own. Subordinate
@@ -293,7 +308,7 @@ func removeStaleRuns(parent string) {
 				_ = unix.Unmount(m, unix.MNT_DETACH)
 			}
 		}
-		_ = os.RemoveAll(base)
+		_ = sandbox.RemoveTree(base, nil)
 	}
 }
 
@@ -354,16 +369,18 @@ func (t *landlockTier) runDirs(id string, ids lease, workspace int64) (dir, ws, 
 }
 
 // removeRunDir unmounts a run directory's tmpfs mounts, if any, and removes it. Its
-// processes are dead; the walk does not follow symlinks the program left.
+// processes are dead; the walk does not follow symlinks the program left, and opens up
+// directories it locked (an unprivileged server's run has its uid: TestNoLeftovers).
 func removeRunDir(dir string) error {
 	for _, d := range []string{"workspace", "tmp"} {
 		_ = unix.Unmount(filepath.Join(dir, d), unix.MNT_DETACH|unix.UMOUNT_NOFOLLOW) // EINVAL: not a mount
 	}
-	return os.RemoveAll(dir)
+	return sandbox.RemoveTree(dir, nil)
 }
 
-// encodeLandlock is the landlock frame: what the init may reach.
-func encodeLandlock(want uint32, ws, tmp string, ro, dev []string) ([]byte, error) {
+// encodeLandlock is the landlock frame: what the init may reach, and the program's own
+// seccomp program.
+func encodeLandlock(want uint32, ws, tmp string, ro, dev []string, program []byte) ([]byte, error) {
 	if err := noNUL("landlock path", append(append([]string{ws, tmp}, ro...), dev...)...); err != nil {
 		return nil, err
 	}
@@ -373,6 +390,7 @@ func encodeLandlock(want uint32, ws, tmp string, ro, dev []string) ([]byte, erro
 	e.str(tmp)
 	e.strs(ro)
 	e.strs(dev)
+	e.bytes(program)
 	return e.frame(), nil
 }
 
@@ -386,7 +404,7 @@ func (l *launch) landlockFrame(cfg *initConfig) ([]byte, error) {
 	}
 	l.runDir = dir
 	ro, dev := landlockPaths(rootPlan(cfg, realFS{}), realDirs{}, t.submounts)
-	return encodeLandlock(t.want, ws, tmp, ro, dev)
+	return encodeLandlock(t.want, ws, tmp, ro, dev, t.program.prog)
 }
 
 // removeRunDir removes a finished run's directory.
@@ -419,13 +437,17 @@ func (s *Sandbox) landlockLayers(ok bool, fail string, rules int) []sandbox.Laye
 	layer("landlock-scope", t.want&llScope != 0, true, "abstract unix sockets and signals scoped to the sandbox's Landlock domain", kernelFix)
 	uids := sandbox.Layer{Name: "host-uids", Active: ok && s.ids.isolated(), Detail: s.ids.describe()}
 	if s.ids.scheme == schemeOwn {
-		uids.Detail = "the server's own uid (an unprivileged server has no other in this tier): its other processes' /proc entries are closed by Landlock's ptrace rule, their signals by scoping, files of that uid outside the allowed paths by Landlock; but the runs share that uid's RLIMIT_NPROC with each other and the server's threads, and DAC does not separate their pathname sockets (seccomp refuses connect)"
+		uids.Detail = "the server's own uid (an unprivileged server has no other in this tier): its other processes' /proc entries are closed by Landlock's ptrace rule, their signals by scoping, their resource limits and scheduling by seccomp (another pid refused), files of that uid outside the allowed paths by Landlock; but the runs share that uid's RLIMIT_NPROC with each other and the server's threads, and DAC does not separate their pathname sockets (seccomp refuses connect)"
 		uids.Fix = "run the server as root so each sandbox gets its own host uid (sandbox.uid_range)"
 	} else if !s.ids.isolated() {
 		uids.Fix = s.ids.fix()
 	}
 	out = append(out, uids)
-	layer("seccomp", true, true, fmt.Sprintf("the namespace tier's filter, %d rules, default ENOSYS; sockets: AF_UNIX only", rules), "install libseccomp (apt-get install libseccomp2)")
+	if !s.ids.isolated() {
+		out = append(out, sandbox.Layer{Name: "file-metadata", Fix: uids.Fix,
+			Detail: "chmod, chown, utime and extended attributes refused (EPERM) in the run's own files too: Landlock does not cover metadata, and the runs' uid owns files outside the granted paths (the server's, another run's)"})
+	}
+	layer("seccomp", true, true, fmt.Sprintf("the namespace tier's filter, %d rules, default ENOSYS; sockets: AF_UNIX only; and the program's own on top, %d rules: no other process's limits, niceness or scheduling", rules, t.program.rules), "install libseccomp (apt-get install libseccomp2)")
 	layer("no-new-privs", true, true, "set before Landlock and the filter; setuid binaries and file capabilities are inert", "")
 	layer("capabilities", true, true, "every capability set of the program empty; the bounding set emptied under a root server", "")
 	layer("process-tree", true, true, "init and spawner are child subreapers: every descendant (setsid, double fork, fork chains) is killed and reaped to a fixed point; a root server's per-run uid is swept with kill(-1)", "")

@@ -5,6 +5,7 @@
 #ifndef AIRLOCK_LANDLOCK_LINUX_H
 #define AIRLOCK_LANDLOCK_LINUX_H
 
+#include <linux/filter.h>
 #include <stdint.h>
 
 #include "protocol_linux.h" // CFG_LANDLOCK, LL_NET, LL_SCOPE
@@ -16,6 +17,10 @@ struct ll_plan {
 	char *tmp;       // read-write; the program's TMPDIR
 	char **ro;       // read and execute: the namespace tier's read-only binds
 	char **rw_files; // device nodes: read and write
+	// The program's own seccomp program, loaded on top of the tier's by ll_nest
+	// (compileProgramFilter in seccomp_linux.go).
+	struct sock_filter *filter;
+	uint32_t filter_len; // instructions
 };
 
 // ll_abi is the kernel's Landlock ABI version, or -1 with errno.
@@ -27,9 +32,11 @@ int ll_abi(void);
 int ll_restrict(const struct ll_plan *p, const char **what);
 
 // ll_nest puts the calling process in a Landlock domain nested in its current one that
-// only scopes signals and abstract unix sockets (ABI 6; a no-op below): the program,
+// only scopes signals and abstract unix sockets (ABI 6; none below): the program,
 // started in it, cannot signal or trace the init, which stays in the outer domain. It
-// returns 0 or an errno.
+// then loads the program's seccomp program (ll_plan.filter), so the program cannot aim
+// the syscalls that change another process's limits or scheduling at a process of its
+// uid. It returns 0 or an errno.
 int ll_nest(void);
 
 // ll_sweep kills and reaps every descendant of the calling process, which must be a

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -68,7 +69,11 @@ print(json.dumps({"cwd": sorted(os.listdir(".")), "tmp": sorted(os.listdir(os.en
 
 // TestLandlockTwoRunsInFlight: with another run in flight, a run cannot read its
 // workspace or tmp, list its directory, reach a unix socket it listens on, signal it or
-// trace it; nor signal, trace or read the server's /proc entries.
+// trace it; nor signal, trace or read the server's /proc entries; nor change the
+// resource limits, niceness, scheduling policy or CPUs of either. Under an unprivileged
+// server every run has the server's uid, which is all the kernel asks for those, and
+// Landlock does not cover them: a run could set the server's RLIMIT_CPU and so kill it,
+// its RLIMIT_NOFILE, or SCHED_IDLE.
 func TestLandlockTwoRunsInFlight(t *testing.T) {
 	recordTier(t)
 	if !inLandlockTier() {
@@ -79,9 +84,15 @@ import os, socket, sys, time, json
 secret = sys.argv[2]
 open("secret.txt", "w").write(secret)
 open(os.environ["TMPDIR"] + "/secret.txt", "w").write(secret)
+# This tier refuses bind and listen (TestAbstractListenerUnreachable); were a socket
+# there, the attacker's connect to its path must fail all the same.
 s = socket.socket(socket.AF_UNIX)
-s.bind(os.environ["TMPDIR"] + "/sock")
-s.listen(1)
+try:
+    s.bind(os.environ["TMPDIR"] + "/sock")
+    s.listen(1)
+except OSError:
+    pass
+open(os.environ["TMPDIR"] + "/ready", "w").close()
 print(json.dumps({"pid": os.getpid(), "cwd": os.getcwd(), "tmp": os.environ["TMPDIR"]}), flush=True)
 time.sleep(3)
 `
@@ -113,6 +124,24 @@ for who in ("victim", "server"):
         if libc.ptrace(16, pid, 0, 0) != 0:
             raise OSError(ctypes.get_errno(), "ptrace")
     try_("ptrace " + who, attach)
+# The victim's are changed for real; the server's are set to what they are, which the
+# kernel permits or refuses just the same.
+import platform, resource, struct
+for who in ("victim", "server"):
+    pid, victim = t[who], who == "victim"
+    try_("prlimit " + who, lambda: resource.prlimit(pid, resource.RLIMIT_NOFILE, (10, 10)) if victim else resource.prlimit(pid, resource.RLIMIT_CORE, resource.prlimit(pid, resource.RLIMIT_CORE)))
+    try_("setpriority " + who, lambda: os.setpriority(os.PRIO_PROCESS, pid, 19 if victim else os.getpriority(os.PRIO_PROCESS, pid)))
+    try_("setaffinity " + who, lambda: os.sched_setaffinity(pid, {min(os.sched_getaffinity(pid))} if victim else os.sched_getaffinity(pid)))
+    try_("setscheduler " + who, lambda: os.sched_setscheduler(pid, os.SCHED_IDLE if victim else os.sched_getscheduler(pid), os.sched_param(0)))
+    try_("setparam " + who, lambda: os.sched_setparam(pid, os.sched_param(0)))
+    def setattr_():
+        attr = struct.pack("=IIQiIQQQ", 48, os.SCHED_IDLE if victim else os.sched_getscheduler(pid), 0, 0, 0, 0, 0, 0)
+        nr = {"x86_64": 314, "aarch64": 274}[platform.machine()]
+        if libc.syscall(nr, pid, attr, 0) != 0:
+            raise OSError(ctypes.get_errno(), "sched_setattr")
+    try_("setattr " + who, setattr_)
+# Every process of the uid, the server's among them, at the niceness it has.
+try_("setpriority user", lambda: os.setpriority(os.PRIO_USER, 0, os.getpriority(os.PRIO_PROCESS, 0)))
 print(json.dumps(out))
 `
 	secret := "airlock-secret-" + randHex(8)
@@ -133,14 +162,14 @@ print(json.dumps(out))
 	// found busy made it try again (run).
 	var dir string
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		socks, _ := filepath.Glob(s.ll.base + "/" + vspec.ID + "*/tmp/sock")
+		socks, _ := filepath.Glob(s.ll.base + "/" + vspec.ID + "*/tmp/ready")
 		if len(socks) == 1 {
 			dir = filepath.Dir(filepath.Dir(socks[0]))
 			break
 		}
 	}
 	if dir == "" {
-		t.Fatalf("the victim's socket did not appear in %s", s.ll.base)
+		t.Fatalf("the victim's tmp/ready did not appear in %s", s.ll.base)
 	}
 	var facts = map[string]any{"victim": vpid, "server": os.Getpid(), "cwd": dir + "/workspace", "tmp": dir + "/tmp"}
 	stdin, _ := json.Marshal(facts)
@@ -157,6 +186,12 @@ print(json.dumps(out))
 		"environ victim": "EACCES", "environ server": "EACCES", "mem victim": "EACCES", "mem server": "EACCES",
 		// PTRACE_ATTACH is not among the requests seccomp lets through.
 		"ptrace victim": "ENOSYS", "ptrace server": "ENOSYS",
+		// Another process's limits and scheduling: the kernel refuses another uid's;
+		// seccomp refuses them all in this tier, the uid's own included (filterPlan).
+		"prlimit victim": "EPERM", "prlimit server": "EPERM", "setpriority victim": "EPERM", "setpriority server": "EPERM",
+		"setaffinity victim": "EPERM", "setaffinity server": "EPERM", "setscheduler victim": "EPERM", "setscheduler server": "EPERM",
+		"setparam victim": "EPERM", "setparam server": "EPERM", "setattr victim": "EPERM", "setattr server": "EPERM",
+		"setpriority user": "EPERM",
 	}
 	for k, w := range want {
 		if got[k] != w {
@@ -167,6 +202,24 @@ print(json.dumps(out))
 		if strings.Contains(v, secret) {
 			t.Errorf("%s: the other run's secret leaked", k)
 		}
+	}
+	// What the host sees of the victim: its own limits, niceness and policy still.
+	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/limits", vpid)); err == nil && strings.Contains(string(b), "Max open files            10  ") {
+		t.Errorf("the attacker lowered the victim's RLIMIT_NOFILE:\n%s", b)
+	}
+	// Niceness (field 19) and policy (41) as this process has them, which the victim
+	// inherited (a suite run under nice, say).
+	sched := func(pid string) (nice, policy string) {
+		st, err := os.ReadFile("/proc/" + pid + "/stat")
+		f := strings.Fields(string(st[max(strings.LastIndexByte(string(st), ')'), 0)+1:]))
+		if err != nil || len(f) <= 38 {
+			return "", ""
+		}
+		return f[16], f[38]
+	}
+	ownNice, ownPolicy := sched("self")
+	if nice, policy := sched(strconv.Itoa(vpid)); nice != "" && (nice != ownNice || policy != ownPolicy) {
+		t.Errorf("the attacker changed the victim's niceness (%s, this process %s) or policy (%s, this process %s)", nice, ownNice, policy, ownPolicy)
 	}
 	if res := <-first; res.Status != sandbox.StatusOK {
 		t.Errorf("the victim run: %s", brief(res))
@@ -281,8 +334,9 @@ var tierGuarantees = []struct{ test, guarantee string }{
 	{"TestHostFilesUnreachable", "files: /home, /root, /etc secrets, the server's binary and state dir, host canaries in /tmp /var/tmp /dev/shm unreadable"},
 	{"TestNoServerFilesInTree", "files: nothing of the server listable outside the system dirs"},
 	{"TestWriteOutsideWorkspace", "files: writes only to the workspace and tmp"},
+	{"TestMetadataOutsideWorkspace", "files: no mode, owner, time or xattr change outside the workspace"},
 	{"TestMountFlags", "files: own mount table, read-only and nosuid"},
-	{"TestLandlockTwoRunsInFlight", "files, processes: another run in flight unreachable (workspace, tmp, its socket, signals, ptrace, /proc)"},
+	{"TestLandlockTwoRunsInFlight", "files, processes: another run in flight unreachable (workspace, tmp, its socket, signals, ptrace, /proc, its and the server's limits and scheduling)"},
 	{"TestLandlockHostDatagramUnreachable", "network: a host datagram socket anyone may write (/dev/log) unreachable"},
 	{"TestStateDoesNotBleed", "files: nothing of one run seen by the next (workspace, tmp, /dev/shm, SysV IPC)"},
 	{"TestIdentity", "identity: no capabilities, no_new_privs, seccomp, an unprivileged host uid"},
@@ -291,6 +345,7 @@ var tierGuarantees = []struct{ test, guarantee string }{
 	{"TestEnvDoesNotLeak", "environment: the server's environment does not leak"},
 	{"TestFDsDoNotLeak", "environment: no descriptor of the server leaks"},
 	{"TestNetworkDenied", "network: inet sockets refused, host loopback listeners and abstract sockets unreachable"},
+	{"TestAbstractListenerUnreachable", "network: a host process cannot reach a listener of the program at an abstract name"},
 	{"TestHostPidsHidden", "processes: own pid view, host processes hidden"},
 	{"TestSignalsToInit", "processes: the program cannot kill its supervisor"},
 	{"TestDetachedGrandchildDies", "processes: setsid, double-forked, SIGTERM-ignoring descendants die with the run"},
@@ -309,6 +364,7 @@ var tierGuarantees = []struct{ test, guarantee string }{
 	{"TestSyscallsDenied", "syscalls: the seccomp denials"},
 	{"TestForeignArchSyscallKills", "syscalls: foreign-architecture syscalls kill"},
 	{"TestHostActivityInvisible", "syscalls: no inotify on the host's files"},
+	{"TestPageCacheUnobservable", "syscalls: no page-cache probe of the host's files (preadv2 RWF_NOWAIT)"},
 	{"TestPoolMatchesColdRun", "warm pool: a pooled run is a cold run"},
 	{"TestPoolHonoursCallLimits", "warm pool: the call's limits hold"},
 	{"TestPooledBashSingleUse", "warm pool: a pooled shell starts clean and carries nothing of another call"},

@@ -245,7 +245,7 @@ func TestRlimitPlan(t *testing.T) {
 	l := sandbox.Limits{CPU: 1500 * time.Millisecond, Memory: 256 << 20, Pids: 10, FileSize: 1 << 20, OpenFiles: 64}
 	plan := rlimits(l, false)
 	for name, want := range map[string]uint64{"cpu": 2, "fsize": 1 << 20, "nofile": 64, "nproc": 10 + initProcs,
-		"core": 0, "msgqueue": 0} {
+		"core": 0, "msgqueue": 0, "rtprio": 0, "nice": 0} {
 		if got, ok := get(plan, name); !ok || got != want {
 			t.Errorf("%s = %d (present %v), want %d", name, got, ok, want)
 		}
@@ -299,7 +299,7 @@ func TestFilterPlan(t *testing.T) {
 	}
 	// Argument-filtered or default-denied: never unconditionally allowed.
 	for _, n := range []string{"clone", "clone3", "socket", "socketpair", "ioctl", "ptrace", "personality",
-		"mount", "unshare", "setns", "bpf", "io_uring_setup", "userfaultfd", "keyctl", "perf_event_open",
+		"preadv2", "mount", "unshare", "setns", "bpf", "io_uring_setup", "userfaultfd", "keyctl", "perf_event_open",
 		"kexec_load", "init_module", "process_vm_readv", "open_by_handle_at", "reboot", "syslog"} {
 		if allowed[n] {
 			t.Errorf("%s is unconditionally allowed", n)
@@ -332,10 +332,20 @@ func TestFilterPerArch(t *testing.T) {
 		notAudit   uint32
 		onlyHere   string // a syscall only this architecture has
 		onlyHereNr uint32
+		prlimit64  uint32
 	}{
-		{seccomp.ArchAMD64, auditArchX86_64, auditArchAarch64, "arch_prctl", 158},
-		{seccomp.ArchARM64, auditArchAarch64, auditArchX86_64, "", 0},
+		{seccomp.ArchAMD64, auditArchX86_64, auditArchAarch64, "arch_prctl", 158, 302},
+		{seccomp.ArchARM64, auditArchAarch64, auditArchX86_64, "", 0, 261},
 	} {
+		// The Landlock tier's program filter too: its own arch, its own numbers.
+		pf, err := compileProgramFilter(tc.arch, false)
+		if err != nil {
+			t.Fatalf("%s program filter: %v", tc.arch, err)
+		}
+		if ks := bpfConstants(pf.prog); !ks[tc.audit] || ks[tc.notAudit] || !ks[tc.prlimit64] || pf.rules != 7 {
+			t.Errorf("%s program filter: own AUDIT_ARCH %v, another's %v, prlimit64 (%d) %v, %d rules (want 7)",
+				tc.arch, ks[tc.audit], ks[tc.notAudit], tc.prlimit64, ks[tc.prlimit64], pf.rules)
+		}
 		for _, network := range []bool{false, true} {
 			f, err := compileFilter(filterPlan{network: network, arch: tc.arch})
 			if err != nil {

@@ -38,6 +38,14 @@ func rlimits(l sandbox.Limits, applyAS bool) []rlimit {
 		// POSIX message queue here.
 		{"msgqueue", unix.RLIMIT_MSGQUEUE, 0},
 		{"sigpending", unix.RLIMIT_SIGPENDING, sigPendingLimit},
+		// Never inherited from the server: a service started with LimitRTPRIO (systemd)
+		// or --ulimit rtprio (a container engine) would let the program take SCHED_FIFO
+		// and, spinning on every CPU its threads reach, starve the host and every other
+		// run (the kernel's RT throttling leaves them 5%); RLIMIT_NICE would let it raise
+		// its priority above theirs. Zero: only the default policy, and niceness only
+		// lowered.
+		{"rtprio", unix.RLIMIT_RTPRIO, 0},
+		{"nice", unix.RLIMIT_NICE, 0},
 	}
 	if applyAS {
 		as := l.AddressSpace

@@ -114,6 +114,9 @@ func New(opts sandbox.Options) (*Sandbox, error) {
 	if s.ll != nil && !s.root {
 		ids, err = landlockIDs(), nil
 	}
+	if err == nil && s.ll != nil {
+		err = s.ll.compileProgram(ids)
+	}
 	if err != nil {
 		abandon()
 		return nil, err

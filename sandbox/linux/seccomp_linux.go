@@ -13,7 +13,7 @@ import (
 // The filter is an allowlist modelled on Docker's default profile, minus everything
 // Docker only grants with extra capabilities, minus io_uring (a rich kernel attack
 // surface Docker also dropped in 2023), and with argument filters on clone, socket,
-// ioctl, personality and ptrace. An allowlist is stricter than a denylist: a syscall added
+// ioctl, personality, preadv2 and ptrace. An allowlist is stricter than a denylist: a syscall added
 // by a future kernel is refused until someone decides it is safe.
 //
 // Refused syscalls fail with an errno instead of killing the process, so interpreters
@@ -23,7 +23,7 @@ import (
 // allowedSyscalls need no argument checks. Names libseccomp does not know (older
 // library, other arch) are skipped.
 var allowedSyscalls = []string{
-	"accept", "accept4", "access", "alarm", "arch_prctl", "bind", "brk", "cachestat",
+	"accept", "accept4", "access", "alarm", "arch_prctl", "bind", "brk",
 	"capget", "capset", "chdir", "chmod", "chown", "clock_getres", "clock_gettime",
 	"clock_nanosleep", "close", "close_range", "connect", "copy_file_range", "creat",
 	"dup", "dup2", "dup3", "epoll_create", "epoll_create1", "epoll_ctl", "epoll_pwait",
@@ -45,7 +45,7 @@ var allowedSyscalls = []string{
 	"mq_timedsend", "mq_unlink", "mremap", "mseal", "msgctl", "msgget", "msgrcv", "msgsnd",
 	"msync", "munlock", "munlockall", "munmap", "nanosleep", "newfstatat", "open",
 	"openat", "openat2", "pause", "pidfd_open", "pidfd_send_signal", "pipe", "pipe2",
-	"poll", "ppoll", "prctl", "pread64", "preadv", "preadv2", "prlimit64", "pselect6",
+	"poll", "ppoll", "prctl", "pread64", "preadv", "prlimit64", "pselect6",
 	"pwrite64", "pwritev", "pwritev2", "read", "readahead", "readlink", "readlinkat",
 	"readv", "recvfrom", "recvmmsg", "recvmsg", "remap_file_pages", "removexattr",
 	"rename", "renameat", "renameat2", "restart_syscall", "rmdir", "rseq",
@@ -67,6 +67,11 @@ var allowedSyscalls = []string{
 	"unlinkat", "utime", "utimensat", "utimes", "vfork", "vmsplice", "wait4", "waitid",
 	"write", "writev",
 }
+
+// cachestat is left to the default, ENOSYS, the answer of a kernel without it: before
+// Linux 6.14 it told any caller which pages of any file it can open are in the page cache,
+// the host's read-only system files' included, so which of them another run in flight had
+// read (TestPageCacheUnobservable; preadv2 below).
 
 // deniedSyscalls fail with EPERM. None of them is in the allowlist; they are named so
 // the refusal is explicit and the probe report can count them.
@@ -124,7 +129,13 @@ type filterPlan struct {
 	// are AF_UNIX, and Landlock before ABI 9 cannot restrict pathname sockets, so the
 	// host's world-writable ones (/run/dbus/system_bus_socket, /dev/log) would be
 	// reachable. sendmsg's address sits in memory seccomp cannot read, so AF_UNIX
-	// sockets are of the connection-oriented types only (unixConnectedOnly).
+	// sockets are of the connection-oriented types only (unixConnectedOnly). And bind
+	// and listen: Landlock's scoping keeps the program from connecting out to an
+	// abstract socket, not the host's processes from connecting in, so a run could
+	// listen at any abstract name a host service uses (@/tmp/.X11-unix/X0, say), take
+	// its clients' connections and data, or hold the name so the service cannot bind it
+	// (TestNetworkDenied). With connect refused, no process of the run could reach its
+	// own listener anyway.
 	landlock bool
 	// arch is the architecture the filter is for; zero (ArchInvalid) is the native one.
 	// Rules name syscalls, and libseccomp numbers them for the architecture, so tests
@@ -186,7 +197,7 @@ func compileFilter(p filterPlan) (*bpf, error) {
 	eperm := seccomp.ActErrno.SetReturnCode(int16(unix.EPERM))
 
 	for _, name := range allowedSyscalls {
-		if p.landlock && (slices.Contains(ipcSyscalls, name) || name == "connect") {
+		if p.landlock && (slices.Contains(ipcSyscalls, name) || slices.Contains([]string{"connect", "bind", "listen"}, name)) {
 			b.rule(name, eperm)
 			continue
 		}
@@ -247,6 +258,15 @@ func compileFilter(p filterPlan) (*bpf, error) {
 	for _, v := range personalities {
 		b.rule("personality", seccomp.ActAllow, cond(0, seccomp.CompareEqual, v))
 	}
+	// preadv2 without RWF_NOWAIT. A read that must not wait fails with EAGAIN exactly
+	// when the page is not in the page cache, and the read-only system files' pages are
+	// the host's, shared with every run: without a timing, one run would see which of
+	// them another run in flight (or the host) read, which modules it imported, or take
+	// a message from it, a bit per page (TestPageCacheUnobservable). The kernel's own
+	// answer where a file cannot do it is EOPNOTSUPP, which callers already handle by
+	// reading without the flag. rwf_t is an int: only its low 32 bits are compared.
+	b.rule("preadv2", seccomp.ActAllow, cond(5, seccomp.CompareMaskedEqual, unix.RWF_NOWAIT, 0))
+	b.rule("preadv2", seccomp.ActErrno.SetReturnCode(int16(unix.EOPNOTSUPP)), cond(5, seccomp.CompareMaskedEqual, unix.RWF_NOWAIT, unix.RWF_NOWAIT))
 
 	if b.err != nil {
 		return nil, b.err
@@ -375,4 +395,71 @@ func syscallNumber(name string) (int, bool) {
 		return 0, false
 	}
 	return int(sc), true
+}
+
+// The Landlock tier's program filter: a second seccomp program the program (and the
+// preloaded interpreter) loads on top of the tier's filter between fork and exec, as its
+// Landlock domain is nested in the init's (ll_nest). Some syscalls change another
+// process's resource limits, niceness, scheduling policy or CPUs given its pid, and the
+// kernel asks only that it have the caller's uid, which Landlock does not cover. In this
+// tier an unprivileged server's runs all have its uid, and no pid namespace hides it: a
+// run could set the server's RLIMIT_CPU (and so kill it) or RLIMIT_NOFILE, make it
+// SCHED_IDLE, or do the same to another run in flight (TestLandlockTwoRunsInFlight). The
+// program may aim them only at itself: pid 0, setpriority's "who" 0 for its own process
+// or process group (never PRIO_USER: every process of the uid), prlimit64 at another pid
+// only to read. The init itself keeps them, to lower a preloaded interpreter's limits at
+// the call. Each pid is compared in all 64 bits: one the kernel reads as 0 from its low 32
+// bits but with garbage above is refused, never let through.
+//
+// Landlock does not cover a file's metadata either: its mode, owner, times and extended
+// attributes change wherever the kernel's owner check passes. With a uid of its own per
+// run that is the run's own directories; with the server's uid (or one shared by every
+// run: sharedUID) it is every file of that uid on the host, outside the granted paths
+// too: the server's state directory, the user's home, another run's directory, which a
+// run could make world-writable. There every syscall that changes metadata is refused,
+// by path or by descriptor (a descriptor of a granted read-only file of that uid is
+// enough for fchmod), and chmod, touch of an old file, and copying a mode with the file
+// fail with EPERM (probe: file-metadata).
+var metadataSyscalls = []string{
+	"chmod", "fchmod", "fchmodat", "fchmodat2", "chown", "fchown", "lchown", "fchownat",
+	"utime", "utimes", "futimesat", "utimensat", "setxattr", "lsetxattr", "fsetxattr",
+	"removexattr", "lremovexattr", "fremovexattr",
+}
+
+// compileProgramFilter is the program filter; arch as in filterPlan.
+func compileProgramFilter(arch seccomp.ScmpArch, sharedUID bool) (*bpf, error) {
+	filter, err := seccomp.NewFilter(seccomp.ActAllow)
+	if err != nil {
+		return nil, fmt.Errorf("seccomp: new program filter: %w", err)
+	}
+	defer filter.Release()
+	if native, _ := seccomp.GetNativeArch(); arch != seccomp.ArchInvalid && arch != seccomp.ArchNative && arch != native {
+		if err := filter.AddArch(arch); err != nil {
+			return nil, fmt.Errorf("seccomp: add arch %s: %w", arch, err)
+		}
+		if err := filter.RemoveArch(seccomp.ArchNative); err != nil {
+			return nil, fmt.Errorf("seccomp: remove the native arch: %w", err)
+		}
+	}
+	b := &builder{f: filter}
+	eperm := seccomp.ActErrno.SetReturnCode(int16(unix.EPERM))
+	for _, name := range []string{"sched_setaffinity", "sched_setattr", "sched_setparam", "sched_setscheduler"} {
+		b.rule(name, eperm, cond(0, seccomp.CompareNotEqual, 0))
+	}
+	b.rule("prlimit64", eperm, cond(0, seccomp.CompareNotEqual, 0), cond(2, seccomp.CompareNotEqual, 0))
+	b.rule("setpriority", eperm, cond(1, seccomp.CompareNotEqual, 0))
+	b.rule("setpriority", eperm, cond(0, seccomp.CompareGreater, unix.PRIO_PGRP))
+	if sharedUID {
+		for _, name := range metadataSyscalls {
+			b.rule(name, eperm)
+		}
+	}
+	if b.err != nil {
+		return nil, b.err
+	}
+	prog, err := exportBPF(filter)
+	if err != nil {
+		return nil, fmt.Errorf("seccomp: export: %w", err)
+	}
+	return &bpf{prog: prog, rules: b.n}, nil
 }

@@ -236,6 +236,24 @@ static struct rlim *rd_rlimits(struct cur *c, uint32_t *n) {
 	return r;
 }
 
+// rd_filter reads a seccomp program: a copy, since the frame gives no alignment and the
+// kernel wants struct sock_filter's. A length that is no whole number of instructions,
+// or more than the kernel takes, returns -1.
+static int rd_filter(struct cur *c, struct sock_filter **out, uint32_t *len) {
+	uint32_t flen;
+	const uint8_t *f = rd_bytes(c, &flen);
+	*out = NULL;
+	*len = 0;
+	if (flen % sizeof(struct sock_filter) != 0 || flen / sizeof(struct sock_filter) > BPF_MAXINSNS)
+		return -1;
+	*out = malloc(flen ? flen : 1);
+	if (!*out)
+		fail("read config", "malloc");
+	memcpy(*out, f, flen);
+	*len = flen / sizeof(struct sock_filter);
+	return 0;
+}
+
 // parse_config reads a config frame's payload into cfg. A malformed frame returns -1
 // with e saying why; cfg is then not to be used. Strings and arrays are allocated,
 // byte fields (a copy step's content) point into the frame.
@@ -271,19 +289,11 @@ int parse_config(struct cur *c, struct config *cfg, struct wire_error *e) {
 		o->data = rd_str(c);
 		o->content = rd_bytes(c, &o->content_len);
 	}
-	uint32_t flen;
-	const uint8_t *f = rd_bytes(c, &flen);
-	if (flen % sizeof(struct sock_filter) != 0 || flen / sizeof(struct sock_filter) > BPF_MAXINSNS) {
+	if (rd_filter(c, &cfg->filter, &cfg->filter_len) < 0) {
 		e->stage = "seccomp";
-		snprintf(e->msg, sizeof e->msg, "seccomp: malformed program of %u bytes", flen);
+		snprintf(e->msg, sizeof e->msg, "seccomp: malformed program");
 		return -1;
 	}
-	// A copy: the frame gives no alignment, the kernel wants struct sock_filter's.
-	cfg->filter = malloc(flen ? flen : 1);
-	if (!cfg->filter)
-		fail("read config", "malloc");
-	memcpy(cfg->filter, f, flen);
-	cfg->filter_len = flen / sizeof(struct sock_filter);
 	cfg->env = rd_strv(c);
 	cfg->preload = rd_strv(c);
 	cfg->out_dir = rd_str(c);
@@ -355,5 +365,7 @@ int parse_landlock(struct cur *c, struct ll_plan *p) {
 	p->tmp = rd_str(c);
 	p->ro = rd_strv(c);
 	p->rw_files = rd_strv(c);
+	if (rd_filter(c, &p->filter, &p->filter_len) < 0)
+		return -1;
 	return c->bad || c->n != 0 || !p->workspace[0] || !p->tmp[0] ? -1 : 0;
 }
