@@ -630,6 +630,38 @@ func TestSessionCap(t *testing.T) {
 	initSession(t, url, nil)
 }
 
+// An initialize under a 2026-07-28 MCP-Protocol-Version header is answered as a
+// handshake (see eraCompat), so the session it issues is its client's like any other:
+// usable by that client, not by another, and counted against the cap (else a loop of
+// them filled the server with sessions nobody could use or end, and the cap refused
+// every other client's initialize until they expired).
+func TestModernHeaderInitializeIsASession(t *testing.T) {
+	d := fakeDeps(runnertest.Echo, 1)
+	ts := httpServer(t, d, HTTPOptions{MaxBodyBytes: 1 << 20, MaxSessions: 2, Clients: aliceAndBob(t)})
+	url := ts.URL + "/mcp"
+	modernInit := strings.Replace(initBody, "2025-06-18", "2026-07-28", 1)
+	alice := map[string]string{"Authorization": "Bearer aaaaaaaaaaaaaaaaaaaa", "MCP-Protocol-Version": "2026-07-28"}
+	var ids []string
+	for range 2 {
+		r := do(t, http.MethodPost, url, modernInit, alice)
+		if r.code != 200 || r.header.Get("Mcp-Session-Id") == "" {
+			t.Fatalf("initialize under a modern header: %d %q", r.code, r.body)
+		}
+		ids = append(ids, r.header.Get("Mcp-Session-Id"))
+	}
+	if r := do(t, http.MethodPost, url, modernInit, alice); r.code != http.StatusServiceUnavailable || r.header.Get("Mcp-Session-Id") != "" {
+		t.Errorf("a third initialize under a modern header with a cap of 2: %d %q, want 503 and no session", r.code, r.body)
+	}
+	in := map[string]string{"Authorization": alice["Authorization"], "MCP-Protocol-Version": "2025-11-25", "Mcp-Session-Id": ids[0]}
+	if r := do(t, http.MethodPost, url, call("hi"), in); r.code != 200 || !strings.Contains(r.body, `"status":"ok"`) {
+		t.Errorf("alice's call in the session it issued her: %d %s", r.code, r.body)
+	}
+	in["Authorization"] = "Bearer bbbbbbbbbbbbbbbbbbbb"
+	if r := do(t, http.MethodPost, url, call("bob"), in); r.code != 404 {
+		t.Errorf("bob's call in alice's session: %d %s, want 404", r.code, r.body)
+	}
+}
+
 // An MCP session that ends tells SessionEnded who owned it, so its run_code sessions go
 // with it.
 func TestSessionEndedHook(t *testing.T) {

@@ -204,7 +204,7 @@ func Handler(s *server.MCPServer, base string, opt HTTPOptions) http.Handler {
 		}
 		h := server.NewStreamableHTTPServer(s, append(mode, server.WithEndpointPath("/mcp"),
 			server.WithStreamableHTTPLogger(opt.Log))...)
-		mux.Handle("/mcp", guard(calls(eraCompat(h), sess, opt), opt, nil, nil))
+		mux.Handle("/mcp", guard(eraCompat(calls(h, sess, opt)), opt, nil, nil))
 	}
 	endpoint := "/mcp"
 	if opt.SSE {
