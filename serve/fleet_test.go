@@ -192,6 +192,12 @@ func TestSessionBelongsToItsClient(t *testing.T) {
 	if got := d.Runner.Sandbox.(*runnertest.Sandbox).Runs.Load(); got != runs {
 		t.Error("bob ran code in alice's session")
 	}
+	// A body that decodes only in part keeps mcp-go on the handshake era (its _meta is
+	// not looked at), so it runs in the header's session like any other call.
+	halfModern := `{"jsonrpc":"2.0","id":2,"method":"tools/list","params":5,"params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`
+	if r := do(t, http.MethodPost, url, halfModern, bob); r.code != 404 {
+		t.Errorf("bob's message in alice's session, 2026-07-28 only in a second params: %d %s, want 404", r.code, r.body)
+	}
 	if r := do(t, http.MethodGet, url, "", bob); r.code != 404 {
 		t.Errorf("bob's GET stream of alice's session: %d, want 404", r.code)
 	}

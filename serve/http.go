@@ -351,10 +351,15 @@ type envelope struct {
 
 // message decodes what calls and gate need of the request's JSON-RPC message (the guard
 // has read the body whole); a body that does not decode is mcp-go's to answer.
+//
+// A body that decodes only in part (a member of the wrong type, such as the first of two
+// "params") keeps no _meta: mcp-go takes the era from the body only when it decodes
+// whole, so such a message with a 2026-07-28 _meta is served in the Mcp-Session-Id's
+// session, and calls must check that session's owner as for any handshake-era message.
 func message(r *http.Request) envelope {
 	var msg envelope
-	if b, ok := r.Body.(body); ok {
-		_ = json.Unmarshal(b.raw, &msg)
+	if b, ok := r.Body.(body); ok && json.Unmarshal(b.raw, &msg) != nil {
+		msg.Params.Meta = nil
 	}
 	return msg
 }
