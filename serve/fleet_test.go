@@ -256,13 +256,40 @@ func TestOperationalEndpoints(t *testing.T) {
 	if r := do(t, http.MethodPost, ts.URL+"/mcp", strings.Replace(call("x"), `"code":"x"`, `"code":"x","language":"nope"`, 1), auth); r.code != 200 {
 		t.Fatalf("refused call: %d %s", r.code, r.body)
 	}
-	// A foreign page reads none of them (the server sends no CORS headers, but a DNS
-	// rebinding page is same-origin to the browser and sends its Origin on a fetch).
+	// A foreign page reads none of them: a cross-site fetch carries its Origin (the
+	// server sends no CORS headers, but a POST is sent before the browser reads them).
 	for _, path := range []string{"/metrics", "/readyz", "/healthz", "/"} {
 		if r := do(t, http.MethodGet, ts.URL+path, "", map[string]string{"Origin": "http://evil.example.com"}); r.code != 403 {
 			t.Errorf("GET %s from a foreign Origin: %d, want 403", path, r.code)
 		}
 	}
+	// Nor does a rebound page's same-origin GET, which carries no Origin: its Host is
+	// the foreign name. A request without Host (a load balancer's HTTP/1.0 health
+	// check) is no browser's.
+	for _, path := range []string{"/metrics", "/readyz", "/healthz", "/"} {
+		for host, want := range map[string]int{"evil.example.com" + ts.URL[strings.LastIndex(ts.URL, ":"):]: 403, "evil.example.com": 403, "LocalHost": 200} {
+			req, _ := http.NewRequest(http.MethodGet, ts.URL+path, nil)
+			req.Host = host
+			resp, err := fastClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if got := resp.StatusCode; (got == 403) != (want == 403) {
+				t.Errorf("GET %s with Host %q: %d, want %s", path, host, got, map[bool]string{true: "403", false: "not 403"}[want == 403])
+			}
+		}
+	}
+	c, err := net.Dial("tcp", strings.TrimPrefix(ts.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprint(c, "GET /readyz HTTP/1.0\r\n\r\n")
+	_ = c.SetReadDeadline(time.Now().Add(3 * time.Second))
+	if line, err := bufio.NewReader(c).ReadString('\n'); err != nil || !strings.Contains(line, " 200 ") {
+		t.Errorf("HTTP/1.0 health check without Host: %q %v, want 200", line, err)
+	}
+	c.Close()
 	r := do(t, http.MethodGet, ts.URL+"/metrics", "", nil)
 	for _, want := range []string{`airlock_runs_total{language="python",status="ok"} 1`,
 		`airlock_runs_total{language="unknown",status="refused"} 1`, "airlock_run_duration_seconds_bucket",

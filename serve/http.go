@@ -72,7 +72,7 @@ func CheckBind(addr string, auth bool) error {
 }
 
 func isLoopback(host string) bool {
-	if host == "localhost" {
+	if strings.EqualFold(host, "localhost") {
 		return true
 	}
 	ip := net.ParseIP(strings.Trim(host, "[]"))
@@ -219,9 +219,16 @@ func Handler(s *server.MCPServer, base string, opt HTTPOptions) http.Handler {
 // origins refuses (403) a request from a browser page of an Origin we do not trust, on
 // every path: mcp-go checks Host but not Origin, which leaves DNS rebinding and
 // cross-site requests open, and /metrics or /readyz read from a foreign page tell it
-// about the host (build, load, the clients' activity).
+// about the host (build, load, the clients' activity). A rebound page's GET is
+// same-origin to the browser, which sends no Origin with it: only its Host tells, and
+// mcp-go checks that on its own paths alone.
 func origins(next http.Handler, opt HTTPOptions) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if rebound(r) {
+			opt.Log.Warn("host refused (DNS rebinding?)", "host", r.Host, "remote", r.RemoteAddr, "path", r.URL.Path)
+			http.Error(w, "host not allowed: a loopback server answers only loopback names", http.StatusForbidden)
+			return
+		}
 		if o := r.Header.Get("Origin"); o != "" && !originAllowed(o, r.Host, opt.AllowedOrigins) {
 			opt.Log.Warn("origin refused", "origin", o, "remote", r.RemoteAddr, "path", r.URL.Path)
 			http.Error(w, "origin not allowed", http.StatusForbidden)
@@ -229,6 +236,25 @@ func origins(next http.Handler, opt HTTPOptions) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// rebound reports a request that reached the server on a loopback address under a Host
+// that is not a loopback name: a page of another site whose name now resolves to
+// 127.0.0.1. A request without Host (HTTP/1.0, a load balancer's health check) is no
+// browser's and passes.
+func rebound(r *http.Request) bool {
+	local, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
+	if !ok || r.Host == "" {
+		return false
+	}
+	if lh, _, err := net.SplitHostPort(local.String()); err != nil || !isLoopback(lh) {
+		return false
+	}
+	host := r.Host
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	return !isLoopback(host)
 }
 
 func plain(w http.ResponseWriter, code int, msg string) {
