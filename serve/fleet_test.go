@@ -695,6 +695,44 @@ func TestModernHeaderInitializeIsASession(t *testing.T) {
 	}
 }
 
+// Each legacy SSE stream is an MCP session: past MaxSessions open streams, GET /sse is
+// refused (503, retryable) until one closes, as initialize is on Streamable HTTP.
+func TestSSEStreamCap(t *testing.T) {
+	ts := httpServer(t, fakeDeps(runnertest.Echo, 1), HTTPOptions{SSE: true, MaxBodyBytes: 1 << 20, MaxSessions: 2})
+	openStream(t, ts.URL, nil)
+	ctx, closeSecond := context.WithCancel(context.Background())
+	defer closeSecond()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, ts.URL+"/sse", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("second stream: %v %v", resp, err)
+	}
+	if r := do(t, http.MethodGet, ts.URL+"/sse", "", nil); r.code != http.StatusServiceUnavailable || r.header.Get("Retry-After") == "" {
+		t.Fatalf("a third stream with a cap of 2: %d %q, want 503 with Retry-After", r.code, r.body)
+	}
+	closeSecond()
+	resp.Body.Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, ts.URL+"/sse", nil)
+		resp, err := http.DefaultClient.Do(req)
+		code := 0
+		if err == nil {
+			code = resp.StatusCode
+			resp.Body.Close()
+		}
+		cancel()
+		if code == 200 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a stream after one closed: %d %v", code, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // An MCP session that ends tells SessionEnded who owned it, so its run_code sessions go
 // with it.
 func TestSessionEndedHook(t *testing.T) {

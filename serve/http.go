@@ -38,8 +38,9 @@ type HTTPOptions struct {
 	Stateless bool
 	// SessionIdle ends a stateful session after this long without a request (0: 30 min).
 	SessionIdle time.Duration
-	// MaxSessions bounds the live stateful sessions (0: defaultMaxSessions): without a
-	// bound, a loop of initialize requests grows the server's memory until idle expiry.
+	// MaxSessions bounds the live stateful sessions, or on SSE the open streams (0:
+	// defaultMaxSessions): without a bound, a loop of initialize requests grows the
+	// server's memory until idle expiry, and one of GET /sse until the client stops.
 	MaxSessions int
 	// SessionEnded, when set, is told of each stateful session that ended (DELETE or
 	// idle expiry; for SSE, its stream closed) and the client that owned it: its
@@ -181,6 +182,9 @@ func Handler(s *server.MCPServer, base string, opt HTTPOptions) http.Handler {
 	if opt.SSE {
 		streams := newSSEStreams()
 		streams.ended = opt.SessionEnded
+		if streams.max = opt.MaxSessions; streams.max <= 0 {
+			streams.max = defaultMaxSessions
+		}
 		sse := server.NewSSEServer(s, server.WithBaseURL(base), server.WithSessionIDGenerator(streams.newID))
 		g := guard(gate(sse, streams, opt), opt, sse, streams)
 		mux.Handle("/sse", g)

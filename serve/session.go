@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"net/http"
 	"sync"
 	"time"
@@ -175,7 +176,9 @@ func (s *sessions) count() int {
 // without this a token holder who learned another client's id (a log, a proxy) could run
 // calls in that session and put answers with ids of their choosing on its stream.
 type sseStreams struct {
+	max   int // open streams at most (HTTPOptions.MaxSessions); GET /sse beyond it gets 503
 	mu    sync.Mutex
+	open  int // GET /sse requests being served
 	owner map[string]string
 	// ended, when set, is told of each stream that closes: its MCP session ends with
 	// it (HTTPOptions.SessionEnded).
@@ -202,11 +205,23 @@ func (s *sseStreams) newID(_ context.Context, r *http.Request) (string, error) {
 	return id, nil
 }
 
-// stream serves a GET /sse and forgets its id when the stream ends.
+// stream serves a GET /sse and forgets its id when the stream ends. Each stream is an
+// MCP session, so the streams are bounded as Streamable HTTP's sessions are: without
+// it, a loop of GETs held a goroutine, a session and a connection each, without end.
 func (s *sseStreams) stream(next http.Handler, w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	if s.open >= s.max {
+		s.mu.Unlock()
+		w.Header().Set("Retry-After", "5")
+		plain(w, http.StatusServiceUnavailable, fmt.Sprintf("too many open SSE streams (%d): close unused ones, or use Streamable HTTP (/mcp) without sessions", s.max))
+		return
+	}
+	s.open++
+	s.mu.Unlock()
 	id := new(string)
 	defer func() {
 		s.mu.Lock()
+		s.open--
 		owner, ok := s.owner[*id]
 		delete(s.owner, *id)
 		s.mu.Unlock()
