@@ -102,6 +102,18 @@ func TestHTTPGuards(t *testing.T) {
 	}
 }
 
+// The listener bounds what a client can hold without sending anything: a slow request
+// head and an idle keep-alive connection (one request to /healthz needs no token).
+func TestServerBoundsIdleConnections(t *testing.T) {
+	s := newServer(http.NotFoundHandler(), context.Background(), quiet)
+	if s.ReadHeaderTimeout <= 0 || s.IdleTimeout <= 0 {
+		t.Errorf("ReadHeaderTimeout %v, IdleTimeout %v: a connection can be held without end", s.ReadHeaderTimeout, s.IdleTimeout)
+	}
+	if s.ReadTimeout != 0 || s.WriteTimeout != 0 {
+		t.Errorf("ReadTimeout %v, WriteTimeout %v: they would cut long calls and SSE streams", s.ReadTimeout, s.WriteTimeout)
+	}
+}
+
 func TestCheckBind(t *testing.T) {
 	for addr, ok := range map[string]bool{"127.0.0.1:8765": true, "localhost:1": true, "[::1]:2": true,
 		"0.0.0.0:8765": false, ":8765": false, "192.168.1.5:80": false} {
