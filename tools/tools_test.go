@@ -359,6 +359,16 @@ func TestGetConfigRedacted(t *testing.T) {
 	if r := call(t, c, "get_config", map[string]any{"x": 1}); !r.IsError {
 		t.Error("get_config accepted an argument")
 	}
+	// A fleet's tokens are in a tokens file: auth is required just the same, and the
+	// file's path is not shown.
+	d := fakeDeps(runnertest.Echo)
+	d.Config.HTTP.AuthToken, d.Config.HTTP.TokensFile = "", "/etc/airlock/secret-tokens"
+	if v := EffectiveConfig(context.Background(), d); !v.HTTP.AuthRequired {
+		t.Error("get_config says no auth is required of a server with a tokens file")
+	}
+	if b, _ := json.Marshal(call(t, startClient(t, d), "get_config", nil)); strings.Contains(string(b), "secret-tokens") {
+		t.Errorf("get_config shows the tokens file: %s", b)
+	}
 }
 
 func TestProbeSandbox(t *testing.T) {
