@@ -21,6 +21,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/airlock-mcp/airlock/config"
+	"github.com/airlock-mcp/airlock/policy"
 	"github.com/airlock-mcp/airlock/probe"
 	"github.com/airlock-mcp/airlock/probe/probetest"
 	"github.com/airlock-mcp/airlock/runner"
@@ -337,6 +338,25 @@ func TestRunCodeSandboxUnavailable(t *testing.T) {
 	r := call(t, c, "run_code", map[string]any{"code": "1"})
 	if !r.IsError || !strings.Contains(text(r), "sandbox unavailable") || !strings.Contains(text(r), "user namespaces") {
 		t.Errorf("isError=%t %q", r.IsError, text(r))
+	}
+	conforms(t, r)
+}
+
+// A refusal quoting what the call sent shows it sanitized, in the text as in the detail:
+// a language name carrying a clipboard write (OSC 52) or a BiDi override drives no
+// terminal and hides nothing.
+func TestRefusalSanitizesWhatItQuotes(t *testing.T) {
+	d := fakeDeps(runnertest.Echo)
+	d.Runner.Environments = policy.NewEnvironments(policy.Environment{Name: "data", Language: "python", Usable: true})
+	c := startClient(t, d)
+	r := call(t, c, "run_code", map[string]any{"code": "1", "environment": "data", "language": "ruby\x1b]52;c;cm0gLXJmIC8=\x07\u202egnp.exe"})
+	if !r.IsError || !strings.Contains(text(r), "environment data is python, not ruby") {
+		t.Fatalf("isError=%t %q", r.IsError, text(r))
+	}
+	for _, bad := range []string{"\x1b", "\a", "\u202e"} {
+		if strings.Contains(text(r), bad) {
+			t.Errorf("the refusal's text holds %q: %q", bad, text(r))
+		}
 	}
 	conforms(t, r)
 }
