@@ -391,7 +391,11 @@ type envelope struct {
 	Method string          `json:"method"`
 	Params struct {
 		Meta *mcp.Meta `json:"_meta"`
+		// RequestID is the request a notifications/cancelled names.
+		RequestID json.RawMessage `json:"requestId"`
 	} `json:"params"`
+	// partial: the body is JSON but did not decode whole (see message).
+	partial bool
 }
 
 // message decodes what calls and gate need of the request's JSON-RPC message (the guard
@@ -405,6 +409,7 @@ func message(r *http.Request) envelope {
 	var msg envelope
 	if b, ok := r.Body.(body); ok && json.Unmarshal(b.raw, &msg) != nil {
 		msg.Params.Meta = nil
+		msg.partial = json.Valid(b.raw)
 	}
 	return msg
 }
@@ -443,8 +448,10 @@ func gate(next http.Handler, streams *sseStreams, opt HTTPOptions) http.Handler 
 }
 
 // calls applies admit and the sessions to the Streamable HTTP transport. A message on
-// the 2026-07-28 protocol has no session (SEP-2567) and is left to mcp-go.
+// the 2026-07-28 protocol has no session (SEP-2567) and is left to mcp-go, as is every
+// message of a stateless server, but for their cancellations (see ownCalls).
 func calls(next http.Handler, sess *sessions, opt HTTPOptions) http.Handler {
+	own := newOwnCalls()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		msg := message(r)
 		modern := mcp.IsModernProtocol(r.Header.Get(mcp.HeaderProtocolVersion)) || mcp.IsModernProtocol(msg.Params.Meta.ProtocolVersion())
@@ -456,12 +463,12 @@ func calls(next http.Handler, sess *sessions, opt HTTPOptions) http.Handler {
 		defer leave()
 		switch {
 		case modern:
-			next.ServeHTTP(w, r)
+			own.serve(w, r, next, msg)
 		case sess == nil && (r.Method == http.MethodGet || r.Method == http.MethodDelete):
 			w.Header().Set("Allow", "POST")
 			http.Error(w, "this server is stateless: it has no sessions and no server-to-client stream; POST each request", http.StatusMethodNotAllowed)
 		case sess == nil:
-			next.ServeHTTP(w, r)
+			own.serve(w, r, next, msg)
 		case r.Method == http.MethodPost && msg.Method == string(mcp.MethodInitialize) && sess.count() >= sess.max:
 			w.Header().Set("Retry-After", "5")
 			rpcError(w, http.StatusServiceUnavailable, msg.ID, fmt.Sprintf(
