@@ -3,7 +3,6 @@ package serve
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"net/http"
 	"sync"
 
@@ -33,9 +32,7 @@ func newOwnCalls() *ownCalls { return &ownCalls{live: map[callKey]map[uint64]con
 
 // serve passes a message to next, a request under a context its own client's
 // cancellation ends; a notifications/cancelled is answered here (202) and never reaches
-// mcp-go. A message that is JSON but does not decode as one (a method that is not a
-// string, two params of which one is not an object) is refused: mcp-go would read it
-// otherwise than this did, perhaps as a cancellation.
+// mcp-go.
 func (o *ownCalls) serve(w http.ResponseWriter, r *http.Request, next http.Handler, msg envelope) {
 	if r.Method != http.MethodPost {
 		next.ServeHTTP(w, r)
@@ -43,11 +40,6 @@ func (o *ownCalls) serve(w http.ResponseWriter, r *http.Request, next http.Handl
 	}
 	who := runner.PrincipalFrom(r.Context())
 	switch {
-	case msg.partial:
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusBadRequest)
-		_ = json.NewEncoder(w).Encode(errorResponse(msg.ID, mcp.INVALID_REQUEST,
-			"malformed JSON-RPC message: a member has the wrong type (method a string, params and _meta objects)"))
 	case msg.Method == string(mcp.MethodNotificationCancelled):
 		o.cancel(callKey{who, string(bytes.TrimSpace(msg.Params.RequestID))})
 		w.WriteHeader(http.StatusAccepted)

@@ -193,10 +193,11 @@ func TestSessionBelongsToItsClient(t *testing.T) {
 		t.Error("bob ran code in alice's session")
 	}
 	// A body that decodes only in part keeps mcp-go on the handshake era (its _meta is
-	// not looked at), so it runs in the header's session like any other call.
+	// not looked at): it would run in the header's session, and is refused (400) or
+	// taken as what it is, a message in a session bob does not have (404).
 	halfModern := `{"jsonrpc":"2.0","id":2,"method":"tools/list","params":5,"params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`
-	if r := do(t, http.MethodPost, url, halfModern, bob); r.code != 404 {
-		t.Errorf("bob's message in alice's session, 2026-07-28 only in a second params: %d %s, want 404", r.code, r.body)
+	if r := do(t, http.MethodPost, url, halfModern, bob); r.code != 400 && r.code != 404 {
+		t.Errorf("bob's message in alice's session, 2026-07-28 only in a second params: %d %s, want 400 or 404", r.code, r.body)
 	}
 	if r := do(t, http.MethodGet, url, "", bob); r.code != 404 {
 		t.Errorf("bob's GET stream of alice's session: %d, want 404", r.code)
@@ -731,6 +732,23 @@ func TestSSEStreamCap(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// A message that is JSON but whose members do not all have their types is refused
+// before mcp-go reads it its own way: an initialize with a _meta that is not an object,
+// sent within a session, was no initialize to the cap and the claim, and mcp-go issued
+// a session for each, unowned and past the cap, until no client could initialize.
+func TestPartlyDecodedMessageRefused(t *testing.T) {
+	ts := httpServer(t, fakeDeps(runnertest.Echo, 1), HTTPOptions{MaxBodyBytes: 1 << 20, MaxSessions: 2})
+	url := ts.URL + "/mcp"
+	sid := map[string]string{"Mcp-Session-Id": initSession(t, url, nil)}
+	odd := `{"jsonrpc":"2.0","params":{"_meta":5,"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}},"id":1,"method":"initialize"}`
+	for range 3 {
+		if r := do(t, http.MethodPost, url, odd, sid); r.code != http.StatusBadRequest || r.header.Get("Mcp-Session-Id") != "" {
+			t.Fatalf("initialize with a _meta of the wrong type: %d %q session %q, want 400 and none", r.code, r.body, r.header.Get("Mcp-Session-Id"))
+		}
+	}
+	initSession(t, url, nil)
 }
 
 // An MCP session that ends tells SessionEnded who owned it, so its run_code sessions go

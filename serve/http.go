@@ -401,10 +401,11 @@ type envelope struct {
 // message decodes what calls and gate need of the request's JSON-RPC message (the guard
 // has read the body whole); a body that does not decode is mcp-go's to answer.
 //
-// A body that decodes only in part (a member of the wrong type, such as the first of two
-// "params") keeps no _meta: mcp-go takes the era from the body only when it decodes
-// whole, so such a message with a 2026-07-28 _meta is served in the Mcp-Session-Id's
-// session, and calls must check that session's owner as for any handshake-era message.
+// A body that is JSON but decodes only in part (a member of the wrong type, such as a
+// _meta that is not an object, or the first of two "params") is marked partial, and calls
+// refuses it: mcp-go reads each part of a message on its own, so it may see a method, a
+// 2026-07-28 _meta or a cancellation where this decoder stopped. It keeps no _meta
+// either, for gate: mcp-go takes the era from the body only when it decodes whole.
 func message(r *http.Request) envelope {
 	var msg envelope
 	if b, ok := r.Body.(body); ok && json.Unmarshal(b.raw, &msg) != nil {
@@ -454,6 +455,15 @@ func calls(next http.Handler, sess *sessions, opt HTTPOptions) http.Handler {
 	own := newOwnCalls()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		msg := message(r)
+		if msg.partial {
+			// mcp-go reads such a message otherwise than message did: as an initialize
+			// past the cap and the claim, or a cancellation of another client's call.
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusBadRequest)
+			_ = json.NewEncoder(w).Encode(errorResponse(msg.ID, mcp.INVALID_REQUEST,
+				"malformed JSON-RPC message: a member has the wrong type (method must be a string, params and _meta objects)"))
+			return
+		}
 		modern := mcp.IsModernProtocol(r.Header.Get(mcp.HeaderProtocolVersion)) || mcp.IsModernProtocol(msg.Params.Meta.ProtocolVersion())
 		id := r.Header.Get(server.HeaderKeySessionID)
 		leave, ok := admit(w, r, msg, opt.State)
