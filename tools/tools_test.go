@@ -407,6 +407,49 @@ func TestProbeSandbox(t *testing.T) {
 	}
 }
 
+// blockingProber runs until its context ends, like a probe suite in progress.
+type blockingProber struct{ started chan struct{} }
+
+func (p blockingProber) Run(ctx context.Context, _ probe.Filter) (probe.Report, error) {
+	p.started <- struct{}{}
+	<-ctx.Done()
+	return probe.Report{}, ctx.Err()
+}
+func (p blockingProber) Quick(ctx context.Context) (probe.Report, error) {
+	return p.Run(ctx, probe.Filter{})
+}
+
+// probe_sandbox starts sandboxes too: it is one of the client's calls in flight, so a
+// client at http.client_max_parallel cannot take more of the server's slots with it.
+func TestProbeSandboxCountsAgainstTheClient(t *testing.T) {
+	d := fakeDeps(runnertest.Echo)
+	d.Runner.PerClient = runner.NewClientLimit(1)
+	p := blockingProber{started: make(chan struct{}, 2)}
+	d.Prober = p
+	h := ProbeSandbox(d).Handler
+	ctx, cancel := context.WithCancel(runner.WithPrincipal(context.Background(), "alice"))
+	first := make(chan struct{})
+	go func() { defer close(first); _, _ = h(ctx, mcp.CallToolRequest{}) }()
+	<-p.started
+	// Without the limit the second call would run (and block): it gets a moment only.
+	second, stopSecond := context.WithTimeout(ctx, 2*time.Second)
+	r, err := h(second, mcp.CallToolRequest{})
+	stopSecond()
+	if err != nil || !r.IsError || !strings.Contains(text(r), "busy") {
+		t.Errorf("alice's second probe_sandbox at her limit of 1: %v %+v, want a busy error", err, r)
+	}
+	bob, stop := context.WithCancel(runner.WithPrincipal(context.Background(), "bob"))
+	go func() { _, _ = h(bob, mcp.CallToolRequest{}) }()
+	select {
+	case <-p.started:
+	case <-time.After(5 * time.Second):
+		t.Error("bob's probe_sandbox did not start beside alice's")
+	}
+	stop()
+	cancel()
+	<-first
+}
+
 // The status line never says "in 0 ms": a pooled program can finish within a millisecond.
 func TestRenderRunSubMillisecond(t *testing.T) {
 	for wall, want := range map[int64]string{0: "status: ok (exit 0) in <1 ms\n", 12: "status: ok (exit 0) in 12 ms\n"} {
