@@ -115,7 +115,12 @@ func (r *Runner) openSession(ctx context.Context, backend sandbox.Sessions, call
 	// The sandbox's own id (its cgroup's name, the logs') is not the session's: the
 	// session id is the client's capability and stays out of the host's view.
 	spec.ID = "session-" + newID()
-	return r.Sessions.Open(call.Owner, lang.Name, meta, func(string) (sandbox.Session, error) {
+	// The caps count a token's sessions together, whichever MCP session started them.
+	client := call.Owner
+	if call.Principal != "" {
+		client = "token:" + call.Principal
+	}
+	return r.Sessions.OpenFor(call.Owner, client, lang.Name, meta, func(string) (sandbox.Session, error) {
 		s, err := backend.OpenSession(ctx, spec)
 		if err != nil {
 			return nil, fmt.Errorf("sandbox: %w", err)

@@ -817,6 +817,30 @@ func TestStatelessClientCannotClaimStdio(t *testing.T) {
 	}
 }
 
+// A token's run_code sessions count against one max_per_client, whichever of its MCP
+// sessions started them: a new MCP session (an initialize away) is no new client.
+func TestSessionCapIsTheTokens(t *testing.T) {
+	d := fakeDeps(runnertest.Echo, 1)
+	d.Runner.Sandbox = openSessions{d.Runner.Sandbox.(*runnertest.Sandbox)}
+	d.Runner.Sessions = runsession.New(runsession.Limits{IdleTTL: time.Minute, MaxLifetime: time.Hour, MaxPerClient: 1, MaxTotal: 16}, quiet)
+	t.Cleanup(d.Runner.Sessions.Close)
+	ts := httpServer(t, d, HTTPOptions{MaxBodyBytes: 1 << 20, Clients: aliceAndBob(t)})
+	url := ts.URL + "/mcp"
+	body := strings.Replace(callBody, `"code":"CODE"`, `"code":"x = 1","session":"new"`, 1)
+	for i, want := range []string{"session_id", "max_per_client"} {
+		alice := map[string]string{"Authorization": "Bearer aaaaaaaaaaaaaaaaaaaa"}
+		alice["Mcp-Session-Id"] = initSession(t, url, alice)
+		if r := do(t, http.MethodPost, url, body, alice); !strings.Contains(r.body, want) {
+			t.Errorf("alice's session from her MCP session %d: %d %s, want %q", i+1, r.code, r.body, want)
+		}
+	}
+	bob := map[string]string{"Authorization": "Bearer bbbbbbbbbbbbbbbbbbbb"}
+	bob["Mcp-Session-Id"] = initSession(t, url, bob)
+	if r := do(t, http.MethodPost, url, body, bob); !strings.Contains(r.body, "session_id") {
+		t.Errorf("bob's session beside alice's: %d %s", r.code, r.body)
+	}
+}
+
 // aliceAndBob are two clients from a tokens file: alice (token a×20) and bob (b×20).
 func aliceAndBob(t *testing.T) *Clients {
 	t.Helper()
