@@ -696,6 +696,28 @@ func TestModernHeaderInitializeIsASession(t *testing.T) {
 	}
 }
 
+// With client tokens, one client's initialize loop (or GET /sse loop) fills only its
+// share of the cap: the other clients still open sessions.
+func TestSessionShareOfAClient(t *testing.T) {
+	alice := map[string]string{"Authorization": "Bearer aaaaaaaaaaaaaaaaaaaa"}
+	bob := map[string]string{"Authorization": "Bearer bbbbbbbbbbbbbbbbbbbb"}
+	ts := httpServer(t, fakeDeps(runnertest.Echo, 1), HTTPOptions{MaxBodyBytes: 1 << 20, MaxSessions: 8, MaxSessionsPerClient: 2, Clients: aliceAndBob(t)})
+	url := ts.URL + "/mcp"
+	initSession(t, url, alice)
+	initSession(t, url, alice)
+	if r := do(t, http.MethodPost, url, initBody, alice); r.code != http.StatusServiceUnavailable || !strings.Contains(r.body, "alice") {
+		t.Errorf("alice's third initialize with a share of 2: %d %q, want 503 naming her", r.code, r.body)
+	}
+	initSession(t, url, bob)
+
+	sse := httpServer(t, fakeDeps(runnertest.Echo, 1), HTTPOptions{SSE: true, MaxBodyBytes: 1 << 20, MaxSessions: 8, MaxSessionsPerClient: 1, Clients: aliceAndBob(t)})
+	openStream(t, sse.URL, alice)
+	if r := do(t, http.MethodGet, sse.URL+"/sse", "", alice); r.code != http.StatusServiceUnavailable {
+		t.Errorf("alice's second SSE stream with a share of 1: %d %q, want 503", r.code, r.body)
+	}
+	openStream(t, sse.URL, bob)
+}
+
 // Each legacy SSE stream is an MCP session: past MaxSessions open streams, GET /sse is
 // refused (503, retryable) until one closes, as initialize is on Streamable HTTP.
 func TestSSEStreamCap(t *testing.T) {

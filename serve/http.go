@@ -42,6 +42,10 @@ type HTTPOptions struct {
 	// defaultMaxSessions): without a bound, a loop of initialize requests grows the
 	// server's memory until idle expiry, and one of GET /sse until the client stops.
 	MaxSessions int
+	// MaxSessionsPerClient bounds, with client tokens, one token's share of them (0:
+	// defaultMaxSessionsPerClient, at most MaxSessions): else one client's initialize
+	// loop filled the cap and every other client was refused until idle expiry.
+	MaxSessionsPerClient int
 	// SessionEnded, when set, is told of each stateful session that ended (DELETE or
 	// idle expiry; for SSE, its stream closed) and the client that owned it: its
 	// run_code sessions go with it.
@@ -58,6 +62,19 @@ const defaultSessionIdle = 30 * time.Minute
 // defaultMaxSessions is far above what one server's sandboxes can serve at once (each
 // session costs a few KiB idle), and far below what an initialize loop would reach.
 const defaultMaxSessions = 4096
+
+// defaultMaxSessionsPerClient is far above the few sessions one agent keeps open, and a
+// sixteenth of defaultMaxSessions.
+const defaultMaxSessionsPerClient = 256
+
+// perClient is the per-token share of max sessions that opt asks for.
+func perClient(opt HTTPOptions, max int) int {
+	n := opt.MaxSessionsPerClient
+	if n <= 0 {
+		n = defaultMaxSessionsPerClient
+	}
+	return min(n, max)
+}
 
 // CheckBind refuses to expose the server beyond loopback without authentication:
 // anyone who can reach it could run code.
@@ -185,6 +202,7 @@ func Handler(s *server.MCPServer, base string, opt HTTPOptions) http.Handler {
 		if streams.max = opt.MaxSessions; streams.max <= 0 {
 			streams.max = defaultMaxSessions
 		}
+		streams.maxEach = perClient(opt, streams.max)
 		sse := server.NewSSEServer(s, server.WithBaseURL(base), server.WithSessionIDGenerator(streams.newID))
 		g := guard(gate(sse, streams, opt), opt, sse, streams)
 		mux.Handle("/sse", g)
@@ -204,6 +222,7 @@ func Handler(s *server.MCPServer, base string, opt HTTPOptions) http.Handler {
 			if sess.max = opt.MaxSessions; sess.max <= 0 {
 				sess.max = defaultMaxSessions
 			}
+			sess.maxEach = perClient(opt, sess.max)
 			mode = []server.StreamableHTTPOption{server.WithSessionIdManager(sess), server.WithSessionIdleTTL(idle)}
 		}
 		h := server.NewStreamableHTTPServer(s, append(mode, server.WithEndpointPath("/mcp"),
@@ -479,10 +498,10 @@ func calls(next http.Handler, sess *sessions, opt HTTPOptions) http.Handler {
 			http.Error(w, "this server is stateless: it has no sessions and no server-to-client stream; POST each request", http.StatusMethodNotAllowed)
 		case sess == nil:
 			own.serve(w, r, next, msg)
-		case r.Method == http.MethodPost && msg.Method == string(mcp.MethodInitialize) && sess.count() >= sess.max:
+		case r.Method == http.MethodPost && msg.Method == string(mcp.MethodInitialize) && sess.full(runner.PrincipalFrom(r.Context())) != "":
 			w.Header().Set("Retry-After", "5")
-			rpcError(w, http.StatusServiceUnavailable, msg.ID, fmt.Sprintf(
-				"too many open MCP sessions (%d): end unused ones with DELETE, wait for idle ones to expire, or use a stateless server", sess.max))
+			rpcError(w, http.StatusServiceUnavailable, msg.ID, sess.full(runner.PrincipalFrom(r.Context()))+
+				": end unused ones with DELETE, wait for idle ones to expire, or use a stateless server")
 		case r.Method == http.MethodPost && msg.Method == string(mcp.MethodInitialize):
 			next.ServeHTTP(&claimer{ResponseWriter: w, sess: sess, who: runner.PrincipalFrom(r.Context())}, r)
 		case r.Method != http.MethodPost && r.Method != http.MethodGet && r.Method != http.MethodDelete:
