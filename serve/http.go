@@ -55,6 +55,35 @@ type HTTPOptions struct {
 	// Metrics serves GET /metrics; nil answers 404 there.
 	Metrics http.Handler
 	Log     *slog.Logger
+
+	refused *refusalLog
+}
+
+// refusalLog logs refused requests (no token, a foreign Origin or Host) at most once a
+// second, with the count of those refused since without a line: a refusal costs its
+// client nothing, and one line each let an unauthenticated flood fill the log's disk.
+type refusalLog struct {
+	log   *slog.Logger
+	mu    sync.Mutex
+	next  time.Time
+	quiet int
+}
+
+func (l *refusalLog) warn(msg string, args ...any) {
+	l.mu.Lock()
+	now := time.Now()
+	if now.Before(l.next) {
+		l.quiet++
+		l.mu.Unlock()
+		return
+	}
+	n := l.quiet
+	l.quiet, l.next = 0, now.Add(time.Second)
+	l.mu.Unlock()
+	if n > 0 {
+		args = append(args, "refused_unlogged", n)
+	}
+	l.log.Warn(msg, args...)
 }
 
 const defaultSessionIdle = 30 * time.Minute
@@ -171,6 +200,7 @@ func Handler(s *server.MCPServer, base string, opt HTTPOptions) http.Handler {
 		opt.Log = slog.Default()
 	}
 	opt.Log = opt.Log.With("component", "http")
+	opt.refused = &refusalLog{log: opt.Log}
 	if opt.Clients == nil {
 		var err error
 		if opt.Clients, err = NewClients(opt.AuthToken, ""); err != nil {
@@ -248,12 +278,12 @@ func Handler(s *server.MCPServer, base string, opt HTTPOptions) http.Handler {
 func origins(next http.Handler, opt HTTPOptions) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if rebound(r) {
-			opt.Log.Warn("host refused (DNS rebinding?)", "host", r.Host, "remote", r.RemoteAddr, "path", r.URL.Path)
+			opt.refused.warn("host refused (DNS rebinding?)", "host", r.Host, "remote", r.RemoteAddr, "path", r.URL.Path)
 			http.Error(w, "host not allowed: a loopback server answers only loopback names", http.StatusForbidden)
 			return
 		}
 		if o := r.Header.Get("Origin"); o != "" && !originAllowed(o, r.Host, opt.AllowedOrigins) {
-			opt.Log.Warn("origin refused", "origin", o, "remote", r.RemoteAddr, "path", r.URL.Path)
+			opt.refused.warn("origin refused", "origin", o, "remote", r.RemoteAddr, "path", r.URL.Path)
 			http.Error(w, "origin not allowed", http.StatusForbidden)
 			return
 		}
@@ -360,12 +390,11 @@ func (body) Close() error { return nil }
 // request's context, for the logs, the audit log and the per-client limit. sse, when
 // set, is where an oversized request's error is delivered (see tooLarge).
 func guard(next http.Handler, opt HTTPOptions, sse *server.SSEServer, streams *sseStreams) http.Handler {
-	log := opt.Log
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if opt.Clients.Enabled() {
 			name, ok := opt.Clients.Authenticate(r.Header.Get("Authorization"))
 			if !ok {
-				log.Warn("unauthorized", "remote", r.RemoteAddr)
+				opt.refused.warn("unauthorized", "remote", r.RemoteAddr)
 				w.Header().Set("WWW-Authenticate", `Bearer realm="airlock"`)
 				http.Error(w, "missing or invalid bearer token", http.StatusUnauthorized)
 				return

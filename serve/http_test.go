@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -113,6 +114,36 @@ func TestServerBoundsIdleConnections(t *testing.T) {
 		t.Errorf("ReadTimeout %v, WriteTimeout %v: they would cut long calls and SSE streams", s.ReadTimeout, s.WriteTimeout)
 	}
 }
+
+// Refused requests cost their client nothing, so they are not logged one line each: a
+// flood of requests without a token writes a line a second, counting the rest.
+func TestRefusalsLogAtMostOnceASecond(t *testing.T) {
+	var lines atomic.Int64
+	h := Handler(New(fakeDeps(runnertest.Echo, 1)), "http://127.0.0.1:1",
+		HTTPOptions{AuthToken: "s3cret-s3cret-s3cret", Log: slog.New(countHandler{&lines})})
+	start := time.Now()
+	for range 50 {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "http://127.0.0.1:1/mcp", strings.NewReader(initBody)))
+		if rec.Code != http.StatusUnauthorized {
+			t.Fatalf("without a token: %d", rec.Code)
+		}
+	}
+	if n, most := lines.Load(), 1+int64(time.Since(start)/time.Second); n < 1 || n > most {
+		t.Errorf("50 refused requests in %v wrote %d log lines, want 1 to %d", time.Since(start), n, most)
+	}
+}
+
+// countHandler counts the records logged through it.
+type countHandler struct{ n *atomic.Int64 }
+
+func (countHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (c countHandler) Handle(context.Context, slog.Record) error {
+	c.n.Add(1)
+	return nil
+}
+func (c countHandler) WithAttrs([]slog.Attr) slog.Handler { return c }
+func (c countHandler) WithGroup(string) slog.Handler      { return c }
 
 func TestCheckBind(t *testing.T) {
 	for addr, ok := range map[string]bool{"127.0.0.1:8765": true, "localhost:1": true, "[::1]:2": true,
