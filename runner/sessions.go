@@ -136,7 +136,7 @@ func (r *Runner) sessionCallValid(call Call, lang policy.Language, env string) e
 	}
 	if call.Language != "" {
 		if canon, _ := policy.Canonical(call.Language); canon != lang.Name {
-			return fmt.Errorf("%w: session %s runs %s, not %s; omit language or start another session", policy.ErrInvalidRequest, call.Session, lang.Name, call.Language)
+			return fmt.Errorf("%w: session %s runs %s, not %s; omit language or start another session", policy.ErrInvalidRequest, call.Session, lang.Name, clip(call.Language))
 		}
 	}
 	if len(call.Stdin) > 0 && !policy.SessionStdin(lang.Name) {
