@@ -186,11 +186,18 @@ func (p Imports) Denied(res sandbox.Result) (Violation, bool) {
 	if err := json.Unmarshal(line, &v); err != nil {
 		return Violation{}, false
 	}
-	if (v.How != "static" && v.How != "runtime") || v.Line < 0 || !p.denies(v.Module) {
+	// The line is on the program's stderr, and so is the program's to write (even the
+	// guard's own report names what the program asked for): only a module name, short
+	// and dotted, is taken, so the audit log's violation field never carries output.
+	if (v.How != "static" && v.How != "runtime") || v.Line < 0 || len(v.Module) > maxModuleName ||
+		!dottedName(v.Module) || !p.denies(v.Module) {
 		return Violation{}, false
 	}
 	return v, true
 }
+
+// maxModuleName bounds a reported module name: real dotted names are far shorter.
+const maxModuleName = 256
 
 func (p Imports) denies(module string) bool {
 	for _, d := range slices.Concat(p.DenyImport, p.DenyFrom) {

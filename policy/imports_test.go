@@ -249,6 +249,10 @@ func TestDenied(t *testing.T) {
 		{"bad how", p, res(DeniedExitCode, "\nairlock-policy-denied {\"module\":\"os\",\"line\":1,\"how\":\"x\"}\n"), false},
 		{"bad json", p, res(DeniedExitCode, "\nairlock-policy-denied {\"module\":\n"), false},
 		{"empty policy", Imports{}, res(DeniedExitCode, report), false},
+		// The program can write the line itself: what it names must be a module name.
+		{"module with escapes", p, res(DeniedExitCode, "\nairlock-policy-denied {\"module\":\"os.\\u001b]52;c;eA==\\u0007\",\"line\":3,\"how\":\"static\"}\n"), false},
+		{"module with spaces", p, res(DeniedExitCode, "\nairlock-policy-denied {\"module\":\"os.the secret is 42\",\"line\":3,\"how\":\"static\"}\n"), false},
+		{"module too long", p, res(DeniedExitCode, "\nairlock-policy-denied {\"module\":\"os."+strings.Repeat("a", 300)+"\",\"line\":3,\"how\":\"static\"}\n"), false},
 	}
 	for _, tt := range tests {
 		v, ok := tt.p.Denied(tt.res)

@@ -122,6 +122,15 @@ type Runner struct {
 
 const maxArgs = 64
 
+// clip bounds what a call named that matched nothing (a language, a session id) where
+// the log, the audit line or an error repeats it: each took up to the request's 16 MiB.
+func clip(s string) string {
+	if len(s) > 64 {
+		s = s[:64] + "…"
+	}
+	return strings.ToValidUTF8(s, "?")
+}
+
 // Run validates the call, runs it once in a fresh sandbox and logs one summary line.
 // A non-nil error means nothing ran: a rejected request (wrapping a policy error), no
 // free slot (ErrBusy), cancellation while waiting, or a sandbox failure.
@@ -129,7 +138,7 @@ func (r *Runner) Run(ctx context.Context, call Call) (Outcome, error) {
 	start := time.Now()
 	out := Outcome{ID: newID(), Degraded: r.Degraded}
 	sum := sha256.Sum256(call.Code)
-	log := r.logger().With("id", out.ID, "language", call.Language,
+	log := r.logger().With("id", out.ID, "language", clip(call.Language),
 		"code_sha256", hex.EncodeToString(sum[:]), "code_bytes", len(call.Code))
 
 	out, err := r.run(ctx, call, out)
@@ -176,7 +185,7 @@ func (r *Runner) Run(ctx context.Context, call Call) (Outcome, error) {
 func (r *Runner) record(ctx context.Context, start time.Time, call Call, sum string, out Outcome, err error) AuditRecord {
 	res := out.Result
 	rec := AuditRecord{Time: start.UTC(), ID: out.ID, Transport: call.Transport, Client: call.Client, Principal: call.Principal,
-		Language: call.Language, CodeSHA256: sum, CodeBytes: len(call.Code),
+		Language: clip(call.Language), CodeSHA256: sum, CodeBytes: len(call.Code),
 		Status: string(res.Status), ExitCode: res.ExitCode, WallMs: res.Wall.Milliseconds(), CPUMs: res.CPU.Milliseconds(),
 		PeakMemory: res.PeakMemory, DurationMs: time.Since(start).Milliseconds(), Environment: out.Environment}
 	if out.Language.Name != "" {
@@ -190,7 +199,7 @@ func (r *Runner) record(ctx context.Context, start time.Time, call Call, sum str
 	rec.Egress = res.Network
 	rec.Session, rec.SessionRestarted = out.Session, out.SessionRestarted
 	if rec.Session == "" && call.Session != "" {
-		rec.Session = call.Session
+		rec.Session = clip(call.Session)
 	}
 	if err != nil {
 		// The audit log tells the server's failures from every call that did not run
@@ -294,7 +303,7 @@ func (r *Runner) lookup(call Call) (policy.Language, *policy.Environment, error)
 		}
 		if canon, _ := policy.Canonical(name); name != "" && canon != e.Language {
 			return policy.Language{}, nil, fmt.Errorf("%w: environment %s is %s, not %s; omit language or pick another environment",
-				policy.ErrInvalidRequest, e.Name, e.Language, name)
+				policy.ErrInvalidRequest, e.Name, e.Language, clip(name))
 		}
 		env, name = &e, e.Language
 	}

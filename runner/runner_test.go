@@ -149,6 +149,35 @@ func TestSandboxErrorIsWrapped(t *testing.T) {
 	}
 }
 
+// A language or session the call names is the client's text, as long as its request: it
+// is repeated clipped in the log line and the audit line.
+func TestRunClipsWhatTheCallNamed(t *testing.T) {
+	path := t.TempDir() + "/audit.jsonl"
+	a, err := OpenAudit(path, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	var logs bytes.Buffer
+	r, _ := newRunner(runnertest.Echo, &logs)
+	r.Audit = a
+	long := strings.Repeat("x", 1<<20)
+	if _, err := r.Run(context.Background(), Call{Language: long, Code: []byte("1")}); err == nil {
+		t.Fatal("a language nobody has ran")
+	}
+	if _, err := r.Run(context.Background(), Call{Language: "python", Session: long, Code: []byte("1")}); err == nil {
+		t.Fatal("a session nobody has ran")
+	}
+	rec, _ := os.ReadFile(path)
+	for name, b := range map[string][]byte{"log": logs.Bytes(), "audit": rec} {
+		for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+			if len(line) > 4096 {
+				t.Errorf("a %s line of %d bytes: %.120s...", name, len(line), line)
+			}
+		}
+	}
+}
+
 func TestAuditLogAndRotation(t *testing.T) {
 	path := t.TempDir() + "/audit.jsonl"
 	a, err := OpenAudit(path, 1200)

@@ -115,7 +115,12 @@ func (r *Runner) openSession(ctx context.Context, backend sandbox.Sessions, call
 	// The sandbox's own id (its cgroup's name, the logs') is not the session's: the
 	// session id is the client's capability and stays out of the host's view.
 	spec.ID = "session-" + newID()
-	return r.Sessions.Open(call.Owner, lang.Name, meta, func(string) (sandbox.Session, error) {
+	// The caps count a token's sessions together, whichever MCP session started them.
+	client := call.Owner
+	if call.Principal != "" {
+		client = "token:" + call.Principal
+	}
+	return r.Sessions.OpenFor(call.Owner, client, lang.Name, meta, func(string) (sandbox.Session, error) {
 		s, err := backend.OpenSession(ctx, spec)
 		if err != nil {
 			return nil, fmt.Errorf("sandbox: %w", err)
@@ -131,7 +136,7 @@ func (r *Runner) sessionCallValid(call Call, lang policy.Language, env string) e
 	}
 	if call.Language != "" {
 		if canon, _ := policy.Canonical(call.Language); canon != lang.Name {
-			return fmt.Errorf("%w: session %s runs %s, not %s; omit language or start another session", policy.ErrInvalidRequest, call.Session, lang.Name, call.Language)
+			return fmt.Errorf("%w: session %s runs %s, not %s; omit language or start another session", policy.ErrInvalidRequest, call.Session, lang.Name, clip(call.Language))
 		}
 	}
 	if len(call.Stdin) > 0 && !policy.SessionStdin(lang.Name) {

@@ -192,6 +192,13 @@ func TestSessionBelongsToItsClient(t *testing.T) {
 	if got := d.Runner.Sandbox.(*runnertest.Sandbox).Runs.Load(); got != runs {
 		t.Error("bob ran code in alice's session")
 	}
+	// A body that decodes only in part keeps mcp-go on the handshake era (its _meta is
+	// not looked at): it would run in the header's session, and is refused (400) or
+	// taken as what it is, a message in a session bob does not have (404).
+	halfModern := `{"jsonrpc":"2.0","id":2,"method":"tools/list","params":5,"params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`
+	if r := do(t, http.MethodPost, url, halfModern, bob); r.code != 400 && r.code != 404 {
+		t.Errorf("bob's message in alice's session, 2026-07-28 only in a second params: %d %s, want 400 or 404", r.code, r.body)
+	}
 	if r := do(t, http.MethodGet, url, "", bob); r.code != 404 {
 		t.Errorf("bob's GET stream of alice's session: %d, want 404", r.code)
 	}
@@ -250,13 +257,40 @@ func TestOperationalEndpoints(t *testing.T) {
 	if r := do(t, http.MethodPost, ts.URL+"/mcp", strings.Replace(call("x"), `"code":"x"`, `"code":"x","language":"nope"`, 1), auth); r.code != 200 {
 		t.Fatalf("refused call: %d %s", r.code, r.body)
 	}
-	// A foreign page reads none of them (the server sends no CORS headers, but a DNS
-	// rebinding page is same-origin to the browser and sends its Origin on a fetch).
+	// A foreign page reads none of them: a cross-site fetch carries its Origin (the
+	// server sends no CORS headers, but a POST is sent before the browser reads them).
 	for _, path := range []string{"/metrics", "/readyz", "/healthz", "/"} {
 		if r := do(t, http.MethodGet, ts.URL+path, "", map[string]string{"Origin": "http://evil.example.com"}); r.code != 403 {
 			t.Errorf("GET %s from a foreign Origin: %d, want 403", path, r.code)
 		}
 	}
+	// Nor does a rebound page's same-origin GET, which carries no Origin: its Host is
+	// the foreign name. A request without Host (a load balancer's HTTP/1.0 health
+	// check) is no browser's.
+	for _, path := range []string{"/metrics", "/readyz", "/healthz", "/"} {
+		for host, want := range map[string]int{"evil.example.com" + ts.URL[strings.LastIndex(ts.URL, ":"):]: 403, "evil.example.com": 403, "LocalHost": 200} {
+			req, _ := http.NewRequest(http.MethodGet, ts.URL+path, nil)
+			req.Host = host
+			resp, err := fastClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if got := resp.StatusCode; (got == 403) != (want == 403) {
+				t.Errorf("GET %s with Host %q: %d, want %s", path, host, got, map[bool]string{true: "403", false: "not 403"}[want == 403])
+			}
+		}
+	}
+	c, err := net.Dial("tcp", strings.TrimPrefix(ts.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprint(c, "GET /readyz HTTP/1.0\r\n\r\n")
+	_ = c.SetReadDeadline(time.Now().Add(3 * time.Second))
+	if line, err := bufio.NewReader(c).ReadString('\n'); err != nil || !strings.Contains(line, " 200 ") {
+		t.Errorf("HTTP/1.0 health check without Host: %q %v, want 200", line, err)
+	}
+	c.Close()
 	r := do(t, http.MethodGet, ts.URL+"/metrics", "", nil)
 	for _, want := range []string{`airlock_runs_total{language="python",status="ok"} 1`,
 		`airlock_runs_total{language="unknown",status="refused"} 1`, "airlock_run_duration_seconds_bucket",
@@ -630,6 +664,115 @@ func TestSessionCap(t *testing.T) {
 	initSession(t, url, nil)
 }
 
+// An initialize under a 2026-07-28 MCP-Protocol-Version header is answered as a
+// handshake (see eraCompat), so the session it issues is its client's like any other:
+// usable by that client, not by another, and counted against the cap (else a loop of
+// them filled the server with sessions nobody could use or end, and the cap refused
+// every other client's initialize until they expired).
+func TestModernHeaderInitializeIsASession(t *testing.T) {
+	d := fakeDeps(runnertest.Echo, 1)
+	ts := httpServer(t, d, HTTPOptions{MaxBodyBytes: 1 << 20, MaxSessions: 2, Clients: aliceAndBob(t)})
+	url := ts.URL + "/mcp"
+	modernInit := strings.Replace(initBody, "2025-06-18", "2026-07-28", 1)
+	alice := map[string]string{"Authorization": "Bearer aaaaaaaaaaaaaaaaaaaa", "MCP-Protocol-Version": "2026-07-28"}
+	var ids []string
+	for range 2 {
+		r := do(t, http.MethodPost, url, modernInit, alice)
+		if r.code != 200 || r.header.Get("Mcp-Session-Id") == "" {
+			t.Fatalf("initialize under a modern header: %d %q", r.code, r.body)
+		}
+		ids = append(ids, r.header.Get("Mcp-Session-Id"))
+	}
+	if r := do(t, http.MethodPost, url, modernInit, alice); r.code != http.StatusServiceUnavailable || r.header.Get("Mcp-Session-Id") != "" {
+		t.Errorf("a third initialize under a modern header with a cap of 2: %d %q, want 503 and no session", r.code, r.body)
+	}
+	in := map[string]string{"Authorization": alice["Authorization"], "MCP-Protocol-Version": "2025-11-25", "Mcp-Session-Id": ids[0]}
+	if r := do(t, http.MethodPost, url, call("hi"), in); r.code != 200 || !strings.Contains(r.body, `"status":"ok"`) {
+		t.Errorf("alice's call in the session it issued her: %d %s", r.code, r.body)
+	}
+	in["Authorization"] = "Bearer bbbbbbbbbbbbbbbbbbbb"
+	if r := do(t, http.MethodPost, url, call("bob"), in); r.code != 404 {
+		t.Errorf("bob's call in alice's session: %d %s, want 404", r.code, r.body)
+	}
+}
+
+// With client tokens, one client's initialize loop (or GET /sse loop) fills only its
+// share of the cap: the other clients still open sessions.
+func TestSessionShareOfAClient(t *testing.T) {
+	alice := map[string]string{"Authorization": "Bearer aaaaaaaaaaaaaaaaaaaa"}
+	bob := map[string]string{"Authorization": "Bearer bbbbbbbbbbbbbbbbbbbb"}
+	ts := httpServer(t, fakeDeps(runnertest.Echo, 1), HTTPOptions{MaxBodyBytes: 1 << 20, MaxSessions: 8, MaxSessionsPerClient: 2, Clients: aliceAndBob(t)})
+	url := ts.URL + "/mcp"
+	initSession(t, url, alice)
+	initSession(t, url, alice)
+	if r := do(t, http.MethodPost, url, initBody, alice); r.code != http.StatusServiceUnavailable || !strings.Contains(r.body, "alice") {
+		t.Errorf("alice's third initialize with a share of 2: %d %q, want 503 naming her", r.code, r.body)
+	}
+	initSession(t, url, bob)
+
+	sse := httpServer(t, fakeDeps(runnertest.Echo, 1), HTTPOptions{SSE: true, MaxBodyBytes: 1 << 20, MaxSessions: 8, MaxSessionsPerClient: 1, Clients: aliceAndBob(t)})
+	openStream(t, sse.URL, alice)
+	if r := do(t, http.MethodGet, sse.URL+"/sse", "", alice); r.code != http.StatusServiceUnavailable {
+		t.Errorf("alice's second SSE stream with a share of 1: %d %q, want 503", r.code, r.body)
+	}
+	openStream(t, sse.URL, bob)
+}
+
+// Each legacy SSE stream is an MCP session: past MaxSessions open streams, GET /sse is
+// refused (503, retryable) until one closes, as initialize is on Streamable HTTP.
+func TestSSEStreamCap(t *testing.T) {
+	ts := httpServer(t, fakeDeps(runnertest.Echo, 1), HTTPOptions{SSE: true, MaxBodyBytes: 1 << 20, MaxSessions: 2})
+	openStream(t, ts.URL, nil)
+	ctx, closeSecond := context.WithCancel(context.Background())
+	defer closeSecond()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, ts.URL+"/sse", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("second stream: %v %v", resp, err)
+	}
+	if r := do(t, http.MethodGet, ts.URL+"/sse", "", nil); r.code != http.StatusServiceUnavailable || r.header.Get("Retry-After") == "" {
+		t.Fatalf("a third stream with a cap of 2: %d %q, want 503 with Retry-After", r.code, r.body)
+	}
+	closeSecond()
+	resp.Body.Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, ts.URL+"/sse", nil)
+		resp, err := http.DefaultClient.Do(req)
+		code := 0
+		if err == nil {
+			code = resp.StatusCode
+			resp.Body.Close()
+		}
+		cancel()
+		if code == 200 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a stream after one closed: %d %v", code, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// A message that is JSON but whose members do not all have their types is refused
+// before mcp-go reads it its own way: an initialize with a _meta that is not an object,
+// sent within a session, was no initialize to the cap and the claim, and mcp-go issued
+// a session for each, unowned and past the cap, until no client could initialize.
+func TestPartlyDecodedMessageRefused(t *testing.T) {
+	ts := httpServer(t, fakeDeps(runnertest.Echo, 1), HTTPOptions{MaxBodyBytes: 1 << 20, MaxSessions: 2})
+	url := ts.URL + "/mcp"
+	sid := map[string]string{"Mcp-Session-Id": initSession(t, url, nil)}
+	odd := `{"jsonrpc":"2.0","params":{"_meta":5,"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}},"id":1,"method":"initialize"}`
+	for range 3 {
+		if r := do(t, http.MethodPost, url, odd, sid); r.code != http.StatusBadRequest || r.header.Get("Mcp-Session-Id") != "" {
+			t.Fatalf("initialize with a _meta of the wrong type: %d %q session %q, want 400 and none", r.code, r.body, r.header.Get("Mcp-Session-Id"))
+		}
+	}
+	initSession(t, url, nil)
+}
+
 // An MCP session that ends tells SessionEnded who owned it, so its run_code sessions go
 // with it.
 func TestSessionEndedHook(t *testing.T) {
@@ -693,6 +836,30 @@ func TestStatelessClientCannotClaimStdio(t *testing.T) {
 	}
 	if n := d.Runner.Sessions.Stats().Open; n != 1 {
 		t.Fatalf("over stdio, %d sessions open, want 1", n)
+	}
+}
+
+// A token's run_code sessions count against one max_per_client, whichever of its MCP
+// sessions started them: a new MCP session (an initialize away) is no new client.
+func TestSessionCapIsTheTokens(t *testing.T) {
+	d := fakeDeps(runnertest.Echo, 1)
+	d.Runner.Sandbox = openSessions{d.Runner.Sandbox.(*runnertest.Sandbox)}
+	d.Runner.Sessions = runsession.New(runsession.Limits{IdleTTL: time.Minute, MaxLifetime: time.Hour, MaxPerClient: 1, MaxTotal: 16}, quiet)
+	t.Cleanup(d.Runner.Sessions.Close)
+	ts := httpServer(t, d, HTTPOptions{MaxBodyBytes: 1 << 20, Clients: aliceAndBob(t)})
+	url := ts.URL + "/mcp"
+	body := strings.Replace(callBody, `"code":"CODE"`, `"code":"x = 1","session":"new"`, 1)
+	for i, want := range []string{"session_id", "max_per_client"} {
+		alice := map[string]string{"Authorization": "Bearer aaaaaaaaaaaaaaaaaaaa"}
+		alice["Mcp-Session-Id"] = initSession(t, url, alice)
+		if r := do(t, http.MethodPost, url, body, alice); !strings.Contains(r.body, want) {
+			t.Errorf("alice's session from her MCP session %d: %d %s, want %q", i+1, r.code, r.body, want)
+		}
+	}
+	bob := map[string]string{"Authorization": "Bearer bbbbbbbbbbbbbbbbbbbb"}
+	bob["Mcp-Session-Id"] = initSession(t, url, bob)
+	if r := do(t, http.MethodPost, url, body, bob); !strings.Contains(r.body, "session_id") {
+		t.Errorf("bob's session beside alice's: %d %s", r.code, r.body)
 	}
 }
 

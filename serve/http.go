@@ -38,9 +38,14 @@ type HTTPOptions struct {
 	Stateless bool
 	// SessionIdle ends a stateful session after this long without a request (0: 30 min).
 	SessionIdle time.Duration
-	// MaxSessions bounds the live stateful sessions (0: defaultMaxSessions): without a
-	// bound, a loop of initialize requests grows the server's memory until idle expiry.
+	// MaxSessions bounds the live stateful sessions, or on SSE the open streams (0:
+	// defaultMaxSessions): without a bound, a loop of initialize requests grows the
+	// server's memory until idle expiry, and one of GET /sse until the client stops.
 	MaxSessions int
+	// MaxSessionsPerClient bounds, with client tokens, one token's share of them (0:
+	// defaultMaxSessionsPerClient, at most MaxSessions): else one client's initialize
+	// loop filled the cap and every other client was refused until idle expiry.
+	MaxSessionsPerClient int
 	// SessionEnded, when set, is told of each stateful session that ended (DELETE or
 	// idle expiry; for SSE, its stream closed) and the client that owned it: its
 	// run_code sessions go with it.
@@ -50,6 +55,35 @@ type HTTPOptions struct {
 	// Metrics serves GET /metrics; nil answers 404 there.
 	Metrics http.Handler
 	Log     *slog.Logger
+
+	refused *refusalLog
+}
+
+// refusalLog logs refused requests (no token, a foreign Origin or Host) at most once a
+// second, with the count of those refused since without a line: a refusal costs its
+// client nothing, and one line each let an unauthenticated flood fill the log's disk.
+type refusalLog struct {
+	log   *slog.Logger
+	mu    sync.Mutex
+	next  time.Time
+	quiet int
+}
+
+func (l *refusalLog) warn(msg string, args ...any) {
+	l.mu.Lock()
+	now := time.Now()
+	if now.Before(l.next) {
+		l.quiet++
+		l.mu.Unlock()
+		return
+	}
+	n := l.quiet
+	l.quiet, l.next = 0, now.Add(time.Second)
+	l.mu.Unlock()
+	if n > 0 {
+		args = append(args, "refused_unlogged", n)
+	}
+	l.log.Warn(msg, args...)
 }
 
 const defaultSessionIdle = 30 * time.Minute
@@ -57,6 +91,19 @@ const defaultSessionIdle = 30 * time.Minute
 // defaultMaxSessions is far above what one server's sandboxes can serve at once (each
 // session costs a few KiB idle), and far below what an initialize loop would reach.
 const defaultMaxSessions = 4096
+
+// defaultMaxSessionsPerClient is far above the few sessions one agent keeps open, and a
+// sixteenth of defaultMaxSessions.
+const defaultMaxSessionsPerClient = 256
+
+// perClient is the per-token share of max sessions that opt asks for.
+func perClient(opt HTTPOptions, max int) int {
+	n := opt.MaxSessionsPerClient
+	if n <= 0 {
+		n = defaultMaxSessionsPerClient
+	}
+	return min(n, max)
+}
 
 // CheckBind refuses to expose the server beyond loopback without authentication:
 // anyone who can reach it could run code.
@@ -72,7 +119,7 @@ func CheckBind(addr string, auth bool) error {
 }
 
 func isLoopback(host string) bool {
-	if host == "localhost" {
+	if strings.EqualFold(host, "localhost") {
 		return true
 	}
 	ip := net.ParseIP(strings.Trim(host, "[]"))
@@ -153,6 +200,7 @@ func Handler(s *server.MCPServer, base string, opt HTTPOptions) http.Handler {
 		opt.Log = slog.Default()
 	}
 	opt.Log = opt.Log.With("component", "http")
+	opt.refused = &refusalLog{log: opt.Log}
 	if opt.Clients == nil {
 		var err error
 		if opt.Clients, err = NewClients(opt.AuthToken, ""); err != nil {
@@ -181,6 +229,10 @@ func Handler(s *server.MCPServer, base string, opt HTTPOptions) http.Handler {
 	if opt.SSE {
 		streams := newSSEStreams()
 		streams.ended = opt.SessionEnded
+		if streams.max = opt.MaxSessions; streams.max <= 0 {
+			streams.max = defaultMaxSessions
+		}
+		streams.maxEach = perClient(opt, streams.max)
 		sse := server.NewSSEServer(s, server.WithBaseURL(base), server.WithSessionIDGenerator(streams.newID))
 		g := guard(gate(sse, streams, opt), opt, sse, streams)
 		mux.Handle("/sse", g)
@@ -200,11 +252,12 @@ func Handler(s *server.MCPServer, base string, opt HTTPOptions) http.Handler {
 			if sess.max = opt.MaxSessions; sess.max <= 0 {
 				sess.max = defaultMaxSessions
 			}
+			sess.maxEach = perClient(opt, sess.max)
 			mode = []server.StreamableHTTPOption{server.WithSessionIdManager(sess), server.WithSessionIdleTTL(idle)}
 		}
 		h := server.NewStreamableHTTPServer(s, append(mode, server.WithEndpointPath("/mcp"),
 			server.WithStreamableHTTPLogger(opt.Log))...)
-		mux.Handle("/mcp", guard(calls(eraCompat(h), sess, opt), opt, nil, nil))
+		mux.Handle("/mcp", guard(eraCompat(calls(h, sess, opt)), opt, nil, nil))
 	}
 	endpoint := "/mcp"
 	if opt.SSE {
@@ -219,16 +272,42 @@ func Handler(s *server.MCPServer, base string, opt HTTPOptions) http.Handler {
 // origins refuses (403) a request from a browser page of an Origin we do not trust, on
 // every path: mcp-go checks Host but not Origin, which leaves DNS rebinding and
 // cross-site requests open, and /metrics or /readyz read from a foreign page tell it
-// about the host (build, load, the clients' activity).
+// about the host (build, load, the clients' activity). A rebound page's GET is
+// same-origin to the browser, which sends no Origin with it: only its Host tells, and
+// mcp-go checks that on its own paths alone.
 func origins(next http.Handler, opt HTTPOptions) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if rebound(r) {
+			opt.refused.warn("host refused (DNS rebinding?)", "host", r.Host, "remote", r.RemoteAddr, "path", r.URL.Path)
+			http.Error(w, "host not allowed: a loopback server answers only loopback names", http.StatusForbidden)
+			return
+		}
 		if o := r.Header.Get("Origin"); o != "" && !originAllowed(o, r.Host, opt.AllowedOrigins) {
-			opt.Log.Warn("origin refused", "origin", o, "remote", r.RemoteAddr, "path", r.URL.Path)
+			opt.refused.warn("origin refused", "origin", o, "remote", r.RemoteAddr, "path", r.URL.Path)
 			http.Error(w, "origin not allowed", http.StatusForbidden)
 			return
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// rebound reports a request that reached the server on a loopback address under a Host
+// that is not a loopback name: a page of another site whose name now resolves to
+// 127.0.0.1. A request without Host (HTTP/1.0, a load balancer's health check) is no
+// browser's and passes.
+func rebound(r *http.Request) bool {
+	local, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
+	if !ok || r.Host == "" {
+		return false
+	}
+	if lh, _, err := net.SplitHostPort(local.String()); err != nil || !isLoopback(lh) {
+		return false
+	}
+	host := r.Host
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	return !isLoopback(host)
 }
 
 func plain(w http.ResponseWriter, code int, msg string) {
@@ -245,12 +324,7 @@ func ServeHTTP(ctx context.Context, ln net.Listener, h http.Handler, st *State, 
 	log = log.With("component", "http")
 	run, cancelRun := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelRun()
-	srv := &http.Server{
-		Handler:           h,
-		ReadHeaderTimeout: 10 * time.Second,
-		BaseContext:       func(net.Listener) context.Context { return run },
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-	}
+	srv := newServer(h, run, log)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {
@@ -283,6 +357,26 @@ func ServeHTTP(ctx context.Context, ln net.Listener, h http.Handler, st *State, 
 	return nil
 }
 
+// idleTimeout closes a keep-alive connection that sends no next request. Without it (and
+// without a ReadTimeout, which would also end the calls in flight: the server's
+// background read of a connection times out under it and cancels the request), a
+// connection that made one request, /healthz without a token will do, was kept open for
+// good: a goroutine, two buffers and a descriptor each, held by a client at no cost.
+const idleTimeout = 2 * time.Minute
+
+// newServer is the http.Server of ServeHTTP. A slow client's request head is bounded by
+// ReadHeaderTimeout, an idle connection by idleTimeout; the body is read by guard after
+// the token is checked.
+func newServer(h http.Handler, base context.Context, log *slog.Logger) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       idleTimeout,
+		BaseContext:       func(net.Listener) context.Context { return base },
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+}
+
 // body is a request body the guard has read whole, kept as bytes for calls to inspect.
 type body struct {
 	*bytes.Reader
@@ -296,12 +390,11 @@ func (body) Close() error { return nil }
 // request's context, for the logs, the audit log and the per-client limit. sse, when
 // set, is where an oversized request's error is delivered (see tooLarge).
 func guard(next http.Handler, opt HTTPOptions, sse *server.SSEServer, streams *sseStreams) http.Handler {
-	log := opt.Log
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if opt.Clients.Enabled() {
 			name, ok := opt.Clients.Authenticate(r.Header.Get("Authorization"))
 			if !ok {
-				log.Warn("unauthorized", "remote", r.RemoteAddr)
+				opt.refused.warn("unauthorized", "remote", r.RemoteAddr)
 				w.Header().Set("WWW-Authenticate", `Bearer realm="airlock"`)
 				http.Error(w, "missing or invalid bearer token", http.StatusUnauthorized)
 				return
@@ -346,15 +439,26 @@ type envelope struct {
 	Method string          `json:"method"`
 	Params struct {
 		Meta *mcp.Meta `json:"_meta"`
+		// RequestID is the request a notifications/cancelled names.
+		RequestID json.RawMessage `json:"requestId"`
 	} `json:"params"`
+	// partial: the body is JSON but did not decode whole (see message).
+	partial bool
 }
 
 // message decodes what calls and gate need of the request's JSON-RPC message (the guard
 // has read the body whole); a body that does not decode is mcp-go's to answer.
+//
+// A body that is JSON but decodes only in part (a member of the wrong type, such as a
+// _meta that is not an object, or the first of two "params") is marked partial, and calls
+// refuses it: mcp-go reads each part of a message on its own, so it may see a method, a
+// 2026-07-28 _meta or a cancellation where this decoder stopped. It keeps no _meta
+// either, for gate: mcp-go takes the era from the body only when it decodes whole.
 func message(r *http.Request) envelope {
 	var msg envelope
-	if b, ok := r.Body.(body); ok {
-		_ = json.Unmarshal(b.raw, &msg)
+	if b, ok := r.Body.(body); ok && json.Unmarshal(b.raw, &msg) != nil {
+		msg.Params.Meta = nil
+		msg.partial = json.Valid(b.raw)
 	}
 	return msg
 }
@@ -393,10 +497,21 @@ func gate(next http.Handler, streams *sseStreams, opt HTTPOptions) http.Handler 
 }
 
 // calls applies admit and the sessions to the Streamable HTTP transport. A message on
-// the 2026-07-28 protocol has no session (SEP-2567) and is left to mcp-go.
+// the 2026-07-28 protocol has no session (SEP-2567) and is left to mcp-go, as is every
+// message of a stateless server, but for their cancellations (see ownCalls).
 func calls(next http.Handler, sess *sessions, opt HTTPOptions) http.Handler {
+	own := newOwnCalls()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		msg := message(r)
+		if msg.partial {
+			// mcp-go reads such a message otherwise than message did: as an initialize
+			// past the cap and the claim, or a cancellation of another client's call.
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusBadRequest)
+			_ = json.NewEncoder(w).Encode(errorResponse(msg.ID, mcp.INVALID_REQUEST,
+				"malformed JSON-RPC message: a member has the wrong type (method must be a string, params and _meta objects)"))
+			return
+		}
 		modern := mcp.IsModernProtocol(r.Header.Get(mcp.HeaderProtocolVersion)) || mcp.IsModernProtocol(msg.Params.Meta.ProtocolVersion())
 		id := r.Header.Get(server.HeaderKeySessionID)
 		leave, ok := admit(w, r, msg, opt.State)
@@ -406,16 +521,16 @@ func calls(next http.Handler, sess *sessions, opt HTTPOptions) http.Handler {
 		defer leave()
 		switch {
 		case modern:
-			next.ServeHTTP(w, r)
+			own.serve(w, r, next, msg)
 		case sess == nil && (r.Method == http.MethodGet || r.Method == http.MethodDelete):
 			w.Header().Set("Allow", "POST")
 			http.Error(w, "this server is stateless: it has no sessions and no server-to-client stream; POST each request", http.StatusMethodNotAllowed)
 		case sess == nil:
-			next.ServeHTTP(w, r)
-		case r.Method == http.MethodPost && msg.Method == string(mcp.MethodInitialize) && sess.count() >= sess.max:
+			own.serve(w, r, next, msg)
+		case r.Method == http.MethodPost && msg.Method == string(mcp.MethodInitialize) && sess.full(runner.PrincipalFrom(r.Context())) != "":
 			w.Header().Set("Retry-After", "5")
-			rpcError(w, http.StatusServiceUnavailable, msg.ID, fmt.Sprintf(
-				"too many open MCP sessions (%d): end unused ones with DELETE, wait for idle ones to expire, or use a stateless server", sess.max))
+			rpcError(w, http.StatusServiceUnavailable, msg.ID, sess.full(runner.PrincipalFrom(r.Context()))+
+				": end unused ones with DELETE, wait for idle ones to expire, or use a stateless server")
 		case r.Method == http.MethodPost && msg.Method == string(mcp.MethodInitialize):
 			next.ServeHTTP(&claimer{ResponseWriter: w, sess: sess, who: runner.PrincipalFrom(r.Context())}, r)
 		case r.Method != http.MethodPost && r.Method != http.MethodGet && r.Method != http.MethodDelete:

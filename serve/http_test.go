@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -101,6 +102,48 @@ func TestHTTPGuards(t *testing.T) {
 		t.Errorf("chunked oversize body: status %d (content-length %d)", resp.StatusCode, req.ContentLength)
 	}
 }
+
+// The listener bounds what a client can hold without sending anything: a slow request
+// head and an idle keep-alive connection (one request to /healthz needs no token).
+func TestServerBoundsIdleConnections(t *testing.T) {
+	s := newServer(http.NotFoundHandler(), context.Background(), quiet)
+	if s.ReadHeaderTimeout <= 0 || s.IdleTimeout <= 0 {
+		t.Errorf("ReadHeaderTimeout %v, IdleTimeout %v: a connection can be held without end", s.ReadHeaderTimeout, s.IdleTimeout)
+	}
+	if s.ReadTimeout != 0 || s.WriteTimeout != 0 {
+		t.Errorf("ReadTimeout %v, WriteTimeout %v: they would cut long calls and SSE streams", s.ReadTimeout, s.WriteTimeout)
+	}
+}
+
+// Refused requests cost their client nothing, so they are not logged one line each: a
+// flood of requests without a token writes a line a second, counting the rest.
+func TestRefusalsLogAtMostOnceASecond(t *testing.T) {
+	var lines atomic.Int64
+	h := Handler(New(fakeDeps(runnertest.Echo, 1)), "http://127.0.0.1:1",
+		HTTPOptions{AuthToken: "s3cret-s3cret-s3cret", Log: slog.New(countHandler{&lines})})
+	start := time.Now()
+	for range 50 {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "http://127.0.0.1:1/mcp", strings.NewReader(initBody)))
+		if rec.Code != http.StatusUnauthorized {
+			t.Fatalf("without a token: %d", rec.Code)
+		}
+	}
+	if n, most := lines.Load(), 1+int64(time.Since(start)/time.Second); n < 1 || n > most {
+		t.Errorf("50 refused requests in %v wrote %d log lines, want 1 to %d", time.Since(start), n, most)
+	}
+}
+
+// countHandler counts the records logged through it.
+type countHandler struct{ n *atomic.Int64 }
+
+func (countHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (c countHandler) Handle(context.Context, slog.Record) error {
+	c.n.Add(1)
+	return nil
+}
+func (c countHandler) WithAttrs([]slog.Attr) slog.Handler { return c }
+func (c countHandler) WithGroup(string) slog.Handler      { return c }
 
 func TestCheckBind(t *testing.T) {
 	for addr, ok := range map[string]bool{"127.0.0.1:8765": true, "localhost:1": true, "[::1]:2": true,

@@ -26,18 +26,19 @@ import (
 //     accepts from that session.
 //
 // Requests (with an id) other than initialize are left alone: they must carry _meta.
+//
+// It runs before calls, which must see the message as mcp-go will: an initialize
+// whose header was dropped is a handshake that issues a session, to be claimed by its
+// client and counted against the cap like any other.
 func eraCompat(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		version := r.Header.Get(mcp.HeaderProtocolVersion)
-		if r.Method != http.MethodPost || !mcp.IsModernProtocol(version) || r.Body == nil {
+		b, ok := r.Body.(body)
+		if r.Method != http.MethodPost || !mcp.IsModernProtocol(version) || !ok {
 			next.ServeHTTP(w, r)
 			return
 		}
-		body, err := io.ReadAll(r.Body)
-		if err != nil {
-			http.Error(w, "reading request body failed", http.StatusBadRequest)
-			return
-		}
+		raw := b.raw
 		var m struct {
 			ID     json.RawMessage `json:"id"`
 			Method string          `json:"method"`
@@ -45,16 +46,16 @@ func eraCompat(next http.Handler) http.Handler {
 				Meta map[string]any `json:"_meta"`
 			} `json:"params"`
 		}
-		if json.Unmarshal(body, &m) == nil && m.Params.Meta[mcp.MetaKeyProtocolVersion] == nil {
+		if json.Unmarshal(raw, &m) == nil && m.Params.Meta[mcp.MetaKeyProtocolVersion] == nil {
 			switch {
 			case m.Method == string(mcp.MethodInitialize):
 				r.Header.Del(mcp.HeaderProtocolVersion)
 			case m.Method != "" && len(m.ID) == 0:
-				body = withMetaVersion(body, version)
+				raw = withMetaVersion(raw, version)
 			}
 		}
-		r.Body = io.NopCloser(bytes.NewReader(body))
-		r.ContentLength = int64(len(body))
+		r.Body = body{bytes.NewReader(raw), raw}
+		r.ContentLength = int64(len(raw))
 		next.ServeHTTP(w, r)
 	})
 }

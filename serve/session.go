@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"net/http"
 	"sync"
 	"time"
@@ -25,9 +26,10 @@ var errNoSession = errors.New("no such session: initialize again")
 // Terminate on DELETE and from mcp-go's idle sweeper (WithSessionIdleTTL), which also
 // drops mcp-go's own per-session state.
 type sessions struct {
-	idle time.Duration
-	max  int // live sessions at most; initialize beyond it is refused
-	now  func() time.Time
+	idle    time.Duration
+	max     int // live sessions at most; initialize beyond it is refused
+	maxEach int // live sessions of one client token at most
+	now     func() time.Time
 
 	mu   sync.Mutex
 	live map[string]*httpSession
@@ -170,13 +172,37 @@ func (s *sessions) count() int {
 	return len(s.live)
 }
 
+// full says why client who may not open another session, or "" when it may. Without
+// client tokens (who is "") there is only the server's cap.
+func (s *sessions) full(who string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.live) >= s.max {
+		return fmt.Sprintf("too many open MCP sessions (%d)", s.max)
+	}
+	mine := 0
+	for _, ss := range s.live {
+		if ss.claimed && ss.owner == who {
+			mine++
+		}
+	}
+	if who != "" && mine >= s.maxEach {
+		return fmt.Sprintf("client %q has %d open MCP sessions, its share of the server's", who, mine)
+	}
+	return ""
+}
+
 // sseStreams are the legacy SSE transport's sessions, each owned by the client whose
 // GET /sse opened it. mcp-go posts a message to whichever stream its sessionId names, so
 // without this a token holder who learned another client's id (a log, a proxy) could run
 // calls in that session and put answers with ids of their choosing on its stream.
 type sseStreams struct {
-	mu    sync.Mutex
-	owner map[string]string
+	max     int // open streams at most (HTTPOptions.MaxSessions); GET /sse beyond it gets 503
+	maxEach int // open streams of one client token at most
+	mu      sync.Mutex
+	open    int            // GET /sse requests being served
+	each    map[string]int // of them, per client token
+	owner   map[string]string
 	// ended, when set, is told of each stream that closes: its MCP session ends with
 	// it (HTTPOptions.SessionEnded).
 	ended func(id, owner string)
@@ -186,7 +212,9 @@ type sseStreams struct {
 // so that the stream's end can drop it.
 type streamKey struct{}
 
-func newSSEStreams() *sseStreams { return &sseStreams{owner: map[string]string{}} }
+func newSSEStreams() *sseStreams {
+	return &sseStreams{owner: map[string]string{}, each: map[string]int{}}
+}
 
 // newID is mcp-go's SessionIDGenFunc: 128 random bits, owned by the request's client.
 func (s *sseStreams) newID(_ context.Context, r *http.Request) (string, error) {
@@ -202,11 +230,35 @@ func (s *sseStreams) newID(_ context.Context, r *http.Request) (string, error) {
 	return id, nil
 }
 
-// stream serves a GET /sse and forgets its id when the stream ends.
+// stream serves a GET /sse and forgets its id when the stream ends. Each stream is an
+// MCP session, so the streams are bounded as Streamable HTTP's sessions are: without
+// it, a loop of GETs held a goroutine, a session and a connection each, without end.
 func (s *sseStreams) stream(next http.Handler, w http.ResponseWriter, r *http.Request) {
+	who := runner.PrincipalFrom(r.Context())
+	s.mu.Lock()
+	why := ""
+	switch {
+	case s.open >= s.max:
+		why = fmt.Sprintf("too many open SSE streams (%d)", s.max)
+	case who != "" && s.each[who] >= s.maxEach:
+		why = fmt.Sprintf("client %q has %d open SSE streams, its share of the server's", who, s.each[who])
+	}
+	if why != "" {
+		s.mu.Unlock()
+		w.Header().Set("Retry-After", "5")
+		plain(w, http.StatusServiceUnavailable, why+": close unused ones, or use Streamable HTTP (/mcp) without sessions")
+		return
+	}
+	s.open++
+	s.each[who]++
+	s.mu.Unlock()
 	id := new(string)
 	defer func() {
 		s.mu.Lock()
+		s.open--
+		if s.each[who]--; s.each[who] == 0 {
+			delete(s.each, who)
+		}
 		owner, ok := s.owner[*id]
 		delete(s.owner, *id)
 		s.mu.Unlock()

@@ -42,9 +42,10 @@ type Manager struct {
 	now  func() time.Time
 	mu   sync.Mutex
 	open map[string]*entry
-	// opening counts sessions being started, per owner, so the caps hold while a
-	// sandbox is built outside the lock.
+	// opening counts sessions being started, per owner, for EndOwner; pending counts
+	// them per client, so the caps hold while a sandbox is built outside the lock.
 	opening map[string]int
+	pending map[string]int
 	// gone are the owners that ended (EndOwner) while a session of theirs was being
 	// started: it is destroyed after its first call, as a busy one is.
 	gone map[string]bool
@@ -53,13 +54,14 @@ type Manager struct {
 }
 
 type entry struct {
-	id, owner, language string
-	meta                any
-	sess                sandbox.Session
-	created, used       time.Time
-	busy                bool
-	orphan              bool // its owner has gone: ended at Release
-	calls               int
+	// client is who the caps count the session against (see OpenFor).
+	id, owner, client, language string
+	meta                        any
+	sess                        sandbox.Session
+	created, used               time.Time
+	busy                        bool
+	orphan                      bool // its owner has gone: ended at Release
+	calls                       int
 }
 
 // Handle is one call's hold on a session, from Acquire or Open to Release.
@@ -92,7 +94,8 @@ func newManager(lim Limits, log *slog.Logger, now func() time.Time, every time.D
 		log = slog.Default()
 	}
 	m := &Manager{lim: lim, log: log.With("component", "session"), now: now,
-		open: map[string]*entry{}, opening: map[string]int{}, gone: map[string]bool{}, stop: make(chan struct{}), done: make(chan struct{})}
+		open: map[string]*entry{}, opening: map[string]int{}, pending: map[string]int{}, gone: map[string]bool{},
+		stop: make(chan struct{}), done: make(chan struct{})}
 	go m.reaper(every)
 	return m
 }
@@ -110,30 +113,38 @@ func NewID() string {
 // Open starts a session for owner with start (which builds the sandbox), within the
 // caps, and returns it held for its first call.
 func (m *Manager) Open(owner, language string, meta any, start func(id string) (sandbox.Session, error)) (*Handle, error) {
+	return m.OpenFor(owner, owner, language, meta, start)
+}
+
+// OpenFor is Open for a client that may be several owners: an HTTP client's sessions
+// belong to the MCP session they were started in, but its cap is its token's, else one
+// token holder with a few MCP sessions held every session of the server.
+func (m *Manager) OpenFor(owner, client, language string, meta any, start func(id string) (sandbox.Session, error)) (*Handle, error) {
 	m.mu.Lock()
-	mine := m.opening[owner]
+	mine := m.pending[client]
 	for _, e := range m.open {
-		if e.owner == owner {
+		if e.client == client {
 			mine++
 		}
 	}
 	total := len(m.open)
-	for _, n := range m.opening {
+	for _, n := range m.pending {
 		total += n
 	}
 	switch {
 	case m.lim.MaxPerClient > 0 && mine >= m.lim.MaxPerClient:
-		list := m.describe(owner)
+		list := m.describe(client)
 		m.mu.Unlock()
 		return nil, fmt.Errorf("%w: this client has %d open sessions, its limit (sessions.max_per_client): %s; end one with close_session: true, or let it expire after %s idle",
 			ErrLimit, mine, list, m.lim.IdleTTL)
 	case m.lim.MaxTotal > 0 && total >= m.lim.MaxTotal:
-		list := m.describe(owner)
+		list := m.describe(client)
 		m.mu.Unlock()
 		return nil, fmt.Errorf("%w: the server holds %d open sessions, its limit (sessions.max_total); this client's: %s; retry later or end one with close_session: true",
 			ErrLimit, total, list)
 	}
 	m.opening[owner]++
+	m.pending[client]++
 	m.mu.Unlock()
 
 	id := NewID()
@@ -147,22 +158,25 @@ func (m *Manager) Open(owner, language string, meta any, start func(id string) (
 		delete(m.opening, owner)
 		delete(m.gone, owner)
 	}
+	if m.pending[client]--; m.pending[client] == 0 {
+		delete(m.pending, client)
+	}
 	if err != nil {
 		return nil, err
 	}
 	now := m.now()
-	e := &entry{id: id, owner: owner, language: language, meta: meta, sess: sess, created: now, used: now, busy: true, orphan: orphan}
+	e := &entry{id: id, owner: owner, client: client, language: language, meta: meta, sess: sess, created: now, used: now, busy: true, orphan: orphan}
 	m.open[id] = e
 	m.log.Info("session opened", "session", id, "language", language, "open", len(m.open))
 	return &Handle{ID: id, Language: language, Meta: meta, Session: sess, e: e}, nil
 }
 
-// describe lists owner's open sessions for an error; m.mu is held.
-func (m *Manager) describe(owner string) string {
+// describe lists client's open sessions for an error; m.mu is held.
+func (m *Manager) describe(client string) string {
 	var items []string
 	now := m.now()
 	for _, e := range m.open {
-		if e.owner == owner {
+		if e.client == client {
 			items = append(items, fmt.Sprintf("%s (%s, %d calls, idle %s)", e.id, e.language, e.calls, now.Sub(e.used).Round(time.Second)))
 		}
 	}

@@ -79,6 +79,36 @@ func TestOwnership(t *testing.T) {
 	}
 }
 
+// One client's cap holds across the owners it opens sessions as (a token's several MCP
+// sessions): else each new MCP session brought another max_per_client sessions, up to
+// every session the server may hold.
+func TestPerClientCapAcrossOwners(t *testing.T) {
+	m, _ := testManager(t, Limits{IdleTTL: time.Minute, MaxLifetime: time.Hour, MaxPerClient: 2, MaxTotal: 16})
+	start := func(string) (sandbox.Session, error) { return newFake(), nil }
+	for _, owner := range []string{"http:s1:alice", "http:s2:alice"} {
+		h, err := m.OpenFor(owner, "token:alice", "python", nil, start)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.Release(h, false)
+	}
+	if _, err := m.OpenFor("http:s3:alice", "token:alice", "python", nil, start); !errors.Is(err, ErrLimit) {
+		t.Fatalf("alice's third session from a third MCP session, at max_per_client 2: %v", err)
+	}
+	h, err := m.OpenFor("http:s4:bob", "token:bob", "python", nil, start)
+	if err != nil {
+		t.Fatalf("bob's session beside alice's: %v", err)
+	}
+	m.Release(h, false)
+	// Ownership stays the MCP session's: alice's s2 cannot use s1's session.
+	for _, owner := range []string{"http:s1:alice", "http:s2:alice"} {
+		m.EndOwner(owner)
+	}
+	if st := m.Stats(); st.Open != 1 {
+		t.Fatalf("after alice's MCP sessions ended, %d sessions open, want bob's 1", st.Open)
+	}
+}
+
 func TestCapsNameTheOpenSessions(t *testing.T) {
 	m, _ := testManager(t, Limits{IdleTTL: time.Minute, MaxLifetime: time.Hour, MaxPerClient: 2, MaxTotal: 3})
 	a1, _ := open(t, m, "a")

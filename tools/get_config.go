@@ -154,7 +154,7 @@ func EffectiveConfig(ctx context.Context, d Deps) ConfigView {
 	v.Sandbox.HostUser, v.Sandbox.Cgroups, v.Sandbox.AllowDegraded = c.Sandbox.HostUser, c.Sandbox.Cgroups, c.Sandbox.AllowDegraded
 	v.Sandbox.Isolation = c.Sandbox.Isolation
 	v.HTTP.Addr = c.HTTP.Addr
-	v.HTTP.AuthRequired = c.HTTP.AuthToken != ""
+	v.HTTP.AuthRequired = c.HTTP.AuthToken != "" || c.HTTP.TokensFile != ""
 	v.HTTP.AllowedOrigins = nonNil(c.HTTP.AllowedOrigins)
 	v.HTTP.MaxBodyBytes = int64(c.HTTP.MaxBodyBytes)
 	return v

@@ -9,6 +9,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/airlock-mcp/airlock/probe"
+	"github.com/airlock-mcp/airlock/runner"
 	"github.com/airlock-mcp/airlock/sandbox"
 )
 
@@ -41,6 +42,14 @@ Returns each layer and probe result, totals, a verdict (isolated, degraded or un
 		if err := bindStrict(req, &args, []string{"probes", "categories"}); err != nil {
 			return mcp.NewToolResultError("invalid arguments: " + err.Error()), nil
 		}
+		// A probe run starts sandboxes as run_code does, a few at a time, and counts as
+		// one of the client's calls in flight: else a loop of probe_sandbox calls took
+		// every sandbox slot past http.client_max_parallel.
+		done, err := d.Runner.PerClient.Acquire(runner.PrincipalFrom(ctx))
+		if err != nil {
+			return mcp.NewToolResultError("server busy: " + err.Error() + "; retry when a call of yours has finished"), nil
+		}
+		defer done()
 		rep, err := d.Prober.Run(ctx, probe.Filter{Probes: args.Probes, Categories: args.Categories})
 		if err != nil {
 			return mcp.NewToolResultError("probe failed: " + err.Error()), nil

@@ -351,9 +351,11 @@ func refusal(ctx context.Context, id string, err error) *mcp.CallToolResult {
 // refused is an isError result for a call that ran nothing: the text as the only content
 // block, and a structuredContent that validates against the output schema (clients
 // check it, and 2025-06-18 says a tool with an outputSchema MUST return conforming
-// structured results), with the same text as its detail and exit_code -1.
+// structured results), with the same text as its detail and exit_code -1. The text is
+// sanitized for both: it may quote what the call sent (a language, a session id).
 func refused(id, status, text string) *mcp.CallToolResult {
-	res := RunCodeResult{ID: id, Status: status, ExitCode: -1, Detail: sanitize.String(text)}
+	text = sanitize.String(text)
+	res := RunCodeResult{ID: id, Status: status, ExitCode: -1, Detail: text}
 	r := mcp.NewToolResultStructured(res, text)
 	r.IsError = true
 	return r

@@ -21,6 +21,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/airlock-mcp/airlock/config"
+	"github.com/airlock-mcp/airlock/policy"
 	"github.com/airlock-mcp/airlock/probe"
 	"github.com/airlock-mcp/airlock/probe/probetest"
 	"github.com/airlock-mcp/airlock/runner"
@@ -341,6 +342,25 @@ func TestRunCodeSandboxUnavailable(t *testing.T) {
 	conforms(t, r)
 }
 
+// A refusal quoting what the call sent shows it sanitized, in the text as in the detail:
+// a language name carrying a clipboard write (OSC 52) or a BiDi override drives no
+// terminal and hides nothing.
+func TestRefusalSanitizesWhatItQuotes(t *testing.T) {
+	d := fakeDeps(runnertest.Echo)
+	d.Runner.Environments = policy.NewEnvironments(policy.Environment{Name: "data", Language: "python", Usable: true})
+	c := startClient(t, d)
+	r := call(t, c, "run_code", map[string]any{"code": "1", "environment": "data", "language": "ruby\x1b]52;c;cm0gLXJmIC8=\x07\u202egnp.exe"})
+	if !r.IsError || !strings.Contains(text(r), "environment data is python, not ruby") {
+		t.Fatalf("isError=%t %q", r.IsError, text(r))
+	}
+	for _, bad := range []string{"\x1b", "\a", "\u202e"} {
+		if strings.Contains(text(r), bad) {
+			t.Errorf("the refusal's text holds %q: %q", bad, text(r))
+		}
+	}
+	conforms(t, r)
+}
+
 func TestGetConfigRedacted(t *testing.T) {
 	c := startClient(t, fakeDeps(runnertest.Echo))
 	r := call(t, c, "get_config", nil)
@@ -359,6 +379,16 @@ func TestGetConfigRedacted(t *testing.T) {
 	if r := call(t, c, "get_config", map[string]any{"x": 1}); !r.IsError {
 		t.Error("get_config accepted an argument")
 	}
+	// A fleet's tokens are in a tokens file: auth is required just the same, and the
+	// file's path is not shown.
+	d := fakeDeps(runnertest.Echo)
+	d.Config.HTTP.AuthToken, d.Config.HTTP.TokensFile = "", "/etc/airlock/secret-tokens"
+	if v := EffectiveConfig(context.Background(), d); !v.HTTP.AuthRequired {
+		t.Error("get_config says no auth is required of a server with a tokens file")
+	}
+	if b, _ := json.Marshal(call(t, startClient(t, d), "get_config", nil)); strings.Contains(string(b), "secret-tokens") {
+		t.Errorf("get_config shows the tokens file: %s", b)
+	}
 }
 
 func TestProbeSandbox(t *testing.T) {
@@ -375,6 +405,49 @@ func TestProbeSandbox(t *testing.T) {
 	if rep.Verdict != probe.Isolated || len(rep.Layers) != 3 || !strings.Contains(text(r), "verdict: isolated") {
 		t.Errorf("report = %+v", rep)
 	}
+}
+
+// blockingProber runs until its context ends, like a probe suite in progress.
+type blockingProber struct{ started chan struct{} }
+
+func (p blockingProber) Run(ctx context.Context, _ probe.Filter) (probe.Report, error) {
+	p.started <- struct{}{}
+	<-ctx.Done()
+	return probe.Report{}, ctx.Err()
+}
+func (p blockingProber) Quick(ctx context.Context) (probe.Report, error) {
+	return p.Run(ctx, probe.Filter{})
+}
+
+// probe_sandbox starts sandboxes too: it is one of the client's calls in flight, so a
+// client at http.client_max_parallel cannot take more of the server's slots with it.
+func TestProbeSandboxCountsAgainstTheClient(t *testing.T) {
+	d := fakeDeps(runnertest.Echo)
+	d.Runner.PerClient = runner.NewClientLimit(1)
+	p := blockingProber{started: make(chan struct{}, 2)}
+	d.Prober = p
+	h := ProbeSandbox(d).Handler
+	ctx, cancel := context.WithCancel(runner.WithPrincipal(context.Background(), "alice"))
+	first := make(chan struct{})
+	go func() { defer close(first); _, _ = h(ctx, mcp.CallToolRequest{}) }()
+	<-p.started
+	// Without the limit the second call would run (and block): it gets a moment only.
+	second, stopSecond := context.WithTimeout(ctx, 2*time.Second)
+	r, err := h(second, mcp.CallToolRequest{})
+	stopSecond()
+	if err != nil || !r.IsError || !strings.Contains(text(r), "busy") {
+		t.Errorf("alice's second probe_sandbox at her limit of 1: %v %+v, want a busy error", err, r)
+	}
+	bob, stop := context.WithCancel(runner.WithPrincipal(context.Background(), "bob"))
+	go func() { _, _ = h(bob, mcp.CallToolRequest{}) }()
+	select {
+	case <-p.started:
+	case <-time.After(5 * time.Second):
+		t.Error("bob's probe_sandbox did not start beside alice's")
+	}
+	stop()
+	cancel()
+	<-first
 }
 
 // The status line never says "in 0 ms": a pooled program can finish within a millisecond.

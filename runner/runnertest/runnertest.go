@@ -77,6 +77,9 @@ func (l *Languages) Lookup(name string) (policy.Language, error) {
 		}
 		return lang, nil
 	}
+	if len(name) > 64 { // as the registry's answer quotes it
+		name = name[:64]
+	}
 	return policy.Language{}, fmt.Errorf("%w: %q (enabled: %s)", policy.ErrLanguageNotEnabled, name, strings.Join(l.Enabled(), ", "))
 }
 
