@@ -4,6 +4,7 @@ package linux
 import "C"
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -179,6 +180,9 @@ func (z *zygote) leaveBehind(trees, bases []string, lock int) error {
 	}
 	z.mu.Lock()
 	defer z.mu.Unlock()
+	if z.left && z.sock >= 0 && lock == z.lock && bytes.Equal(msg, z.leave) {
+		return nil // the running zygote has this list (Close repeats New's, mostly)
+	}
 	z.leave, z.lock = msg, lock
 	if z.sock < 0 {
 		return nil
