@@ -18,16 +18,9 @@ import (
 // probeEnvironment attacks the environment mounted at /env: every way to write into it,
 // remount or unmount it, or reach its host path. It prints {attempt: "ok" | errno name}
 // and what it read.
-const probeEnvironment = `
-import ctypes, errno, json, os, sys
+const probeEnvironment = pyAttempt + `
+import ctypes
 host = sys.stdin.read()
-out = {}
-def attempt(name, fn):
-    try:
-        fn()
-        out[name] = "ok"
-    except OSError as e:
-        out[name] = errno.errorcode.get(e.errno, str(e.errno))
 def write(p, mode):
     with open(p, mode) as f:
         f.write("pwned")

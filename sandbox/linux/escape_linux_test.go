@@ -188,16 +188,8 @@ print(json.dumps({"root": sorted(tops), "seen": seen}))
 
 // probeMetadata tries to change the metadata of a host file and its directory (argv[2],
 // argv[3]) by every syscall that can, and prints {attempt: "ok" or errno}.
-const probeMetadata = `
-import errno, json, os, sys
+const probeMetadata = pyAttempt + `
 f, d = sys.argv[2], sys.argv[3]
-out = {}
-def attempt(name, fn):
-    try:
-        fn()
-        out[name] = "ok"
-    except OSError as e:
-        out[name] = errno.errorcode.get(e.errno, str(e.errno))
 attempt("chmod file", lambda: os.chmod(f, 0o666))
 attempt("chmod dir", lambda: os.chmod(d, 0o777))
 attempt("lchmod file (fchmodat)", lambda: os.chmod(f, 0o666, follow_symlinks=False))

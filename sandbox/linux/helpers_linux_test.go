@@ -104,6 +104,19 @@ func withDefaults(spec sandbox.Spec) sandbox.Spec {
 	return withDefaultNetwork(spec)
 }
 
+// pyAttempt begins a python probe that tries things one by one: attempt(name, fn) records
+// "ok" or the errno's name of the OSError in out, which the probe prints as JSON.
+const pyAttempt = `
+import errno, json, os, sys
+out = {}
+def attempt(name, fn):
+    try:
+        fn()
+        out[name] = "ok"
+    except OSError as e:
+        out[name] = errno.errorcode.get(e.errno, str(e.errno))
+`
+
 func pySpec(code, marker string) sandbox.Spec {
 	return sandbox.Spec{
 		Argv: []string{python, "-I", "-S", "-c", code, marker},
