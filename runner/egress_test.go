@@ -29,13 +29,7 @@ func TestAllowDomainsNarrowsOnly(t *testing.T) {
 	}, &logs)
 	r.Network = sandbox.NetworkAllowlist
 	r.Egress = &sandbox.Egress{Domains: []string{"pypi.org", "*.pythonhosted.org"}, Ports: []int{443}, MaxBytes: 1 << 20}
-	path := t.TempDir() + "/audit.jsonl"
-	a, err := OpenAudit(path, 1<<20)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-	r.Audit = a
+	path := withAudit(t, r, 1<<20)
 	code := []byte("print(1)")
 
 	if _, err := r.Run(context.Background(), Call{Language: "python", Code: code}); err != nil {

@@ -24,6 +24,20 @@ func newRunner(fn func(context.Context, sandbox.Spec) (sandbox.Result, error), l
 		Log:     slog.New(slog.NewJSONHandler(logs, nil))}, sb
 }
 
+// withAudit gives r an audit log of at most maxBytes in a temporary directory, closed
+// at the test's end, and returns its path.
+func withAudit(t *testing.T, r *Runner, maxBytes int64) string {
+	t.Helper()
+	path := t.TempDir() + "/audit.jsonl"
+	a, err := OpenAudit(path, maxBytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close() })
+	r.Audit = a
+	return path
+}
+
 func TestRunPassesStdinAndNetworkAndLogsOneLine(t *testing.T) {
 	var logs bytes.Buffer
 	var got sandbox.Spec
@@ -152,15 +166,9 @@ func TestSandboxErrorIsWrapped(t *testing.T) {
 // A language or session the call names is the client's text, as long as its request: it
 // is repeated clipped in the log line and the audit line.
 func TestRunClipsWhatTheCallNamed(t *testing.T) {
-	path := t.TempDir() + "/audit.jsonl"
-	a, err := OpenAudit(path, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
 	var logs bytes.Buffer
 	r, _ := newRunner(runnertest.Echo, &logs)
-	r.Audit = a
+	path := withAudit(t, r, 0)
 	long := strings.Repeat("x", 1<<20)
 	if _, err := r.Run(context.Background(), Call{Language: long, Code: []byte("1")}); err == nil {
 		t.Fatal("a language nobody has ran")
@@ -179,15 +187,9 @@ func TestRunClipsWhatTheCallNamed(t *testing.T) {
 }
 
 func TestAuditLogAndRotation(t *testing.T) {
-	path := t.TempDir() + "/audit.jsonl"
-	a, err := OpenAudit(path, 1200)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
 	var logs bytes.Buffer
 	r, _ := newRunner(runnertest.Echo, &logs)
-	r.Audit = a
+	path := withAudit(t, r, 1200)
 	for i := 0; i < 4; i++ {
 		_, _ = r.Run(context.Background(), Call{Language: "python", Code: []byte("print('top-secret')")})
 	}
