@@ -444,6 +444,15 @@ func (l *launch) supervise(ctx context.Context) bool {
 		case <-startedCh:
 			startedCh = nil
 			setup.Stop()
+			if l.cg != nil {
+				// The program runs, and until it ends the call needs nothing of the
+				// server: what the result and the next calls need is done now, not on
+				// their way. The counters the result reads are opened (a pooled sandbox
+				// opened them while it waited), and the spares are made up again
+				// (spares_linux.go says why not sooner).
+				l.cg.openCounters()
+				l.sb.cg.refill()
+			}
 			t := time.NewTimer(l.spec.Limits.Wall)
 			defer t.Stop()
 			wall = t.C

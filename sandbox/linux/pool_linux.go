@@ -201,6 +201,7 @@ func (p *pool) prepare(tmpl sandbox.Spec) (*launch, error) {
 	case <-l.readyCh:
 		if l.cg != nil {
 			l.cg.openCounters() // here, not between the call's exit and its answer
+			p.s.cg.refill()     // for the spare this sandbox took
 		}
 		return l, nil
 	case <-l.waited:
