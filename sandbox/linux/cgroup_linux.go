@@ -570,15 +570,12 @@ func (m *cgroups) create(id string, l sandbox.Limits) (*cgroup, error) {
 // is ready. A spare removed from outside meanwhile (a host's cleanup of empty cgroups)
 // is dropped for the next.
 func (m *cgroups) spare(l sandbox.Limits) (*cgroup, error) {
-	if err := m.ensureOwn(); err != nil {
-		return nil, err
-	}
 	for {
-		cg := m.spares.take()
-		if cg == nil {
-			return nil, nil
+		cg, err := m.takeSpare()
+		if cg == nil || err != nil {
+			return nil, err
 		}
-		err := cg.limit(l)
+		err = cg.limit(l)
 		if err == nil {
 			return cg, nil
 		}
@@ -587,6 +584,15 @@ func (m *cgroups) spare(l sandbox.Limits) (*cgroup, error) {
 			return nil, err
 		}
 	}
+}
+
+// takeSpare hands out a spare as it was made, without a call's limits (limit sets them
+// before anything runs in it); nil, and no error, when none is ready.
+func (m *cgroups) takeSpare() (*cgroup, error) {
+	if err := m.ensureOwn(); err != nil {
+		return nil, err
+	}
+	return m.spares.take(), nil
 }
 
 // make makes a cgroup named name and sets what every run's cgroup has alike: the CPU
