@@ -134,6 +134,9 @@ struct net_thread {
 	pthread_t thread;
 	int fd;  // the new namespace, or -1
 	int err; // why there is none
+	// pinned: the thread was started on the other CPUs of allowed (start_net says why).
+	int pinned;
+	cpu_set_t allowed;
 };
 
 struct preloaded {

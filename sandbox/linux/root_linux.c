@@ -501,10 +501,35 @@ static void *net_thread_main(void *arg) {
 	return NULL;
 }
 
+// start_net starts the thread on the CPUs this one may use but is not on, when there are
+// any. Placed on its creator's CPU, as a new thread is, it did not run until the main
+// thread blocked in join_net, the other CPU idle all the while: the namespace was
+// created after the root instead of beside it (0.40–0.58 ms of the init's wait in
+// join_net, sched_switch traces of cold runs on this 2-CPU VM).
 void start_net(struct net_thread *n) {
 	n->fd = -1;
 	n->err = 0;
-	int e = pthread_create(&n->thread, NULL, net_thread_main, n);
+	n->pinned = 0;
+	pthread_attr_t attr;
+	pthread_attr_t *ap = NULL;
+	int cpu = sched_getcpu();
+	if (cpu >= 0 && sched_getaffinity(0, sizeof n->allowed, &n->allowed) == 0 &&
+	    CPU_COUNT(&n->allowed) > 1 && pthread_attr_init(&attr) == 0) {
+		cpu_set_t others = n->allowed;
+		CPU_CLR(cpu, &others);
+		if (pthread_attr_setaffinity_np(&attr, sizeof others, &others) == 0) {
+			ap = &attr;
+			n->pinned = 1;
+		}
+	}
+	int e = pthread_create(&n->thread, ap, net_thread_main, n);
+	if (ap)
+		pthread_attr_destroy(ap);
+	if (e != 0 && ap) {
+		// Not refused for the affinity's sake: started as before.
+		n->pinned = 0;
+		e = pthread_create(&n->thread, NULL, net_thread_main, n);
+	}
 	if (e != 0) {
 		errno = e;
 		fail("network namespace", "thread");
@@ -512,6 +537,10 @@ void start_net(struct net_thread *n) {
 }
 
 static void join_net(struct net_thread *n) {
+	// Not done yet: it may now run on this CPU too, which is about to wait for it (the
+	// others may be busy). A thread that has ended refuses, which is as good.
+	if (n->pinned)
+		(void)pthread_setaffinity_np(n->thread, sizeof n->allowed, &n->allowed);
 	int e = pthread_join(n->thread, NULL);
 	if (e != 0) {
 		errno = e;
