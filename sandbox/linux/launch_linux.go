@@ -121,11 +121,7 @@ func (l *launch) start(cfg *initConfig) error {
 	cfg.HostUID, cfg.HostGID = l.ids.uid, l.ids.gid
 	cfg.OwnUID = l.sb.ids.ownUID()
 	cfg.UIDMap, cfg.GIDMap = l.sb.ids.uidmap, l.sb.ids.gidmap
-	frame, err := encodeConfig(cfg, realFS{})
-	if err != nil {
-		return err
-	}
-	l.rules = cfg.FilterRules
+	var err error
 	if l.pipes, err = openPipes(); err != nil {
 		return err
 	}
@@ -134,29 +130,37 @@ func (l *launch) start(cfg *initConfig) error {
 	if l.cg != nil && l.cg.fd >= 0 {
 		cgroupFD = l.cg.fd // v2: the spawner starts in the sandbox's cgroup
 	}
-	// The config waits in the pipe when it fits, so the spawner reads it as it starts
-	// instead of waiting for our next turn. (A bigger one is sent after the spawn: the
-	// write would block until the spawner reads.)
-	early := false
-	if size, err := pipeSize(l.cfgW); err == nil && len(frame) <= size {
-		if _, err := l.cfgW.Write(frame); err == nil {
-			early = true
-		}
-	}
 	// While the zygote forks the spawner (≈ 0.3 ms, the server waiting for its answer),
-	// a spare's limits are written and, behind the config, the cgroup frame the spawner
-	// reads next: it finds both when it starts, instead of waiting for them (a perf trace
-	// of cold calls: the limits' three writes in cgroupfs took 0.1–0.15 ms before the
-	// request, and the spawner waited 0.15–0.45 ms for its cgroup).
-	var cgErr error
-	cgSent := false
+	// the server makes what the spawner reads first: the config (its root plan looks up
+	// the host's paths), a spare's limits, and, behind the config, the cgroup frame. The
+	// spawner finds them when it starts instead of waiting for them (perf traces of cold
+	// calls: the config's 0.1–0.15 ms and the limits' three writes in cgroupfs, 0.1–0.15
+	// ms, came before the request, and the spawner then waited 0.15–0.45 ms for its
+	// cgroup). A config that cannot be made ends the spawner as a cgroup that cannot.
+	var frame []byte
+	var prepErr error
+	early, cgSent := false, false
 	meanwhile := func() {
-		if l.cgUnlimited {
-			cgErr = l.limitSpare()
+		if frame, prepErr = encodeConfig(cfg, realFS{}); prepErr != nil {
+			return
 		}
-		if cgErr == nil && early && l.cgPending == nil {
-			cgErr = l.sendCgroup()
-			cgSent = cgErr == nil
+		l.rules = cfg.FilterRules
+		// The config waits in the pipe when it fits, so the spawner reads it as it
+		// starts. (A bigger one is sent after the spawn: the write would block until
+		// the spawner reads.)
+		if size, err := pipeSize(l.cfgW); err == nil && len(frame) <= size {
+			if _, err := l.cfgW.Write(frame); err == nil {
+				early = true
+			}
+		}
+		if l.cgUnlimited {
+			if prepErr = l.limitSpare(); prepErr != nil {
+				return
+			}
+		}
+		if early && l.cgPending == nil {
+			prepErr = l.sendCgroup()
+			cgSent = prepErr == nil
 		}
 	}
 	pidfd, err := l.sb.zyg.spawn(l.child[:], cgroupFD, meanwhile)
@@ -206,8 +210,8 @@ func (l *launch) start(cfg *initConfig) error {
 	// spawner started). A send that fails means the spawner has already gone, most
 	// often after reporting a setup failure: its report, not the broken pipe, is what
 	// the result will say.
-	if cgErr != nil {
-		return stop(cgErr)
+	if prepErr != nil {
+		return stop(prepErr)
 	}
 	if !early {
 		_, _ = l.cfgW.Write(frame)
