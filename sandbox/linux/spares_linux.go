@@ -24,11 +24,12 @@ import "sync"
 // the spawner no longer waits for its cgroup.
 //
 // The taker asks for the refill once nothing of its own waits on the server: a call once
-// its program has started, a pool's or a session's sandbox once it is made. Asked for as
-// the spare was taken, the refill's goroutine ran while the call's spawner was being
-// forked, and the call, back from the zygote, waited for the only P while three spares
-// were made (≈ 0.4 ms in a perf trace, every third call), its spawner waiting for its
-// cgroup all the while.
+// its program has started, a pool's or a session's sandbox once it has been started (a
+// pool's while its interpreter loads, not once it is ready, when a call may be running).
+// Asked for as the spare was taken, the refill's goroutine ran while the call's spawner
+// was being forked, and the call, back from the zygote, waited for the only P while three
+// spares were made (≈ 0.4 ms in a perf trace, every third call), its spawner waiting for
+// its cgroup all the while.
 
 const (
 	spareTarget = 4 // spares a refill makes ready
