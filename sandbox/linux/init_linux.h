@@ -134,9 +134,10 @@ struct net_thread {
 	pthread_t thread;
 	int fd;  // the new namespace, or -1
 	int err; // why there is none
-	// pinned: the thread was started on the other CPUs of allowed (start_net says why).
+	// started: the thread runs (it sets it); pinned: it was started on the other CPUs
+	// (start_net and join_net say why).
+	int started;
 	int pinned;
-	cpu_set_t allowed;
 };
 
 struct preloaded {
