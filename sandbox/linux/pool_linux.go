@@ -197,8 +197,8 @@ func (p *pool) prepare(tmpl sandbox.Spec) (*launch, error) {
 	}
 	if l.cg != nil {
 		// For the spare it took, while its interpreter loads: asked for once it was
-		// ready, the spares were made while the next call ran (the bench's next cold
-		// call, its other build's, 1–1.5 ms slower for it).
+		// ready, the spares were made while the next call ran (in the bench, the other
+		// build's cold call).
 		p.s.cg.refill()
 	}
 	timer := time.NewTimer(setupTimeout)
