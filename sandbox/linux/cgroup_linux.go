@@ -475,14 +475,18 @@ func (c *cgroup) counterFile(i int) string {
 	return ""
 }
 
-// openCounters opens the counter files ahead of the run, for a sandbox that waits in the
-// pool: its result then reads each with one pread instead of a path walk through cgroupfs,
-// an open and a close (three to four files, ~50 µs between the program's exit and the
-// answer here). A file that cannot be opened is read by path as before. A kernfs counter
-// read from offset 0 is generated afresh, so an early open reads the values at the end.
+// openCounters opens the counter files ahead of the result, for a sandbox that waits in
+// the pool or a program that has started: its result then reads each with one pread
+// instead of a path walk through cgroupfs, an open and a close (three to four files,
+// ~50 µs between the program's exit and the answer here). A file that cannot be opened is
+// read by path as before. A kernfs counter read from offset 0 is generated afresh, so an
+// early open reads the values at the end. Opened once: a second call does nothing.
 func (c *cgroup) openCounters() {
 	c.countersMu.Lock()
 	defer c.countersMu.Unlock()
+	if c.counters != nil {
+		return
+	}
 	c.counters = make([]int, numCounters)
 	for i := range c.counters {
 		c.counters[i] = -1
@@ -566,16 +570,12 @@ func (m *cgroups) create(id string, l sandbox.Limits) (*cgroup, error) {
 // is ready. A spare removed from outside meanwhile (a host's cleanup of empty cgroups)
 // is dropped for the next.
 func (m *cgroups) spare(l sandbox.Limits) (*cgroup, error) {
-	if err := m.ensureOwn(); err != nil {
-		return nil, err
-	}
-	defer m.refill()
 	for {
-		cg := m.spares.take()
-		if cg == nil {
-			return nil, nil
+		cg, err := m.takeSpare()
+		if cg == nil || err != nil {
+			return nil, err
 		}
-		err := cg.limit(l)
+		err = cg.limit(l)
 		if err == nil {
 			return cg, nil
 		}
@@ -584,6 +584,15 @@ func (m *cgroups) spare(l sandbox.Limits) (*cgroup, error) {
 			return nil, err
 		}
 	}
+}
+
+// takeSpare hands out a spare as it was made, without a call's limits (limit sets them
+// before anything runs in it); nil, and no error, when none is ready.
+func (m *cgroups) takeSpare() (*cgroup, error) {
+	if err := m.ensureOwn(); err != nil {
+		return nil, err
+	}
+	return m.spares.take(), nil
 }
 
 // make makes a cgroup named name and sets what every run's cgroup has alike: the CPU

@@ -134,6 +134,10 @@ struct net_thread {
 	pthread_t thread;
 	int fd;  // the new namespace, or -1
 	int err; // why there is none
+	// started: the thread runs (it sets it); pinned: it was started on the other CPUs
+	// (start_net and join_net say why).
+	int started;
+	int pinned;
 };
 
 struct preloaded {

@@ -19,6 +19,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/airlock-mcp/airlock/internal/sandboxtest"
 	"github.com/airlock-mcp/airlock/sandbox"
 )
@@ -498,6 +500,41 @@ func TestSignalDispositionsAreFresh(t *testing.T) {
 			t.Errorf("the program starts with %s %s, want none", field, m[1])
 		}
 	}
+}
+
+// The program may run on every CPU the server may: the init starts the thread that
+// creates the network namespace on the CPUs it is not on itself (start_net), and that
+// pin is the thread's alone, lifted before it is joined.
+func TestProgramKeepsEveryCPU(t *testing.T) {
+	needProc(t)
+	var want unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &want); err != nil {
+		t.Fatal(err)
+	}
+	var cpus []string
+	for c := 0; c < 1024; c++ {
+		if want.IsSet(c) {
+			cpus = append(cpus, strconv.Itoa(c))
+		}
+	}
+	// Two runs in flight, so the second starts its thread while the first's init holds
+	// a CPU.
+	var wg sync.WaitGroup
+	for i := 0; i < 2; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res := run(t, sandbox.Spec{Argv: []string{"/usr/bin/python3", "-c", "import os; print(*sorted(os.sched_getaffinity(0)))"}})
+			if res.Status != sandbox.StatusOK {
+				t.Errorf("%s", brief(res))
+				return
+			}
+			if got := strings.TrimSpace(string(res.Stdout.Bytes())); got != strings.Join(cpus, " ") {
+				t.Errorf("the program may run on CPUs %q, want %q", got, strings.Join(cpus, " "))
+			}
+		}()
+	}
+	wg.Wait()
 }
 
 // Each Sandbox keeps its sandboxes' cgroups in a dir of its own, not shared with other

@@ -195,6 +195,12 @@ func (p *pool) prepare(tmpl sandbox.Spec) (*launch, error) {
 	if err != nil {
 		return nil, err
 	}
+	if l.cg != nil {
+		// For the spare it took, while its interpreter loads: asked for once it was
+		// ready, the spares were made while the next call ran (in the bench, the other
+		// build's cold call).
+		p.s.cg.refill()
+	}
 	timer := time.NewTimer(setupTimeout)
 	defer timer.Stop()
 	select {

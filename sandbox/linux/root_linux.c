@@ -491,6 +491,7 @@ void load_seccomp(const struct config *cfg) {
 
 static void *net_thread_main(void *arg) {
 	struct net_thread *n = arg;
+	__atomic_store_n(&n->started, 1, __ATOMIC_RELEASE);
 	if (unshare(CLONE_NEWNET) < 0) {
 		n->err = errno;
 		return NULL;
@@ -501,10 +502,37 @@ static void *net_thread_main(void *arg) {
 	return NULL;
 }
 
+// start_net starts the thread on the CPUs this one may use but is not on, when there are
+// any. Placed on its creator's CPU, as a new thread is, it did not run until the main
+// thread blocked in join_net, the other CPU idle all the while: the namespace was
+// created after the root instead of beside it (0.40–0.58 ms of the init's wait in
+// join_net, sched_switch traces of cold runs on this 2-CPU VM).
 void start_net(struct net_thread *n) {
 	n->fd = -1;
 	n->err = 0;
-	int e = pthread_create(&n->thread, NULL, net_thread_main, n);
+	n->started = 0;
+	n->pinned = 0;
+	pthread_attr_t attr;
+	pthread_attr_t *ap = NULL;
+	cpu_set_t allowed;
+	int cpu = sched_getcpu();
+	if (cpu >= 0 && sched_getaffinity(0, sizeof allowed, &allowed) == 0 && CPU_COUNT(&allowed) > 1 &&
+	    pthread_attr_init(&attr) == 0) {
+		cpu_set_t others = allowed;
+		CPU_CLR(cpu, &others);
+		if (pthread_attr_setaffinity_np(&attr, sizeof others, &others) == 0)
+			ap = &attr;
+		else
+			pthread_attr_destroy(&attr);
+	}
+	int e = pthread_create(&n->thread, ap, net_thread_main, n);
+	if (ap) {
+		pthread_attr_destroy(ap);
+		if (e == 0)
+			n->pinned = 1;
+		else // not refused for the affinity's sake: started as before
+			e = pthread_create(&n->thread, NULL, net_thread_main, n);
+	}
 	if (e != 0) {
 		errno = e;
 		fail("network namespace", "thread");
@@ -512,6 +540,19 @@ void start_net(struct net_thread *n) {
 }
 
 static void join_net(struct net_thread *n) {
+	// A thread the other CPUs have not run yet (they are busy) is moved to this one,
+	// which is about to wait for it: at worst the namespace is made after the root, as
+	// before the pin. (The scheduler does not move a queued thread that has just run to
+	// an idle CPU at once: once, 1.4 ms.)
+	if (n->pinned && !__atomic_load_n(&n->started, __ATOMIC_ACQUIRE)) {
+		cpu_set_t here;
+		int cpu = sched_getcpu();
+		CPU_ZERO(&here);
+		if (cpu >= 0) {
+			CPU_SET(cpu, &here);
+			(void)pthread_setaffinity_np(n->thread, sizeof here, &here);
+		}
+	}
 	int e = pthread_join(n->thread, NULL);
 	if (e != 0) {
 		errno = e;

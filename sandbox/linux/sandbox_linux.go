@@ -391,7 +391,9 @@ func (s *Sandbox) prepare(spec sandbox.Spec, cfg *initConfig) (*launch, error) {
 	var pending chan cgroupResult
 	switch s.cg.version {
 	case 1:
-		c, err := s.cg.spare(spec.Limits)
+		// A spare gets the call's limits while the zygote forks the spawner
+		// (launch.start), which joins it only once they are written.
+		c, err := s.cg.takeSpare()
 		if err != nil {
 			s.ids.release(ids, true)
 			return nil, fmt.Errorf("%w: %w", errCgroup, err)
@@ -416,6 +418,7 @@ func (s *Sandbox) prepare(spec sandbox.Spec, cfg *initConfig) (*launch, error) {
 	l := newLaunch(s, spec, cg)
 	l.ids = ids
 	l.cgPending = pending
+	l.cgUnlimited = s.cg.version == 1 && cg != nil
 	if err := l.start(cfg); err != nil {
 		s.release(l)
 		return nil, err

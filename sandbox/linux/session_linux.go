@@ -176,7 +176,11 @@ func (s *Sandbox) sessionLaunch(spec sandbox.Spec, try int) (*launch, error) {
 		// The failed attempt's cgroup, named after the ID, goes in the background.
 		spec.ID = fmt.Sprintf("%s-%d", spec.ID, try)
 	}
-	return s.prepare(spec, s.config(spec))
+	l, err := s.prepare(spec, s.config(spec))
+	if err == nil && l.cg != nil {
+		s.cg.refill() // for the spare this session took
+	}
+	return l, err
 }
 
 func newKey() string {

@@ -100,9 +100,15 @@ func TestSparesAreFreshAndGoWithClose(t *testing.T) {
 			t.Errorf("pids.max %s, want %s", got, pids)
 		}
 	}
+	// As a call takes its cgroup, and asks for the refill once its program has started.
+	take := func(name string) (*cgroup, error) {
+		c, err := cg.create(name, lim)
+		cg.refill()
+		return c, err
+	}
 	var made []*cgroup
 	for i := 0; i < 2*spareTarget; i++ {
-		c, err := cg.create("next-"+randHex(4), lim)
+		c, err := take("next-" + randHex(4))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -114,7 +120,7 @@ func TestSparesAreFreshAndGoWithClose(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			c, err := cg.create("par-"+randHex(4), lim)
+			c, err := take("par-" + randHex(4))
 			if err != nil {
 				t.Error(err)
 				return

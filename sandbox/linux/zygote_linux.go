@@ -254,8 +254,9 @@ var errZygote = errors.New("the zygote did not answer")
 
 // spawn asks for a spawner with the descriptors files as its 0-4 (and, with cgroupFD ≥ 0,
 // started in that cgroup v2 directory). It returns a pidfd for the spawner, the only
-// handle the server keeps: the spawner is the zygote's child, not ours.
-func (z *zygote) spawn(files []int, cgroupFD int) (*os.File, error) {
+// handle the server keeps: the spawner is the zygote's child, not ours. meanwhile, when
+// not nil, runs once while the zygote forks (ask).
+func (z *zygote) spawn(files []int, cgroupFD int, meanwhile func()) (*os.File, error) {
 	fds := append(make([]int, 0, len(files)+1), files...)
 	var req [4]byte
 	binary.NativeEndian.PutUint32(req[:], C.ZYG_SPAWN)
@@ -273,7 +274,7 @@ func (z *zygote) spawn(files []int, cgroupFD int) (*os.File, error) {
 				return nil, err
 			}
 		}
-		pidfd, err = z.ask(req[:], fds)
+		pidfd, err = z.ask(req[:], fds, &meanwhile)
 		if !errors.Is(err, errZygote) {
 			break
 		}
@@ -284,8 +285,10 @@ func (z *zygote) spawn(files []int, cgroupFD int) (*os.File, error) {
 	return pidfd, err
 }
 
-// ask sends one request and reads its answer. Called with z.mu held.
-func (z *zygote) ask(req []byte, fds []int) (*os.File, error) {
+// ask sends one request and reads its answer. Called with z.mu held. A *meanwhile set
+// runs once, between a request sent and its answer read, while the zygote forks; the
+// retry after a zygote restart does not run it again.
+func (z *zygote) ask(req []byte, fds []int, meanwhile *func()) (*os.File, error) {
 	// An interrupted send sent nothing (a SOCK_SEQPACKET message goes whole or not at
 	// all): ask again. Taking it for a dead zygote would restart it, and every sandbox
 	// in flight would die with the old one.
@@ -298,6 +301,10 @@ func (z *zygote) ask(req []byte, fds []int) (*os.File, error) {
 			return nil, fmt.Errorf("%w: send: %w", errZygote, err)
 		}
 		break
+	}
+	if meanwhile != nil && *meanwhile != nil {
+		(*meanwhile)()
+		*meanwhile = nil
 	}
 	var ans [8]byte
 	oob := make([]byte, unix.CmsgSpace(4))
