@@ -1195,25 +1195,9 @@ func TestPageCacheUnobservable(t *testing.T) {
 	args := []string{target, strconv.Itoa(stride), strconv.Itoa(n), string(pattern)}
 	ctx, cancel := context.WithTimeout(t.Context(), 40*time.Second)
 	defer cancel()
-	sent := make(chan struct{})
-	var once sync.Once
 	sender := pySpec(pageCacheSender, newMarker())
 	sender.Argv = append(sender.Argv, args...)
-	sender.Progress = func(p sandbox.Progress) {
-		if p.StdoutBytes > 0 {
-			once.Do(func() { close(sent) })
-		}
-	}
-	done := make(chan sandbox.Result, 1)
-	go func() {
-		res, _ := s.Run(ctx, withDefaults(sender))
-		done <- res
-	}()
-	select {
-	case <-sent:
-	case res := <-done:
-		t.Fatalf("the sending run ended: %s", brief(res))
-	}
+	done := runPrinting(t, ctx, s, sender, "the sending run")
 	receiver := pySpec(pageCacheReceiver, newMarker())
 	receiver.Argv = append(receiver.Argv, args[:3]...)
 	var got map[string]string

@@ -104,6 +104,36 @@ func withDefaults(spec sandbox.Spec) sandbox.Spec {
 	return withDefaultNetwork(spec)
 }
 
+// runPrinting starts spec in s and returns once its program has printed something (it
+// is then at work: holding a lock, a budget, a pattern of pages), with the channel its
+// result comes on. A run that ends or errs first fails the test.
+func runPrinting(t *testing.T, ctx context.Context, s *Sandbox, spec sandbox.Spec, what string) <-chan sandbox.Result {
+	t.Helper()
+	printed := make(chan struct{})
+	var once sync.Once
+	spec.Progress = func(p sandbox.Progress) {
+		if p.StdoutBytes > 0 {
+			once.Do(func() { close(printed) })
+		}
+	}
+	done := make(chan sandbox.Result, 1)
+	go func() {
+		res, err := s.Run(ctx, withDefaults(spec))
+		if err != nil {
+			t.Errorf("%s: %v", what, err)
+		}
+		done <- res
+	}()
+	select {
+	case <-printed:
+	case res := <-done:
+		t.Fatalf("%s ended before it printed: %s", what, brief(res))
+	case <-ctx.Done():
+		t.Fatalf("%s never printed", what)
+	}
+	return done
+}
+
 // pyAttempt begins a python probe that tries things one by one: attempt(name, fn) records
 // "ok" or the errno's name of the OSError in out, which the probe prints as JSON.
 const pyAttempt = `

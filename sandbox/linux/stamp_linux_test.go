@@ -161,16 +161,8 @@ func TestSandboxCannotWriteStamps(t *testing.T) {
 	target := m[0]
 	t.Cleanup(func() { os.Remove(target) })
 	forged, _ := json.Marshal(map[string]any{"rules": 99})
-	code := `
-import json, os, sys
+	code := pyAttempt + `
 target, d, forged = sys.argv[2], sys.argv[3], sys.argv[4]
-out = {}
-def attempt(name, fn):
-    try:
-        fn()
-        out[name] = "ok"
-    except OSError as e:
-        out[name] = os.strerror(e.errno)
 attempt("overwrite", lambda: open(target, "w").write(forged))
 attempt("create", lambda: open(os.path.join(d, "selfcheck-0000000000000000.json"), "x").write(forged))
 attempt("list", lambda: os.listdir(d))

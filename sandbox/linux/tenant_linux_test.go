@@ -165,32 +165,11 @@ func runTenantCase(t *testing.T, s *Sandbox, tc tenantCase) {
 	attackCtx, stopAttack := context.WithCancel(ctx)
 	defer stopAttack()
 
-	// The attacker prints once it holds the budget; progress reports its stdout.
-	held := make(chan struct{})
-	var heldOnce sync.Once
+	// The attacker prints once it holds the budget.
 	aSpec := pySpec(tc.attack, newMarker())
 	aSpec.Limits.Wall = 50 * time.Second
 	aSpec.Limits.OpenFiles = 512
-	aSpec.Progress = func(p sandbox.Progress) {
-		if p.StdoutBytes > 0 {
-			heldOnce.Do(func() { close(held) })
-		}
-	}
-	attackDone := make(chan sandbox.Result, 1)
-	go func() {
-		res, err := s.Run(attackCtx, withDefaults(aSpec))
-		if err != nil {
-			t.Errorf("attacker: %v", err)
-		}
-		attackDone <- res
-	}()
-	select {
-	case <-held:
-	case res := <-attackDone:
-		t.Fatalf("the attacker ended before holding the budget: %s", brief(res))
-	case <-ctx.Done():
-		t.Fatal("the attacker never held the budget")
-	}
+	attackDone := runPrinting(t, attackCtx, s, aSpec, "the attacker (holding the budget)")
 
 	// The second sandbox checks, prints and waits, so the host can find its uid.
 	vMarker := newMarker()
@@ -462,8 +441,6 @@ func TestAdvisoryLockResidual(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 40*time.Second)
 	defer cancel()
-	held := make(chan struct{})
-	var once sync.Once
 	spec := pySpec(`
 import fcntl, sys, time
 f = open(sys.argv[2], "rb")
@@ -472,21 +449,7 @@ print("held", flush=True)
 time.sleep(30)
 `, newMarker())
 	spec.Argv = append(spec.Argv, target)
-	spec.Progress = func(p sandbox.Progress) {
-		if p.StdoutBytes > 0 {
-			once.Do(func() { close(held) })
-		}
-	}
-	done := make(chan sandbox.Result, 1)
-	go func() {
-		res, _ := s.Run(ctx, withDefaults(spec))
-		done <- res
-	}()
-	select {
-	case <-held:
-	case res := <-done:
-		t.Fatalf("the locking run ended: %s", brief(res))
-	}
+	done := runPrinting(t, ctx, s, spec, "the locking run")
 	probe := pySpec(`
 import fcntl, sys
 f = open(sys.argv[2], "rb")
