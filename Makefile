@@ -56,7 +56,7 @@ help: ## list the targets
 build: ## build bin/airlock (cgo on Linux, for libseccomp)
 	$(BUILD_ENV) $(GO) build $(BUILD_FLAGS) -trimpath -ldflags '$(LDFLAGS)' -o bin/airlock .
 
-# Debian/Ubuntu cross toolchain: gcc-aarch64-linux-gnu and libseccomp-dev:arm64 (after
+# Debian/Ubuntu cross toolchain: gcc-aarch64-linux-gnu, libc6-dev:arm64 and libseccomp-dev:arm64 (after
 # dpkg --add-architecture arm64); .ci/run's arm64 step installs them.
 build-linux-arm64: ## cross-build bin/airlock-linux-arm64 (static, cgo) on an x86_64 Debian/Ubuntu
 	CC=aarch64-linux-gnu-gcc GOOS=linux GOARCH=arm64 CGO_ENABLED=1 PKG_CONFIG_PATH=/usr/lib/aarch64-linux-gnu/pkgconfig \

@@ -53,9 +53,14 @@ type Report struct {
 	P50, P99   time.Duration
 	Executions map[int]int // audit records per number of executions of one call
 	Duplicates []string    // calls the audit logs show executed more than once
-	Missing    []string    // calls with a result but no execution in any audit log
-	Drain      time.Duration
-	Events     []string
+	// LostAnswers are the duplicates the SIGKILL explains: the killed replica finished
+	// the call just before it died, so its answer was lost and the client's retry ran it
+	// again (the window docs/deploy.md describes). Reported, not failed.
+	LostAnswers []string
+	KilledAt    time.Time // when r2 got its SIGKILL
+	Missing     []string  // calls with a result but no execution in any audit log
+	Drain       time.Duration
+	Events      []string
 }
 
 // OK reports whether the run passed.
@@ -163,7 +168,7 @@ func Run(ctx context.Context, opt Options) (Report, error) {
 	}
 
 	var lat []time.Duration
-	want := map[string]int{}
+	want := map[string]outcome{}
 	for _, o := range outcomes {
 		for why, k := range o.retries {
 			rep.Retries[why] += k
@@ -177,7 +182,7 @@ func Run(ctx context.Context, opt Options) (Report, error) {
 		}
 		rep.Results++
 		lat = append(lat, o.latency)
-		want[o.job.sha()] = o.job.n
+		want[o.job.sha()] = o
 	}
 	slices.Sort(lat)
 	if len(lat) > 0 {
@@ -187,16 +192,22 @@ func Run(ctx context.Context, opt Options) (Report, error) {
 	if err != nil {
 		return rep, err
 	}
-	for sha, n := range want {
-		rep.Executions[ran[sha]]++
+	for sha, o := range want {
+		runs := ran[sha]
+		rep.Executions[len(runs)]++
 		switch {
-		case ran[sha] == 0:
-			rep.Missing = append(rep.Missing, fmt.Sprintf("call %d", n))
-		case ran[sha] > 1:
-			rep.Duplicates = append(rep.Duplicates, fmt.Sprintf("call %d ran %d times", n, ran[sha]))
+		case len(runs) == 0:
+			rep.Missing = append(rep.Missing, fmt.Sprintf("call %d", o.job.n))
+		case len(runs) > 1:
+			if why, ok := lostAnswer(o, runs, reps[2].name, rep.KilledAt); ok {
+				rep.LostAnswers = append(rep.LostAnswers, fmt.Sprintf("call %d ran %d times: %s", o.job.n, len(runs), why))
+				continue
+			}
+			rep.Duplicates = append(rep.Duplicates, fmt.Sprintf("call %d ran %d times (%s)", o.job.n, len(runs), runsString(runs)))
 		}
 	}
 	sort.Strings(rep.Duplicates)
+	sort.Strings(rep.LostAnswers)
 	return rep, nil
 }
 
@@ -233,6 +244,7 @@ func disrupt(ctx context.Context, reps []*replica, done *atomic.Int64, calls int
 	}
 	r2 := reps[2]
 	logf("%s: SIGKILL after %d calls", r2.name, done.Load())
+	rep.KilledAt = time.Now()
 	r2.kill()
 	time.Sleep(500 * time.Millisecond)
 	if err := r2.launch(ctx); err != nil {
@@ -242,10 +254,52 @@ func disrupt(ctx context.Context, reps []*replica, done *atomic.Int64, calls int
 	return nil
 }
 
-// executions counts, per code_sha256, the audit records of calls that ran: a record
+// lostWindow bounds how long before the SIGKILL a run may have ended for its answer to
+// count as lost in the kill: the audit line's write and fsync and the answer's write,
+// a few milliseconds on a calm host, tens under a CI's load.
+const lostWindow = 250 * time.Millisecond
+
+// run is one execution of a call in an audit log: which replica, and when its call ended
+// (the record's start plus its duration: the line is written right after).
+type run struct {
+	replica string
+	ended   time.Time
+}
+
+func runsString(runs []run) string {
+	parts := make([]string, len(runs))
+	for i, r := range runs {
+		parts[i] = r.replica + " at " + r.ended.Format("15:04:05.000")
+	}
+	return strings.Join(parts, ", ")
+}
+
+// lostAnswer reports whether the SIGKILL explains a call that ran twice: the client
+// retried it, and exactly one of its two runs was on the killed replica and ended within
+// lostWindow before the kill. Any other duplicate is a call run twice for no reason.
+func lostAnswer(o outcome, runs []run, killed string, killedAt time.Time) (string, bool) {
+	if len(runs) != 2 || o.attempts < 2 || killedAt.IsZero() {
+		return "", false
+	}
+	onKilled := 0
+	var gap time.Duration
+	for _, r := range runs {
+		if r.replica == killed && !r.ended.After(killedAt) && killedAt.Sub(r.ended) <= lostWindow {
+			onKilled++
+			gap = killedAt.Sub(r.ended)
+		}
+	}
+	if onKilled != 1 {
+		return "", false
+	}
+	return fmt.Sprintf("its run on %s ended %s before that replica's SIGKILL, so the answer was lost in the kill and the retry ran it again (%s)",
+		killed, gap.Round(100*time.Microsecond), runsString(runs)), true
+}
+
+// executions lists, per code_sha256, the audit records of calls that ran: a record
 // whose status is a sandbox outcome. Refusals (busy) and sandbox errors ran nothing.
-func executions(reps []*replica) (map[string]int, error) {
-	ran := map[string]int{}
+func executions(reps []*replica) (map[string][]run, error) {
+	ran := map[string][]run{}
 	for _, r := range reps {
 		for _, path := range []string{r.audit() + ".1", r.audit()} {
 			f, err := os.Open(path)
@@ -259,14 +313,17 @@ func executions(reps []*replica) (map[string]int, error) {
 			sc.Buffer(nil, 1<<20)
 			for sc.Scan() {
 				var rec struct {
-					CodeSHA256 string `json:"code_sha256"`
-					Status     string `json:"status"`
+					Time       time.Time `json:"time"`
+					DurationMS int64     `json:"duration_ms"`
+					CodeSHA256 string    `json:"code_sha256"`
+					Status     string    `json:"status"`
 				}
 				if json.Unmarshal(sc.Bytes(), &rec) != nil {
 					continue // a line torn by the SIGKILL
 				}
 				if rec.Status != "refused" && rec.Status != "sandbox_error" {
-					ran[rec.CodeSHA256]++
+					end := rec.Time.Add(time.Duration(rec.DurationMS) * time.Millisecond)
+					ran[rec.CodeSHA256] = append(ran[rec.CodeSHA256], run{replica: r.name, ended: end})
 				}
 			}
 			f.Close()
@@ -293,9 +350,12 @@ func (r Report) Print(w io.Writer) {
 	sort.Strings(reasons)
 	fmt.Fprintf(w, "fleet: %d calls retried (%d retries: %s)\n", r.Retried, total, strings.Join(reasons, ", "))
 	fmt.Fprintf(w, "fleet: drain of r1 took %s\n", r.Drain.Round(time.Millisecond))
-	fmt.Fprintf(w, "fleet: results %d/%d; audit: executed once %d, twice or more %d, never %d\n",
-		r.Results, r.Options.Calls, r.Executions[1], len(r.Duplicates), len(r.Missing))
-	for _, list := range [][]string{r.Failures, r.Duplicates, r.Missing} {
+	fmt.Fprintf(w, "fleet: results %d/%d; audit: executed once %d, twice or more %d (and %d lost in the SIGKILL), never %d\n",
+		r.Results, r.Options.Calls, r.Executions[1], len(r.Duplicates), len(r.LostAnswers), len(r.Missing))
+	if len(r.LostAnswers) > 0 {
+		fmt.Fprintf(w, "fleet: LOST IN THE SIGKILL: %d call(s) ran twice because their answer died with the killed replica (docs/deploy.md, \"Retries and exactly-once\"):\n", len(r.LostAnswers))
+	}
+	for _, list := range [][]string{r.Failures, r.Duplicates, r.Missing, r.LostAnswers} {
 		for i, s := range list {
 			if i == 10 {
 				fmt.Fprintf(w, "  ... and %d more\n", len(list)-10)

@@ -491,8 +491,12 @@ func AnswerOf(res *mcp.CallToolResult) Answer {
 
 func (k Kind) mismatch(a Answer, marker string) string {
 	switch {
-	case a.Status != k.Want:
-		return fmt.Sprintf("status %s, want %s (detail %q, text %.600q)", a.Status, k.Want, a.Detail, a.Text)
+	case a.Status != k.Want && (k.OrWant == "" || a.Status != k.OrWant):
+		want := k.Want
+		if k.OrWant != "" {
+			want += " or " + k.OrWant
+		}
+		return fmt.Sprintf("status %s, want %s (detail %q, text %.600q)", a.Status, want, a.Detail, a.Text)
 	case k.WantExit != nil && a.ExitCode != *k.WantExit:
 		return fmt.Sprintf("exit code %d, want %d", a.ExitCode, *k.WantExit)
 	case k.WantStdout != "" && !strings.Contains(a.Stdout, strings.ReplaceAll(k.WantStdout, "MARKER", marker)):
