@@ -8,6 +8,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 
 	"github.com/airlock-mcp/airlock/sandbox"
 	"github.com/airlock-mcp/airlock/sanitize"
@@ -82,21 +83,32 @@ func (s *saver) save(name string, data []byte) error {
 // saveArtifacts writes the returned artifacts when s is set, and says on w what it did;
 // without --out it says how to keep them. It reports whether every file was saved.
 func saveArtifacts(s *saver, outDir string, arts []sandbox.Artifact, w io.Writer) bool {
-	var returned []sandbox.Artifact
-	for _, a := range arts {
+	returned := func(a sandbox.Artifact) bool {
 		// The same rule as the result's "returned": an empty file comes back with a hash.
-		if a.Skipped == "" && (a.Data != nil || a.Size == 0 && a.SHA256 != "") {
-			returned = append(returned, a)
-		}
+		return a.Skipped == "" && (a.Data != nil || a.Size == 0 && a.SHA256 != "")
 	}
 	if s == nil {
-		if len(returned) > 0 {
-			fmt.Fprintf(w, "airlock run: %d file(s) in %s/ not saved; pass --out DIR to save them\n", len(returned), outDir)
+		if n := len(slices.DeleteFunc(slices.Clone(arts), func(a sandbox.Artifact) bool { return !returned(a) })); n > 0 {
+			fmt.Fprintf(w, "airlock run: %d file(s) in %s/ not saved; pass --out DIR to save them\n", n, outDir)
 		}
 		return true
 	}
 	ok := true
-	for _, a := range returned {
+	for _, a := range arts {
+		if !returned(a) {
+			// What the sandbox did not return (a symlink, a FIFO, a file over a cap, the
+			// entries past the listed ones, which come as one named "...") is named too,
+			// and fails the run like a file that could not be written: with --out, exit 0
+			// and the "saved" lines are the whole story, not a JSON field a script never
+			// reads.
+			why := a.Skipped
+			if why == "" {
+				why = "not returned by the sandbox"
+			}
+			fmt.Fprintf(w, "airlock run: not saved: %s/%s: %s\n", outDir, sanitize.Escape(a.Path), sanitize.Escape(why))
+			ok = false
+			continue
+		}
 		if err := s.save(a.Path, a.Data); err != nil {
 			// The name as the program wrote it, escaped to one line (a line break in it
 			// would forge a "saved" line): joined to DIR, a "../x" would read as if it
