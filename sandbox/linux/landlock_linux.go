@@ -445,7 +445,7 @@ func (s *Sandbox) landlockLayers(ok bool, fail string, rules int) []sandbox.Laye
 	out = append(out, uids)
 	if !s.ids.isolated() {
 		out = append(out, sandbox.Layer{Name: "file-metadata", Fix: uids.Fix,
-			Detail: "chmod, chown, utime and extended attributes refused (EPERM) in the run's own files too: Landlock does not cover metadata, and the runs' uid owns files outside the granted paths (the server's, another run's)"})
+			Detail: "chmod, chown, utime, extended attributes and the inode-flag ioctls (FS_IOC_SETFLAGS, FS_IOC_FSSETXATTR, fs-verity) refused (EPERM) in the run's own files too: Landlock does not cover metadata, and the runs' uid owns files outside the granted paths (the server's, another run's, an interpreter's prefix in its home)"})
 	}
 	layer("seccomp", true, true, fmt.Sprintf("the namespace tier's filter, %d rules, default ENOSYS; sockets: AF_UNIX only; and the program's own on top, %d rules: no other process's limits, niceness or scheduling", rules, t.program.rules), "install libseccomp (apt-get install libseccomp2)")
 	layer("no-new-privs", true, true, "set before Landlock and the filter; setuid binaries and file capabilities are inert", "")

@@ -298,7 +298,7 @@ func TestFilterPlan(t *testing.T) {
 		}
 	}
 	// Argument-filtered or default-denied: never unconditionally allowed.
-	for _, n := range []string{"clone", "clone3", "socket", "socketpair", "ioctl", "ptrace", "personality",
+	for _, n := range []string{"clone", "clone3", "socket", "socketpair", "ioctl", "fcntl", "ptrace", "personality",
 		"preadv2", "mount", "unshare", "setns", "bpf", "io_uring_setup", "userfaultfd", "keyctl", "perf_event_open",
 		"kexec_load", "init_module", "process_vm_readv", "open_by_handle_at", "reboot", "syslog"} {
 		if allowed[n] {
@@ -378,47 +378,60 @@ func bpfConstants(prog []byte) map[uint32]bool {
 	return ks
 }
 
-// TestIoctlMasks checks the allowed ioctl matches as data: every 32-bit command but the
-// denied ones matches exactly one, a denied one none, whatever the upper 32 bits hold.
+// TestIoctlMasks checks the allowed ioctl and fcntl matches as data: every 32-bit
+// command but the denied ones matches exactly one, a denied one none, whatever the upper
+// 32 bits hold.
 func TestIoctlMasks(t *testing.T) {
-	masks := complementMasks(deniedIoctls)
-	matches := func(x uint64) int {
-		n := 0
-		for _, m := range masks {
-			if m.mask>>32 != 0 {
-				t.Fatalf("mask %#x looks at the upper half, which the kernel ignores", m.mask)
+	for _, tc := range []struct {
+		name    string
+		denied  []uint32
+		samples []uint64
+	}{
+		{"ioctl", deniedIoctls, []uint64{0, 0x5401, 0x5413, 0x541B, 0x541D, 0xffffffff, 0x80045430, uint64(unix.TIOCSTI) | 1<<32}},
+		{"fcntl", deniedFcntls, []uint64{0, unix.F_GETFD, unix.F_SETFL, unix.F_GETLEASE, unix.F_DUPFD_CLOEXEC, unix.F_ADD_SEALS,
+			uint64(unix.F_NOTIFY) | 1<<32, uint64(unix.F_SETLEASE) | 1<<63}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			masks := complementMasks(tc.denied)
+			matches := func(x uint64) int {
+				n := 0
+				for _, m := range masks {
+					if m.mask>>32 != 0 {
+						t.Fatalf("mask %#x looks at the upper half, which the kernel ignores", m.mask)
+					}
+					if x&m.mask == m.value {
+						n++
+					}
+				}
+				return n
 			}
-			if x&m.mask == m.value {
-				n++
+			r := rand.New(rand.NewPCG(1, 2))
+			for _, d := range tc.denied {
+				for i := 0; i < 100; i++ {
+					x := r.Uint64()&^0xffffffff | uint64(d)
+					if n := matches(x); n != 0 {
+						t.Fatalf("denied %s %#x allowed by %d matches", tc.name, x, n)
+					}
+				}
 			}
-		}
-		return n
-	}
-	r := rand.New(rand.NewPCG(1, 2))
-	for _, d := range deniedIoctls {
-		for i := 0; i < 100; i++ {
-			x := r.Uint64()&^0xffffffff | uint64(d)
-			if n := matches(x); n != 0 {
-				t.Fatalf("denied ioctl %#x allowed by %d matches", x, n)
+			samples := tc.samples
+			for i := 0; i < 100000; i++ {
+				samples = append(samples, r.Uint64())
 			}
-		}
-	}
-	samples := []uint64{0, 0x5401, 0x5413, 0x541B, 0x541D, 0xffffffff, 0x80045430, uint64(unix.TIOCSTI) | 1<<32}
-	for i := 0; i < 100000; i++ {
-		samples = append(samples, r.Uint64())
-	}
-	for _, x := range samples {
-		want := 1
-		for _, d := range deniedIoctls {
-			if uint32(x) == d {
-				want = 0
+			for _, x := range samples {
+				want := 1
+				for _, d := range tc.denied {
+					if uint32(x) == d {
+						want = 0
+					}
+				}
+				if n := matches(x); n != want {
+					t.Fatalf("%s %#x matched %d times, want %d", tc.name, x, n, want)
+				}
 			}
-		}
-		if n := matches(x); n != want {
-			t.Fatalf("ioctl %#x matched %d times, want %d", x, n, want)
-		}
+			t.Logf("%d masked matches allow every %s command but %d", len(masks), tc.name, len(tc.denied))
+		})
 	}
-	t.Logf("%d masked matches allow every ioctl but %d", len(masks), len(deniedIoctls))
 }
 
 // The backend refuses a spec with a zero limit instead of filling it: policy fills
