@@ -256,9 +256,9 @@ func compileFilter(p filterPlan) (*bpf, error) {
 	for _, cmd := range deniedIoctls {
 		b.rule("ioctl", eperm, cond(1, seccomp.CompareMaskedEqual, 0xffffffff, uint64(cmd)))
 	}
-	// fcntl: everything but F_NOTIFY and F_SETLEASE, spelled out as ioctl's commands are
-	// (cmd is an unsigned int to the kernel: 32 bits compared).
-	for _, m := range complementMasks(deniedFcntls) {
+	// fcntl: the commands Linux has, but F_NOTIFY and F_SETLEASE (cmd is an unsigned int
+	// to the kernel: 32 bits compared). A command of a later kernel gets ENOSYS.
+	for _, m := range allowedFcntls {
 		b.rule("fcntl", seccomp.ActAllow, cond(1, seccomp.CompareMaskedEqual, m.mask, m.value))
 	}
 	for _, cmd := range deniedFcntls {
@@ -318,6 +318,23 @@ var deniedIoctls = []uint32{unix.TIOCSTI, unix.TIOCLINUX}
 //     holds whoever opens it next for writing or truncating for lease-break-time (45 s),
 //     and its break tells the run when that happened (TestInodeFlagsOutsideWorkspace).
 var deniedFcntls = []uint32{unix.F_NOTIFY, unix.F_SETLEASE}
+
+// allowedFcntls are the other commands of Linux 6.18, as a few masked ranges rather
+// than the 61 matches of deniedFcntls' complement: the filter is compiled at each
+// `airlock run`, and those cost about a millisecond of libseccomp's time more. 0-63
+// are the POSIX ones and the OFD locks (F_OFD_* = 36-38); from F_LINUX_SPECIFIC_BASE
+// (1024) F_GETLEASE, F_DUPFD_QUERY, F_CREATED_QUERY, F_CANCELLK, F_DUPFD_CLOEXEC, the
+// pipe sizes, seals and write hints, up to F_SET_FILE_RW_HINT (1038). A later one (a
+// delegation, like a lease) is refused until someone decides it is safe.
+var allowedFcntls = []maskedValue{
+	{0xffffffc0, 0},    // 0-63
+	{0xffffffff, 1025}, // F_GETLEASE
+	{0xffffffff, 1027}, // F_DUPFD_QUERY
+	{0xfffffffc, 1028}, // 1028-1031
+	{0xfffffffc, 1032}, // 1032-1035
+	{0xfffffffe, 1036}, // 1036-1037
+	{0xffffffff, 1038}, // F_SET_FILE_RW_HINT
+}
 
 // maskedValue matches a 32-bit argument x when x&mask == value.
 type maskedValue struct{ mask, value uint64 }
