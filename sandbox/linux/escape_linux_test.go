@@ -380,6 +380,79 @@ func TestInodeFlagsOutsideWorkspace(t *testing.T) {
 	}
 }
 
+// probeDevices uses each device node of the sandbox's /dev as a program would (write,
+// read) and tries to change its times, mode and extended attributes; it prints
+// {attempt: "ok" or errno}.
+const probeDevices = pyAttempt + `
+def write(p):
+    fd = os.open(p, os.O_WRONLY)
+    try:
+        os.write(fd, b"x")
+    finally:
+        os.close(fd)
+def read(p):
+    with open(p, "rb") as f:
+        if len(f.read(8)) != 8:
+            raise OSError(errno.EIO, "short read")
+for n in ("null", "zero", "full", "random", "urandom"):
+    p = "/dev/" + n
+    if n == "null":
+        attempt("write " + p, lambda: write(p))
+    else:
+        attempt("read " + p, lambda: read(p))
+    attempt("utime now " + p, lambda: os.utime(p))
+    attempt("utime " + p, lambda: os.utime(p, (0, 0)))
+    attempt("chmod " + p, lambda: os.chmod(p, 0o600))
+    attempt("setxattr " + p, lambda: os.setxattr(p, "user.airlock", b"1"))
+print(json.dumps(out))
+`
+
+// TestDeviceNodesUnchanged: the sandbox's /dev/null and the like are the host's device
+// nodes (binds: a device cannot be created in a user namespace), and the program must
+// be able to write and read them but not change them. A writable bind let it set the
+// host's /dev/null, /dev/urandom, ... times to now, which the kernel allows anyone who
+// may write a file: a change on the host, seen by every other run (a channel between
+// two runs in flight). A read-only bind keeps the nodes usable (the kernel's read-only
+// checks spare devices) and refuses the times with EROFS.
+func TestDeviceNodesUnchanged(t *testing.T) {
+	recordTier(t)
+	notInTier(t, "the host's own /dev: a root server's run may set the time of a world-writable host file to now (utimensat needs only write permission, which Landlock does not check)")
+	type times struct{ m, c unix.Timespec }
+	stat := func() map[string]times {
+		got := map[string]times{}
+		for _, n := range devNodes {
+			var st unix.Stat_t
+			if err := unix.Stat("/dev/"+n, &st); err != nil {
+				t.Fatal(err)
+			}
+			got[n] = times{st.Mtim, st.Ctim}
+		}
+		return got
+	}
+	before := stat()
+	var got map[string]string
+	runJSON(t, pySpec(probeDevices, newMarker()), &got)
+	t.Logf("%v", got)
+	if len(got) != 5*len(devNodes) {
+		t.Errorf("%d attempts reported, want %d: %v", len(got), 5*len(devNodes), got)
+	}
+	for name, v := range got {
+		usable := strings.HasPrefix(name, "write ") || strings.HasPrefix(name, "read ")
+		if usable && v != "ok" {
+			t.Errorf("%s: %s, want ok: the node must stay usable", name, v)
+		}
+		if !usable && v == "ok" {
+			t.Errorf("%s: the program changed a host device node", name)
+		}
+	}
+	after := stat()
+	for _, n := range devNodes {
+		if after[n] != before[n] {
+			t.Errorf("the host's /dev/%s changed: times %+v → %+v", n, before[n], after[n])
+		}
+	}
+}
+
 // probeWrite tries to create or modify each path from stdin and prints {path: errno}.
 const probeWrite = `
 import json, os, sys, errno

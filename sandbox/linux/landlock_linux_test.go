@@ -336,6 +336,7 @@ var tierGuarantees = []struct{ test, guarantee string }{
 	{"TestWriteOutsideWorkspace", "files: writes only to the workspace and tmp"},
 	{"TestMetadataOutsideWorkspace", "files: no mode, owner, time or xattr change outside the workspace"},
 	{"TestInodeFlagsOutsideWorkspace", "files: no inode flag (nodump, sync) or lease on a readable host file"},
+	{"TestDeviceNodesUnchanged", "files: the host's /dev/null and the like usable, their times unchanged"},
 	{"TestMountFlags", "files: own mount table, read-only and nosuid"},
 	{"TestLandlockTwoRunsInFlight", "files, processes: another run in flight unreachable (workspace, tmp, its socket, signals, ptrace, /proc, its and the server's limits and scheduling)"},
 	{"TestLandlockHostDatagramUnreachable", "network: a host datagram socket anyone may write (/dev/log) unreachable"},
