@@ -9,6 +9,7 @@ import (
 	"path"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/airlock-mcp/airlock/sandbox"
 	"github.com/airlock-mcp/airlock/sanitize"
@@ -17,7 +18,8 @@ import (
 // saver writes a run's artifacts under one directory for `airlock run --out DIR`. The
 // names come from the sandboxed program, so they are hostile: every file is opened
 // through an os.Root, which refuses any path (.., an absolute name, a symlink planted
-// in DIR) that resolves outside it, and nothing is overwritten unless asked.
+// in DIR) that resolves outside it, no hidden name is written, and nothing is
+// overwritten unless asked.
 type saver struct {
 	dir   string
 	root  *os.Root
@@ -48,6 +50,15 @@ func (s *saver) save(name string, data []byte) error {
 	// Escape rewrites) or that is not a plain relative path is never written.
 	if sanitize.Escape(name) != name || !filepath.IsLocal(filepath.FromSlash(name)) {
 		return fmt.Errorf("refused: not a plain relative file name")
+	}
+	// Nor a hidden name: --out is often a project or home directory, where tools read
+	// dot files and run what they say (.git/config's core.fsmonitor at the next git
+	// status, .ssh/authorized_keys, .envrc, .config/autostart). A program's figures and
+	// tables need none.
+	for _, part := range strings.Split(name, "/") {
+		if strings.HasPrefix(part, ".") {
+			return fmt.Errorf("refused: a hidden name (a tool may read and run a dot file)")
+		}
 	}
 	if dir := path.Dir(name); dir != "." {
 		if err := s.root.MkdirAll(dir, 0o750); err != nil {
