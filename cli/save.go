@@ -65,21 +65,37 @@ func (s *saver) save(name string, data []byte) error {
 			return err
 		}
 	}
-	flags := os.O_WRONLY | os.O_CREATE | os.O_EXCL
-	if s.force {
-		// Overwrite a regular file only: never write through a symlink or into a device.
-		fi, err := s.root.Lstat(name)
-		switch {
-		case err == nil && !fi.Mode().IsRegular():
-			return fmt.Errorf("exists and is not a regular file")
-		case err != nil && !errors.Is(err, fs.ErrNotExist):
-			return err
-		}
-		flags = os.O_WRONLY | os.O_CREATE | os.O_TRUNC
+	if !s.force {
+		return writeNew(s.root, name, data, errExists)
 	}
-	f, err := s.root.OpenFile(name, flags, 0o644)
-	if errors.Is(err, fs.ErrExist) {
-		return errExists
+	// Overwrite a regular file only: never write through a symlink or into a device.
+	fi, err := s.root.Lstat(name)
+	switch {
+	case err == nil && !fi.Mode().IsRegular():
+		return fmt.Errorf("exists and is not a regular file")
+	case err != nil && !errors.Is(err, fs.ErrNotExist):
+		return err
+	}
+	// A new file renamed over the old one, not the old one truncated: that would keep
+	// its mode (a script's execute bit, for the program's text) and write through its
+	// other hard links.
+	tmp := path.Join(path.Dir(name), fmt.Sprintf(".%s.airlock-%d", path.Base(name), os.Getpid()))
+	if err := writeNew(s.root, tmp, data, nil); err != nil {
+		return err
+	}
+	if err := s.root.Rename(tmp, name); err != nil {
+		_ = s.root.Remove(tmp)
+		return err
+	}
+	return nil
+}
+
+// writeNew creates name (mode 0644, never an existing file: exists is the error then)
+// and writes data to it.
+func writeNew(root *os.Root, name string, data []byte, exists error) error {
+	f, err := root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if errors.Is(err, fs.ErrExist) && exists != nil {
+		return exists
 	}
 	if err != nil {
 		return err
@@ -87,6 +103,9 @@ func (s *saver) save(name string, data []byte) error {
 	_, err = f.Write(data)
 	if cerr := f.Close(); err == nil {
 		err = cerr
+	}
+	if err != nil {
+		_ = root.Remove(name)
 	}
 	return err
 }
