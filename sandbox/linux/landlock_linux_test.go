@@ -625,3 +625,50 @@ func TestLandlockPieces(t *testing.T) {
 		}
 	}
 }
+
+// TestLandlockRunsDirIsPrivate: the directory that holds the Landlock tier's run
+// directories (/tmp/airlock-UID-runs for an unprivileged server without
+// XDG_RUNTIME_DIR: a name anyone can take first in /tmp) is refused unless it is a real
+// directory of the server's uid that no one else may write. Whoever owns it could rename
+// the server's directory in it and put a symlink in its place, so that a later run's
+// workspace, with the call's code and files, is made in a directory of theirs.
+func TestLandlockRunsDirIsPrivate(t *testing.T) {
+	other := t.TempDir()
+	cases := map[string]func(runs string) error{
+		"a symlink": func(runs string) error { return os.Symlink(other, runs) },
+		"writable by others": func(runs string) error {
+			if err := os.Mkdir(runs, 0o777); err != nil {
+				return err
+			}
+			return os.Chmod(runs, 0o777)
+		},
+	}
+	if isRoot() {
+		cases["another uid's"] = func(runs string) error {
+			if err := os.Mkdir(runs, 0o711); err != nil {
+				return err
+			}
+			return os.Chown(runs, 1, 1)
+		}
+	}
+	for name, make := range cases {
+		state := t.TempDir()
+		runs := filepath.Join(state, "runs")
+		if err := make(runs); err != nil {
+			t.Fatal(err)
+		}
+		tier, err := newLandlockTier(sandbox.Options{StateDir: state, AllowDegraded: true})
+		if err == nil {
+			os.RemoveAll(tier.base)
+			t.Errorf("%s runs directory accepted: the tier made %s in it", name, tier.base)
+		} else if !errors.Is(err, sandbox.ErrUnavailable) || !strings.Contains(err.Error(), runs) {
+			t.Errorf("%s runs directory: %v, want ErrUnavailable naming %s", name, err, runs)
+		}
+	}
+	state := t.TempDir()
+	tier, err := newLandlockTier(sandbox.Options{StateDir: state, AllowDegraded: true})
+	if err != nil {
+		t.Fatalf("a fresh runs directory refused: %v", err)
+	}
+	os.RemoveAll(tier.base)
+}
