@@ -583,3 +583,66 @@ func TestE2EBadInputRawStdio(t *testing.T) {
 	}
 	alive(200)
 }
+
+// TestE2ERunOutNamesWhatIsNotSaved: with --out, every file the program left in out/ is
+// either saved or named on stderr with the reason, and a run that lost any exits 1. The
+// sandbox lists a symlink to a host file, a FIFO, a hard link and a file over the size
+// cap without returning them; `airlock run --out` used to print only the saved lines
+// and exit 0, so a script saw a complete save. A hidden name (.git/config, whose
+// core.fsmonitor git runs, .ssh/authorized_keys) is returned but never saved: the
+// output directory is often a project's or the user's home.
+func TestE2ERunOutNamesWhatIsNotSaved(t *testing.T) {
+	bin := needSandbox(t)
+	dir := filepath.Join(t.TempDir(), "saved")
+	cmd := exec.Command(bin, "run", "--audit", "off", "--timeout", "20", "--out", dir, "-")
+	cmd.Stdin = strings.NewReader(`
+import os
+os.makedirs("out", exist_ok=True)
+open("out/ok.txt", "w").write("ok")
+open("out/big.bin", "wb").write(b"x" * (5 << 20))
+os.symlink("/etc/passwd", "out/passwd")
+os.mkfifo("out/fifo")
+open("out/a.txt", "w").write("a")
+os.link("out/a.txt", "out/b.txt")
+os.makedirs("out/.git", exist_ok=True)
+open("out/.git/config", "w").write("[core]\n\tfsmonitor = touch /tmp/pwned\n")
+os.makedirs("out/sub/.ssh", exist_ok=True)
+open("out/sub/.ssh/authorized_keys", "w").write("ssh-ed25519 AAAA attacker")
+`)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 1 {
+		t.Errorf("exit %v, want 1: files were not saved\n%s", err, stderr.String())
+	}
+	var res struct {
+		Status string `json:"status"`
+	}
+	if jerr := json.Unmarshal(out, &res); jerr != nil || res.Status != "ok" {
+		t.Fatalf("result %s: %v", out, jerr)
+	}
+	for _, want := range []string{
+		"saved " + filepath.Join(dir, "ok.txt") + " (2 bytes)",
+		"not saved: out/big.bin: file too large",
+		"not saved: out/passwd: symlink",
+		"not saved: out/fifo: not a regular file",
+		"not saved: out/a.txt: hard link",
+		"not saved: out/b.txt: hard link",
+		"not saved: out/.git/config: refused: a hidden name",
+		"not saved: out/sub/.ssh/authorized_keys: refused: a hidden name",
+	} {
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("stderr lacks %q:\n%s", want, stderr.String())
+		}
+	}
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 1 || entries[0].Name() != "ok.txt" {
+		t.Errorf("saved %v, want ok.txt alone", entries)
+	}
+	for _, p := range []string{".git", "sub"} {
+		if _, err := os.Lstat(filepath.Join(dir, p)); err == nil {
+			t.Errorf("%s created in --out", p)
+		}
+	}
+}

@@ -458,3 +458,38 @@ func TestRunOutNamesCannotForgeLines(t *testing.T) {
 		t.Errorf("%d lines for 3 artifacts (a name forged a line):\n%s", len(lines), r.stderr)
 	}
 }
+
+// TestRunOutForceReplacesTheFile: --force puts a new file in place of an existing one
+// rather than truncating it, so the program's bytes neither take over an executable's
+// mode nor reach another name of the old file (a hard link to a file outside --out).
+func TestRunOutForceReplacesTheFile(t *testing.T) {
+	base := t.TempDir()
+	dir := filepath.Join(base, "saved")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	script, other := filepath.Join(dir, "run.sh"), filepath.Join(base, "elsewhere.sh")
+	if err := os.WriteFile(script, []byte("#!/bin/sh\necho mine\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Link(script, other); err != nil {
+		t.Fatal(err)
+	}
+	fn := artifactsFn(map[string]string{"run.sh": "#!/bin/sh\necho pwned\n"})
+	r := run(t, fn, "1", "run", "--audit", "off", "--out", dir, "--force", "-")
+	if r.code != exitOK {
+		t.Fatalf("exit %d:\n%s", r.code, r.stderr)
+	}
+	if b, _ := os.ReadFile(script); string(b) != "#!/bin/sh\necho pwned\n" {
+		t.Errorf("--force did not overwrite: %q", b)
+	}
+	if fi, err := os.Stat(script); err != nil || fi.Mode().Perm() != 0o644 {
+		t.Errorf("the overwritten file's mode: %v %v, want 0644 (not the old file's execute bits)", fi.Mode(), err)
+	}
+	if b, _ := os.ReadFile(other); string(b) != "#!/bin/sh\necho mine\n" {
+		t.Errorf("the write went through a hard link outside --out: %q", b)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
+		t.Errorf("left in --out: %v", entries)
+	}
+}

@@ -9,10 +9,10 @@ CLONE_NEWUSER, CLONE_NEWNS, SIGCHLD = 0x10000000, 0x00020000, 17
 NR = {
     "x86_64": {"mount": 165, "keyctl": 250, "bpf": 321, "perf_event_open": 298, "userfaultfd": 323,
                "io_uring_setup": 425, "kexec_load": 246, "ioctl": 16, "inotify_init1": 294,
-               "inotify_add_watch": 254, "clone": 56, "unshare": 272},
+               "inotify_add_watch": 254, "clone": 56, "unshare": 272, "fcntl": 72},
     "aarch64": {"mount": 40, "keyctl": 219, "bpf": 280, "perf_event_open": 241, "userfaultfd": 282,
                 "io_uring_setup": 425, "kexec_load": 104, "ioctl": 29, "inotify_init1": 26,
-                "inotify_add_watch": 27, "clone": 220, "unshare": 97},
+                "inotify_add_watch": 27, "clone": 220, "unshare": 97, "fcntl": 25},
 }[os.uname().machine]
 
 CALLS = {
@@ -24,8 +24,11 @@ CALLS = {
     "io-uring": [("io_uring_setup", NR["io_uring_setup"], (1, BAD))],
     "kexec-load": [("kexec_load", NR["kexec_load"], (0, 0x7fffffff, BAD, 0))],
     "tiocsti": [("ioctl TIOCSTI", NR["ioctl"], (-1, 0x5412, BAD))],
-    # A watch on the host's read-only system files would see the host and other runs use them.
-    "inotify": [("inotify_init1", NR["inotify_init1"], (0,)), ("inotify_add_watch", NR["inotify_add_watch"], (-1, BAD, 0x20))],
+    # A watch on the host's read-only system files (inotify, or dnotify: fcntl F_NOTIFY)
+    # would see the host and other runs use them; a lease on one the run's uid owns would
+    # hold its next writer.
+    "inotify": [("inotify_init1", NR["inotify_init1"], (0,)), ("inotify_add_watch", NR["inotify_add_watch"], (-1, BAD, 0x20)),
+                ("fcntl F_NOTIFY", NR["fcntl"], (-1, 0x402, 0x1)), ("fcntl F_SETLEASE", NR["fcntl"], (-1, 0x400, 0))],
 }
 
 

@@ -2,6 +2,7 @@ package linux
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"net"
@@ -16,6 +17,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -266,6 +268,188 @@ func TestMetadataOutsideWorkspace(t *testing.T) {
 	}
 	if _, err := unix.Getxattr(file, "user.kept", buf); err != nil {
 		t.Errorf("the program removed the host file's xattr: %v", err)
+	}
+}
+
+// probeInodeFlags tries, through a descriptor of a readable file (argv[2]) that the
+// run's uid may own, what the kernel lets a file's owner do with any descriptor: set
+// its inode flags (FS_IOC_SETFLAGS, FS_IOC_FSSETXATTR) and take a lease, which holds
+// every other opener for writing or truncating for lease-break-time (45 s by default).
+// It prints {attempt: "ok" or errno}.
+const probeInodeFlags = pyAttempt + `
+import array, fcntl, struct
+f = sys.argv[2]
+def with_fd(fn):
+    def go():
+        fd = os.open(f, os.O_RDONLY)
+        try:
+            fn(fd)
+        finally:
+            os.close(fd)
+    return go
+def setflags(fd):
+    buf = array.array("i", [0, 0])
+    fcntl.ioctl(fd, 0x80086601, buf, True)  # FS_IOC_GETFLAGS
+    buf[0] |= 0x40 | 0x8                    # FS_NODUMP_FL, FS_SYNC_FL
+    fcntl.ioctl(fd, 0x40086602, buf)        # FS_IOC_SETFLAGS
+def fssetxattr(fd):
+    buf = bytearray(28)
+    fcntl.ioctl(fd, 0x801c581f, buf, True)  # FS_IOC_FSGETXATTR
+    x = struct.unpack_from("I", buf)[0] | 0x80 | 0x40  # FS_XFLAG_NODUMP, FS_XFLAG_NOATIME
+    struct.pack_into("I", buf, 0, x)
+    fcntl.ioctl(fd, 0x401c5820, bytes(buf))  # FS_IOC_FSSETXATTR
+def lease(fd):
+    fcntl.fcntl(fd, 1024, fcntl.F_RDLCK)     # F_SETLEASE
+    if fcntl.fcntl(fd, 1025) != fcntl.F_RDLCK:  # F_GETLEASE
+        raise OSError(errno.EINVAL, "no lease")
+def lease_high_bits(fd):
+    # The command with garbage above its 32 bits, which the kernel ignores.
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    if libc.syscall(72, fd, ctypes.c_ulong((1 << 32) | 1024), 0) != 0:  # SYS_fcntl (amd64)
+        raise OSError(ctypes.get_errno(), "fcntl")
+attempt("FS_IOC_SETFLAGS", with_fd(setflags))
+attempt("FS_IOC_FSSETXATTR", with_fd(fssetxattr))
+attempt("F_SETLEASE", with_fd(lease))
+if os.uname().machine == "x86_64":
+    attempt("F_SETLEASE high bits", with_fd(lease_high_bits))
+print(json.dumps(out))
+`
+
+// TestInodeFlagsOutsideWorkspace: a program cannot set the inode flags of a host file it
+// can read, nor take a lease on it. The file sits in a directory granted read-only, as
+// an interpreter's prefix outside the system dirs is (nvm's or pyenv's, in the home of
+// the user an unprivileged server runs as). The namespace tier binds it read-only, which
+// refuses flags (EROFS); the Landlock tier grants it read-only, which Landlock checks at
+// open only, and where the runs have the server's uid, which owns the file, the kernel's
+// owner check passes: a run could mark the user's files nodump (gone from backups) or
+// sync, or lease one so that whatever writes it next waits. Seccomp must refuse.
+func TestInodeFlagsOutsideWorkspace(t *testing.T) {
+	recordTier(t)
+	// Not under /tmp: the namespace tier's /tmp is the sandbox's own, over any bind.
+	dir, err := os.MkdirTemp("/var/tmp", "airlock-prefix-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(dir, "lib.py")
+	if err := os.WriteFile(file, []byte("host"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	flags := func() (uint32, uint32) {
+		fd, err := unix.Open(file, unix.O_RDONLY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer unix.Close(fd)
+		fl, err := unix.IoctlGetUint32(fd, unix.FS_IOC_GETFLAGS)
+		if err != nil {
+			t.Fatalf("FS_IOC_GETFLAGS on the host file: %v", err)
+		}
+		var fsx [28]byte
+		if _, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), 0x801c581f, uintptr(unsafe.Pointer(&fsx[0]))); e != 0 {
+			t.Fatalf("FS_IOC_FSGETXATTR on the host file: %v", e)
+		}
+		return fl, binary.NativeEndian.Uint32(fsx[:4])
+	}
+	flagsBefore, xflagsBefore := flags()
+	spec := pySpec(probeInodeFlags, newMarker())
+	spec.Argv = append(spec.Argv, file)
+	spec.Mounts = []string{dir}
+	var got map[string]string
+	runJSON(t, spec, &got)
+	t.Logf("as uid %d: %v", os.Geteuid(), got)
+	want := 3
+	if runtime.GOARCH == "amd64" {
+		want = 4
+	}
+	if len(got) != want {
+		t.Errorf("%d attempts reported, want %d: %v", len(got), want, got)
+	}
+	for name, v := range got {
+		if v == "ok" {
+			t.Errorf("%s: the program changed a host file's inode flags or leased it", name)
+		}
+	}
+	if fl, xfl := flags(); fl != flagsBefore || xfl != xflagsBefore {
+		t.Errorf("the host file's flags changed: %#x → %#x, xflags %#x → %#x", flagsBefore, fl, xflagsBefore, xfl)
+	}
+}
+
+// probeDevices uses each device node of the sandbox's /dev as a program would (write,
+// read) and tries to change its times, mode and extended attributes; it prints
+// {attempt: "ok" or errno}.
+const probeDevices = pyAttempt + `
+def write(p):
+    fd = os.open(p, os.O_WRONLY)
+    try:
+        os.write(fd, b"x")
+    finally:
+        os.close(fd)
+def read(p):
+    with open(p, "rb") as f:
+        if len(f.read(8)) != 8:
+            raise OSError(errno.EIO, "short read")
+for n in ("null", "zero", "full", "random", "urandom"):
+    p = "/dev/" + n
+    if n == "null":
+        attempt("write " + p, lambda: write(p))
+    else:
+        attempt("read " + p, lambda: read(p))
+    attempt("utime now " + p, lambda: os.utime(p))
+    attempt("utime " + p, lambda: os.utime(p, (0, 0)))
+    attempt("chmod " + p, lambda: os.chmod(p, 0o600))
+    attempt("setxattr " + p, lambda: os.setxattr(p, "user.airlock", b"1"))
+print(json.dumps(out))
+`
+
+// TestDeviceNodesUnchanged: the sandbox's /dev/null and the like are the host's device
+// nodes (binds: a device cannot be created in a user namespace), and the program must
+// be able to write and read them but not change them. A writable bind let it set the
+// host's /dev/null, /dev/urandom, ... times to now, which the kernel allows anyone who
+// may write a file: a change on the host, seen by every other run (a channel between
+// two runs in flight). A read-only bind keeps the nodes usable (the kernel's read-only
+// checks spare devices) and refuses the times with EROFS.
+func TestDeviceNodesUnchanged(t *testing.T) {
+	recordTier(t)
+	notInTier(t, "the host's own /dev: a root server's run may set the time of a world-writable host file to now (utimensat needs only write permission, which Landlock does not check)")
+	type times struct{ m, c unix.Timespec }
+	stat := func() map[string]times {
+		got := map[string]times{}
+		for _, n := range devNodes {
+			var st unix.Stat_t
+			if err := unix.Stat("/dev/"+n, &st); err != nil {
+				t.Fatal(err)
+			}
+			got[n] = times{st.Mtim, st.Ctim}
+		}
+		return got
+	}
+	before := stat()
+	var got map[string]string
+	runJSON(t, pySpec(probeDevices, newMarker()), &got)
+	t.Logf("%v", got)
+	if len(got) != 5*len(devNodes) {
+		t.Errorf("%d attempts reported, want %d: %v", len(got), 5*len(devNodes), got)
+	}
+	for name, v := range got {
+		usable := strings.HasPrefix(name, "write ") || strings.HasPrefix(name, "read ")
+		if usable && v != "ok" {
+			t.Errorf("%s: %s, want ok: the node must stay usable", name, v)
+		}
+		if !usable && v == "ok" {
+			t.Errorf("%s: the program changed a host device node", name)
+		}
+	}
+	after := stat()
+	for _, n := range devNodes {
+		if after[n] != before[n] {
+			t.Errorf("the host's /dev/%s changed: times %+v → %+v", n, before[n], after[n])
+		}
 	}
 }
 
@@ -1026,13 +1210,23 @@ func TestSyscallsDenied(t *testing.T) {
 }
 
 // hostActivityWatcher watches the host's own files the sandbox can read (its read-only
-// system directories) for opens and reads, with inotify, for argv[2] seconds (it waits
-// that long even when it cannot watch), and prints {"events": n, "errors": [...]}. Any
-// event means the program saw someone else use them.
+// system directories) for opens and reads, with inotify and with dnotify (fcntl
+// F_NOTIFY, the older interface: a signal per read in a watched directory), for argv[2]
+// seconds (it waits that long even when it cannot watch), and prints {"events": n,
+// "dnotify": n, "errors": [...]}. Any event means the program saw someone else use them.
 const hostActivityWatcher = `
-import ctypes, json, os, select, sys, time
+import ctypes, fcntl, json, os, select, signal, sys, time
 libc = ctypes.CDLL(None, use_errno=True)
-out = {"events": 0, "errors": []}
+out = {"events": 0, "dnotify": 0, "errors": []}
+def seen(sig, frame):
+    out["dnotify"] += 1
+signal.signal(signal.SIGIO, seen)
+for path in ("/usr/bin", "/etc/ssl"):
+    try:
+        d = os.open(path, os.O_RDONLY)
+        fcntl.fcntl(d, fcntl.F_NOTIFY, fcntl.DN_ACCESS | fcntl.DN_MULTISHOT)
+    except OSError as e:
+        out["errors"].append("dnotify %s: %s" % (path, e.strerror))
 end = time.time() + float(sys.argv[2])
 fd = libc.inotify_init1(0)
 if fd < 0:
@@ -1065,7 +1259,10 @@ func TestHostActivityInvisible(t *testing.T) {
 				ran <- n
 				return
 			case <-time.After(20 * time.Millisecond):
-				if exec.Command("/usr/bin/true").Run() == nil {
+				// A read of a file there, as another run's import is (dnotify sees
+				// reads, not an exec's mapping).
+				_, rerr := os.ReadFile("/usr/bin/true")
+				if exec.Command("/usr/bin/true").Run() == nil && rerr == nil {
 					n++
 				}
 			}
@@ -1074,16 +1271,20 @@ func TestHostActivityInvisible(t *testing.T) {
 	spec := pySpec(hostActivityWatcher, newMarker())
 	spec.Argv = append(spec.Argv, "1.5")
 	var got struct {
-		Events int      `json:"events"`
-		Errors []string `json:"errors"`
+		Events  int      `json:"events"`
+		Dnotify int      `json:"dnotify"`
+		Errors  []string `json:"errors"`
 	}
 	runJSON(t, spec, &got)
 	close(stop)
 	if n := <-ran; n < 10 {
-		t.Fatalf("the host ran /usr/bin/true only %d times while the program watched", n)
+		t.Fatalf("the host read and ran /usr/bin/true only %d times while the program watched", n)
 	}
 	if got.Events > 0 {
 		t.Errorf("the sandbox saw %d inotify events from the host's use of its files", got.Events)
+	}
+	if got.Dnotify > 0 {
+		t.Errorf("the sandbox saw %d dnotify signals from the host's use of its files", got.Dnotify)
 	}
 	t.Logf("watch attempts: %v", got.Errors)
 }

@@ -97,7 +97,16 @@ func newLandlockTier(opts sandbox.Options) (*landlockTier, error) {
 	if err := os.MkdirAll(parent, 0o711); err != nil {
 		return nil, fmt.Errorf("%w: the Landlock tier's run directories: %w", sandbox.ErrUnavailable, err)
 	}
-	if fi, err := os.Stat(parent); err != nil || fi.Mode().Perm()&0o001 == 0 {
+	// Not a symlink, this uid's, writable by no one else, as openLock asks of the lock
+	// directory: /tmp/airlock-UID-runs (an unprivileged server without XDG_RUNTIME_DIR)
+	// is a name anyone may take first, and whoever owns it could swap the directory made
+	// below for a symlink, so that a run's workspace, its code and files, lands in theirs.
+	var st unix.Stat_t
+	if err := unix.Lstat(parent, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR ||
+		st.Uid != uint32(os.Geteuid()) || st.Mode&0o022 != 0 {
+		return nil, fmt.Errorf("%w: the Landlock tier's run directories: %s must be a directory of uid %d that no one else may write (remove it; or set XDG_RUNTIME_DIR or sandbox.state_dir)", sandbox.ErrUnavailable, parent, os.Geteuid())
+	}
+	if st.Mode&0o001 == 0 {
 		return nil, fmt.Errorf("%w: the Landlock tier's run directories: %s must be searchable by the sandboxes' uids (chmod 0711 %s)", sandbox.ErrUnavailable, parent, parent)
 	}
 	removeStaleRuns(parent)
@@ -445,7 +454,7 @@ func (s *Sandbox) landlockLayers(ok bool, fail string, rules int) []sandbox.Laye
 	out = append(out, uids)
 	if !s.ids.isolated() {
 		out = append(out, sandbox.Layer{Name: "file-metadata", Fix: uids.Fix,
-			Detail: "chmod, chown, utime and extended attributes refused (EPERM) in the run's own files too: Landlock does not cover metadata, and the runs' uid owns files outside the granted paths (the server's, another run's)"})
+			Detail: "chmod, chown, utime, extended attributes and the inode-flag ioctls (FS_IOC_SETFLAGS, FS_IOC_FSSETXATTR, fs-verity) refused (EPERM) in the run's own files too: Landlock does not cover metadata, and the runs' uid owns files outside the granted paths (the server's, another run's, an interpreter's prefix in its home)"})
 	}
 	layer("seccomp", true, true, fmt.Sprintf("the namespace tier's filter, %d rules, default ENOSYS; sockets: AF_UNIX only; and the program's own on top, %d rules: no other process's limits, niceness or scheduling", rules, t.program.rules), "install libseccomp (apt-get install libseccomp2)")
 	layer("no-new-privs", true, true, "set before Landlock and the filter; setuid binaries and file capabilities are inert", "")

@@ -335,6 +335,8 @@ var tierGuarantees = []struct{ test, guarantee string }{
 	{"TestNoServerFilesInTree", "files: nothing of the server listable outside the system dirs"},
 	{"TestWriteOutsideWorkspace", "files: writes only to the workspace and tmp"},
 	{"TestMetadataOutsideWorkspace", "files: no mode, owner, time or xattr change outside the workspace"},
+	{"TestInodeFlagsOutsideWorkspace", "files: no inode flag (nodump, sync) or lease on a readable host file"},
+	{"TestDeviceNodesUnchanged", "files: the host's /dev/null and the like usable, their times unchanged"},
 	{"TestMountFlags", "files: own mount table, read-only and nosuid"},
 	{"TestLandlockTwoRunsInFlight", "files, processes: another run in flight unreachable (workspace, tmp, its socket, signals, ptrace, /proc, its and the server's limits and scheduling)"},
 	{"TestLandlockHostDatagramUnreachable", "network: a host datagram socket anyone may write (/dev/log) unreachable"},
@@ -363,7 +365,7 @@ var tierGuarantees = []struct{ test, guarantee string }{
 	{"TestTenantBudgets", "resources: per-user kernel budgets not shared between runs"},
 	{"TestSyscallsDenied", "syscalls: the seccomp denials"},
 	{"TestForeignArchSyscallKills", "syscalls: foreign-architecture syscalls kill"},
-	{"TestHostActivityInvisible", "syscalls: no inotify on the host's files"},
+	{"TestHostActivityInvisible", "syscalls: no inotify or dnotify on the host's files"},
 	{"TestPageCacheUnobservable", "syscalls: no page-cache probe of the host's files (preadv2 RWF_NOWAIT)"},
 	{"TestPoolMatchesColdRun", "warm pool: a pooled run is a cold run"},
 	{"TestPoolHonoursCallLimits", "warm pool: the call's limits hold"},
@@ -622,4 +624,51 @@ func TestLandlockPieces(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestLandlockRunsDirIsPrivate: the directory that holds the Landlock tier's run
+// directories (/tmp/airlock-UID-runs for an unprivileged server without
+// XDG_RUNTIME_DIR: a name anyone can take first in /tmp) is refused unless it is a real
+// directory of the server's uid that no one else may write. Whoever owns it could rename
+// the server's directory in it and put a symlink in its place, so that a later run's
+// workspace, with the call's code and files, is made in a directory of theirs.
+func TestLandlockRunsDirIsPrivate(t *testing.T) {
+	other := t.TempDir()
+	cases := map[string]func(runs string) error{
+		"a symlink": func(runs string) error { return os.Symlink(other, runs) },
+		"writable by others": func(runs string) error {
+			if err := os.Mkdir(runs, 0o777); err != nil {
+				return err
+			}
+			return os.Chmod(runs, 0o777)
+		},
+	}
+	if isRoot() {
+		cases["another uid's"] = func(runs string) error {
+			if err := os.Mkdir(runs, 0o711); err != nil {
+				return err
+			}
+			return os.Chown(runs, 1, 1)
+		}
+	}
+	for name, make := range cases {
+		state := t.TempDir()
+		runs := filepath.Join(state, "runs")
+		if err := make(runs); err != nil {
+			t.Fatal(err)
+		}
+		tier, err := newLandlockTier(sandbox.Options{StateDir: state, AllowDegraded: true})
+		if err == nil {
+			os.RemoveAll(tier.base)
+			t.Errorf("%s runs directory accepted: the tier made %s in it", name, tier.base)
+		} else if !errors.Is(err, sandbox.ErrUnavailable) || !strings.Contains(err.Error(), runs) {
+			t.Errorf("%s runs directory: %v, want ErrUnavailable naming %s", name, err, runs)
+		}
+	}
+	state := t.TempDir()
+	tier, err := newLandlockTier(sandbox.Options{StateDir: state, AllowDegraded: true})
+	if err != nil {
+		t.Fatalf("a fresh runs directory refused: %v", err)
+	}
+	os.RemoveAll(tier.base)
 }

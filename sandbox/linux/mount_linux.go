@@ -71,7 +71,7 @@ const (
 	opTmpfs   mountKind = C.OP_TMPFS    // tmpfs at Target with Data options
 	opProc    mountKind = C.OP_PROC     // fresh proc at Target
 	opCopy    mountKind = C.OP_COPY     // copy host file Source to Target (or write Content), before pivot_root
-	opBindDev mountKind = C.OP_BIND_DEV // bind a host device node at Target, usable (not nodev, not read-only)
+	opBindDev mountKind = C.OP_BIND_DEV // bind a host device node at Target, usable (not nodev) and read-only
 	opMask    mountKind = C.OP_MASK     // hide an existing Target: Source (/dev/null) over a file, an empty read-only tmpfs over a directory
 	opScratch mountKind = C.OP_SCRATCH  // a directory of the root tmpfs at Source (mode 1777), bound writable at Target with Flags
 )

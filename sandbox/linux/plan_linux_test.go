@@ -298,7 +298,7 @@ func TestFilterPlan(t *testing.T) {
 		}
 	}
 	// Argument-filtered or default-denied: never unconditionally allowed.
-	for _, n := range []string{"clone", "clone3", "socket", "socketpair", "ioctl", "ptrace", "personality",
+	for _, n := range []string{"clone", "clone3", "socket", "socketpair", "ioctl", "fcntl", "ptrace", "personality",
 		"preadv2", "mount", "unshare", "setns", "bpf", "io_uring_setup", "userfaultfd", "keyctl", "perf_event_open",
 		"kexec_load", "init_module", "process_vm_readv", "open_by_handle_at", "reboot", "syslog"} {
 		if allowed[n] {
@@ -381,10 +381,69 @@ func bpfConstants(prog []byte) map[uint32]bool {
 // TestIoctlMasks checks the allowed ioctl matches as data: every 32-bit command but the
 // denied ones matches exactly one, a denied one none, whatever the upper 32 bits hold.
 func TestIoctlMasks(t *testing.T) {
-	masks := complementMasks(deniedIoctls)
+	for _, tc := range []struct {
+		name    string
+		denied  []uint32
+		samples []uint64
+	}{
+		{"ioctl", deniedIoctls, []uint64{0, 0x5401, 0x5413, 0x541B, 0x541D, 0xffffffff, 0x80045430, uint64(unix.TIOCSTI) | 1<<32}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			masks := complementMasks(tc.denied)
+			matches := func(x uint64) int {
+				n := 0
+				for _, m := range masks {
+					if m.mask>>32 != 0 {
+						t.Fatalf("mask %#x looks at the upper half, which the kernel ignores", m.mask)
+					}
+					if x&m.mask == m.value {
+						n++
+					}
+				}
+				return n
+			}
+			r := rand.New(rand.NewPCG(1, 2))
+			for _, d := range tc.denied {
+				for i := 0; i < 100; i++ {
+					x := r.Uint64()&^0xffffffff | uint64(d)
+					if n := matches(x); n != 0 {
+						t.Fatalf("denied %s %#x allowed by %d matches", tc.name, x, n)
+					}
+				}
+			}
+			samples := tc.samples
+			for i := 0; i < 100000; i++ {
+				samples = append(samples, r.Uint64())
+			}
+			for _, x := range samples {
+				want := 1
+				for _, d := range tc.denied {
+					if uint32(x) == d {
+						want = 0
+					}
+				}
+				if n := matches(x); n != want {
+					t.Fatalf("%s %#x matched %d times, want %d", tc.name, x, n, want)
+				}
+			}
+			t.Logf("%d masked matches allow every %s command but %d", len(masks), tc.name, len(tc.denied))
+		})
+	}
+}
+
+// TestFcntlMasks: every fcntl command of Linux 6.18 but F_NOTIFY and F_SETLEASE is
+// allowed, by exactly one match, whatever the upper 32 bits hold; the denied ones and
+// the commands Linux does not have match none.
+func TestFcntlMasks(t *testing.T) {
+	known := []uint32{unix.F_DUPFD, unix.F_GETFD, unix.F_SETFD, unix.F_GETFL, unix.F_SETFL, unix.F_GETLK, unix.F_SETLK,
+		unix.F_SETLKW, unix.F_SETOWN, unix.F_GETOWN, unix.F_SETSIG, unix.F_GETSIG, unix.F_SETOWN_EX, unix.F_GETOWN_EX,
+		17 /* F_GETOWNER_UIDS */, unix.F_OFD_GETLK, unix.F_OFD_SETLK, unix.F_OFD_SETLKW,
+		unix.F_GETLEASE, 1027 /* F_DUPFD_QUERY */, 1028 /* F_CREATED_QUERY */, 1029 /* F_CANCELLK */, unix.F_DUPFD_CLOEXEC,
+		unix.F_SETPIPE_SZ, unix.F_GETPIPE_SZ, unix.F_ADD_SEALS, unix.F_GET_SEALS,
+		unix.F_GET_RW_HINT, unix.F_SET_RW_HINT, unix.F_GET_FILE_RW_HINT, unix.F_SET_FILE_RW_HINT}
 	matches := func(x uint64) int {
 		n := 0
-		for _, m := range masks {
+		for _, m := range allowedFcntls {
 			if m.mask>>32 != 0 {
 				t.Fatalf("mask %#x looks at the upper half, which the kernel ignores", m.mask)
 			}
@@ -394,31 +453,21 @@ func TestIoctlMasks(t *testing.T) {
 		}
 		return n
 	}
-	r := rand.New(rand.NewPCG(1, 2))
-	for _, d := range deniedIoctls {
+	r := rand.New(rand.NewPCG(3, 4))
+	for _, c := range known {
 		for i := 0; i < 100; i++ {
-			x := r.Uint64()&^0xffffffff | uint64(d)
-			if n := matches(x); n != 0 {
-				t.Fatalf("denied ioctl %#x allowed by %d matches", x, n)
+			if x := r.Uint64()&^0xffffffff | uint64(c); matches(x) != 1 {
+				t.Errorf("fcntl %#x (%d) matched %d times, want 1", x, c, matches(x))
 			}
 		}
 	}
-	samples := []uint64{0, 0x5401, 0x5413, 0x541B, 0x541D, 0xffffffff, 0x80045430, uint64(unix.TIOCSTI) | 1<<32}
-	for i := 0; i < 100000; i++ {
-		samples = append(samples, r.Uint64())
-	}
-	for _, x := range samples {
-		want := 1
-		for _, d := range deniedIoctls {
-			if uint32(x) == d {
-				want = 0
+	for _, c := range append(slices.Clone(deniedFcntls), 1039, 1040, 64, 0xffffffff) {
+		for i := 0; i < 100; i++ {
+			if x := r.Uint64()&^0xffffffff | uint64(c); matches(x) != 0 {
+				t.Errorf("fcntl %#x (%d) allowed", x, c)
 			}
 		}
-		if n := matches(x); n != want {
-			t.Fatalf("ioctl %#x matched %d times, want %d", x, n, want)
-		}
 	}
-	t.Logf("%d masked matches allow every ioctl but %d", len(masks), len(deniedIoctls))
 }
 
 // The backend refuses a spec with a zero limit instead of filling it: policy fills

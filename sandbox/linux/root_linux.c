@@ -354,13 +354,16 @@ static void apply_op(const struct op *o) {
 		mask(stage, dst, o->source);
 		break;
 	case OP_BIND_DEV:
-		// A read-only or nodev mount would make the node unusable (writing to /dev/null
-		// must work); nosuid and noexec cost nothing.
+		// The host's own node: read-only, or utimensat (which needs only write
+		// permission, and /dev/null is 0666) would set the host's times to now, a change
+		// every other run sees (TestDeviceNodesUnchanged). The kernel's read-only checks
+		// spare device files, so writing to /dev/null still works; a nodev mount would
+		// make the node unusable. nosuid and noexec cost nothing.
 		if (mount_point(dst, 1) < 0)
 			fail(stage, "mount point");
 		if (mount(o->source, dst, NULL, MS_BIND, NULL) < 0)
 			fail(stage, "bind");
-		if (remount(dst, MS_NOSUID | MS_NOEXEC) < 0)
+		if (remount(dst, MS_RDONLY | MS_NOSUID | MS_NOEXEC) < 0)
 			fail(stage, "remount");
 		break;
 	case OP_SCRATCH: {

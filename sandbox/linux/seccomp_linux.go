@@ -13,8 +13,9 @@ import (
 // The filter is an allowlist modelled on Docker's default profile, minus everything
 // Docker only grants with extra capabilities, minus io_uring (a rich kernel attack
 // surface Docker also dropped in 2023), and with argument filters on clone, socket,
-// ioctl, personality, preadv2 and ptrace. An allowlist is stricter than a denylist: a syscall added
-// by a future kernel is refused until someone decides it is safe.
+// ioctl, fcntl, personality, preadv2 and ptrace. An allowlist is stricter than a
+// denylist: a syscall added by a future kernel is refused until someone decides it is
+// safe.
 //
 // Refused syscalls fail with an errno instead of killing the process, so interpreters
 // can report a clean Python/JS error. Unknown syscalls get ENOSYS, so libc falls back to
@@ -29,7 +30,7 @@ var allowedSyscalls = []string{
 	"dup", "dup2", "dup3", "epoll_create", "epoll_create1", "epoll_ctl", "epoll_pwait",
 	"epoll_pwait2", "epoll_wait", "eventfd", "eventfd2", "execve", "execveat", "exit",
 	"exit_group", "faccessat", "faccessat2", "fadvise64", "fallocate", "fchdir", "fchmod",
-	"fchmodat", "fchmodat2", "fchown", "fchownat", "fcntl", "fdatasync", "fgetxattr",
+	"fchmodat", "fchmodat2", "fchown", "fchownat", "fdatasync", "fgetxattr",
 	"flistxattr", "flock", "fork", "fremovexattr", "fsetxattr", "fstat", "fstatfs", "fsync",
 	"ftruncate", "futex", "futex_requeue", "futex_wait", "futex_waitv", "futex_wake",
 	"futimesat", "getcpu", "getcwd", "getdents", "getdents64", "getegid", "geteuid",
@@ -255,6 +256,14 @@ func compileFilter(p filterPlan) (*bpf, error) {
 	for _, cmd := range deniedIoctls {
 		b.rule("ioctl", eperm, cond(1, seccomp.CompareMaskedEqual, 0xffffffff, uint64(cmd)))
 	}
+	// fcntl: the commands Linux has, but F_NOTIFY and F_SETLEASE (cmd is an unsigned int
+	// to the kernel: 32 bits compared). A command of a later kernel gets ENOSYS.
+	for _, m := range allowedFcntls {
+		b.rule("fcntl", seccomp.ActAllow, cond(1, seccomp.CompareMaskedEqual, m.mask, m.value))
+	}
+	for _, cmd := range deniedFcntls {
+		b.rule("fcntl", eperm, cond(1, seccomp.CompareMaskedEqual, 0xffffffff, uint64(cmd)))
+	}
 	for _, v := range personalities {
 		b.rule("personality", seccomp.ActAllow, cond(0, seccomp.CompareEqual, v))
 	}
@@ -298,6 +307,34 @@ func exportBPF(f *seccomp.ScmpFilter) ([]byte, error) {
 
 // deniedIoctls are the ioctl commands refused with EPERM.
 var deniedIoctls = []uint32{unix.TIOCSTI, unix.TIOCLINUX}
+
+// deniedFcntls are the fcntl commands refused with EPERM, for the reason inotify is:
+// the read-only system files are the host's own, shared with every run.
+//   - F_NOTIFY (dnotify) on a system directory signals each read of a file in it, the
+//     host's and another run's in flight: which modules it imports, when the host runs
+//     git (TestHostActivityInvisible).
+//   - F_SETLEASE: a lease on a file the run's host uid owns (where the runs share the
+//     server's uid, an interpreter's prefix or an environment the server's user built)
+//     holds whoever opens it next for writing or truncating for lease-break-time (45 s),
+//     and its break tells the run when that happened (TestInodeFlagsOutsideWorkspace).
+var deniedFcntls = []uint32{unix.F_NOTIFY, unix.F_SETLEASE}
+
+// allowedFcntls are the other commands of Linux 6.18, as a few masked ranges rather
+// than the 61 matches of deniedFcntls' complement: the filter is compiled at each
+// `airlock run`, and those cost about a millisecond of libseccomp's time more. 0-63
+// are the POSIX ones and the OFD locks (F_OFD_* = 36-38); from F_LINUX_SPECIFIC_BASE
+// (1024) F_GETLEASE, F_DUPFD_QUERY, F_CREATED_QUERY, F_CANCELLK, F_DUPFD_CLOEXEC, the
+// pipe sizes, seals and write hints, up to F_SET_FILE_RW_HINT (1038). A later one (a
+// delegation, like a lease) is refused until someone decides it is safe.
+var allowedFcntls = []maskedValue{
+	{0xffffffc0, 0},    // 0-63
+	{0xffffffff, 1025}, // F_GETLEASE
+	{0xffffffff, 1027}, // F_DUPFD_QUERY
+	{0xfffffffc, 1028}, // 1028-1031
+	{0xfffffffc, 1032}, // 1032-1035
+	{0xfffffffe, 1036}, // 1036-1037
+	{0xffffffff, 1038}, // F_SET_FILE_RW_HINT
+}
 
 // maskedValue matches a 32-bit argument x when x&mask == value.
 type maskedValue struct{ mask, value uint64 }
@@ -426,6 +463,19 @@ var metadataSyscalls = []string{
 	"removexattr", "lremovexattr", "fremovexattr",
 }
 
+// metadataIoctls change a file's inode flags (nodump: gone from backups; sync; noatime),
+// extended flags and project, generation, fs-verity (which makes the file read-only for
+// good) or encryption policy, given any descriptor of it, a read-only one included, where
+// the kernel's owner check passes. Landlock checks the open only, so with a shared uid a
+// run could do this to every file of that uid it may read: an interpreter's prefix in
+// the server's user's home (TestInodeFlagsOutsideWorkspace). The 32-bit spellings too.
+var metadataIoctls = []uint32{
+	unix.FS_IOC_SETFLAGS, 0x40046602, // FS_IOC32_SETFLAGS
+	0x401c5820,             // FS_IOC_FSSETXATTR
+	0x40087602, 0x40047602, // FS_IOC_SETVERSION, FS_IOC32_SETVERSION
+	unix.FS_IOC_ENABLE_VERITY, unix.FS_IOC_SET_ENCRYPTION_POLICY,
+}
+
 // compileProgramFilter is the program filter; arch as in filterPlan.
 func compileProgramFilter(arch seccomp.ScmpArch, sharedUID bool) (*bpf, error) {
 	filter, err := seccomp.NewFilter(seccomp.ActAllow)
@@ -452,6 +502,9 @@ func compileProgramFilter(arch seccomp.ScmpArch, sharedUID bool) (*bpf, error) {
 	if sharedUID {
 		for _, name := range metadataSyscalls {
 			b.rule(name, eperm)
+		}
+		for _, cmd := range metadataIoctls {
+			b.rule("ioctl", eperm, cond(1, seccomp.CompareMaskedEqual, 0xffffffff, uint64(cmd)))
 		}
 	}
 	if b.err != nil {
