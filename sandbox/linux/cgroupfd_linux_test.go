@@ -88,7 +88,10 @@ func TestCgroupsFollowARemadeOwnDir(t *testing.T) {
 
 	check("as made")
 	// A host's cleanup: every empty cgroup of the own dirs (the spares; the self-check's
-	// may still be on its way out), then the own dirs themselves.
+	// may still be on its way out), then the own dirs themselves; once the self-check's
+	// release and the refill it asked for are done, so no spare is made meanwhile.
+	s.Wait()
+	m.spares.wg.Wait()
 	for _, own := range m.own() {
 		entries, _ := os.ReadDir(own)
 		for _, e := range entries {
