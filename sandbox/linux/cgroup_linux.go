@@ -53,6 +53,9 @@ type cgroups struct {
 	reason  string   // why cgroups are not used (version 0)
 	ctrls   []string // controllers in use, for the report
 	spares  spares
+	// fds are the own dirs' descriptors, which a run's cgroup files are reached
+	// relative to (cgroupfd_linux.go).
+	fds ownFDs
 }
 
 // detectCgroups finds a hierarchy airlock may create cgroups in: a delegated cgroup v2
@@ -191,6 +194,7 @@ func setupV1(dirs map[string]string) (*cgroups, error) {
 			}
 			continue
 		}
+		cg.setOwnFD(c, own)
 		cg.shared = append(cg.shared, base)
 		cg.ctrls = append(cg.ctrls, c)
 	}
@@ -246,6 +250,7 @@ func (m *cgroups) removeOwn() error {
 		}
 		errs = append(errs, removeCgroupDir(d))
 	}
+	m.closeOwnFDs()
 	return errors.Join(errs...)
 }
 
@@ -269,6 +274,7 @@ func (m *cgroups) ensureOwn() error {
 		if err := m.ownSettings(ctrl, d); err != nil {
 			return err
 		}
+		m.setOwnFD(ctrl, d)
 	}
 	m.removed = false
 	m.spares.reopen()
@@ -280,7 +286,7 @@ func (m *cgroups) ensureOwn() error {
 // removed, empty, by another airlock process's exit in between. Own is set up again
 // (ownSettings): without it a run's cgroup made in it would lack limits it inherits.
 func (m *cgroups) mkRun(ctrl, own, dir string) error {
-	err := os.Mkdir(dir, 0o755)
+	err := m.mkdirCg(dir)
 	if !errors.Is(err, os.ErrNotExist) {
 		return err
 	}
@@ -297,7 +303,8 @@ func (m *cgroups) mkRun(ctrl, own, dir string) error {
 	if err := m.ownSettings(ctrl, own); err != nil {
 		return err
 	}
-	return os.Mkdir(dir, 0o755)
+	m.setOwnFD(ctrl, own) // the descriptor held was of the dir that vanished
+	return m.mkdirCg(dir)
 }
 
 // ownSettings sets up a Sandbox's own dir for controller ctrl ("" on v2) with what every
@@ -388,6 +395,7 @@ func setupV2(dir string) (*cgroups, error) {
 		_ = cg.removeAll()
 		return nil, err
 	}
+	cg.setOwnFD("", own)
 	return cg, nil
 }
 
@@ -423,6 +431,7 @@ func runName(id string) string { return fmt.Sprintf("%d-%s", os.Getpid(), id) }
 
 // cgroup is one sandbox's cgroup.
 type cgroup struct {
+	m       *cgroups // whose own dirs it is in: its files are reached relative to them
 	version int
 	dirs    map[string]string // v1: controller → dir
 	dir     string            // v2
@@ -491,7 +500,7 @@ func (c *cgroup) openCounters() {
 	for i := range c.counters {
 		c.counters[i] = -1
 		if p := c.counterFile(i); p != "" {
-			if fd, err := unix.Open(p, unix.O_RDONLY|unix.O_CLOEXEC, 0); err == nil {
+			if fd, err := c.m.openCg(p, unix.O_RDONLY); err == nil {
 				c.counters[i] = fd
 			}
 		}
@@ -599,7 +608,7 @@ func (m *cgroups) takeSpare() (*cgroup, error) {
 // quota, and on v2 no swap and the whole cgroup killed at an OOM. It has no memory or
 // pids limit yet: limit sets the call's, before anything runs in it.
 func (m *cgroups) make(name string) (*cgroup, error) {
-	cg := &cgroup{version: m.version, fd: -1}
+	cg := &cgroup{m: m, version: m.version, fd: -1}
 	switch m.version {
 	case 1:
 		cg.dirs = map[string]string{}
@@ -617,7 +626,7 @@ func (m *cgroups) make(name string) (*cgroup, error) {
 		// here changes. TestRunCgroupLimits reads all of them back from a running
 		// sandbox's cgroup.
 		if d, ok := cg.dirs["cpu"]; ok {
-			if err := writeCgroupFile(filepath.Join(d, "cpu.cfs_quota_us"), "100000"); err != nil {
+			if err := m.writeCg(filepath.Join(d, "cpu.cfs_quota_us"), "100000"); err != nil {
 				_ = cg.destroy()
 				return nil, fmt.Errorf("set cpu.cfs_quota_us=100000: %w", err)
 			}
@@ -630,12 +639,12 @@ func (m *cgroups) make(name string) (*cgroup, error) {
 		// These depend on swap accounting and the cpu controller: absent is fine.
 		sets := [][2]string{{"memory.swap.max", "0"}, {"memory.oom.group", "1"}, {"cpu.max", "100000 100000"}}
 		for _, s := range sets {
-			if err := writeCgroupFile(filepath.Join(cg.dir, s[0]), s[1]); err != nil && !errors.Is(err, os.ErrNotExist) {
+			if err := m.writeCg(filepath.Join(cg.dir, s[0]), s[1]); err != nil && !errors.Is(err, os.ErrNotExist) {
 				_ = cg.destroy()
 				return nil, fmt.Errorf("set %s=%s: %w", s[0], s[1], err)
 			}
 		}
-		fd, err := unix.Open(cg.dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		fd, err := m.openCg(cg.dir, unix.O_PATH|unix.O_DIRECTORY)
 		if err != nil {
 			_ = cg.destroy()
 			return nil, fmt.Errorf("open cgroup %s: %w", cg.dir, err)
@@ -679,7 +688,7 @@ func (c *cgroup) limit(l sandbox.Limits) error {
 		}
 	}
 	for _, s := range sets {
-		err := writeCgroupFile(s.file, s.val)
+		err := c.m.writeCg(s.file, s.val)
 		if err != nil && (s.required || !errors.Is(err, os.ErrNotExist)) {
 			return fmt.Errorf("set %s=%s: %w", s.file, s.val, err)
 		}
@@ -707,10 +716,10 @@ func (c *cgroup) unthrottle() {
 	switch c.version {
 	case 1:
 		if d, ok := c.dirs["cpu"]; ok {
-			_ = writeCgroupFile(filepath.Join(d, "cpu.cfs_quota_us"), "-1")
+			_ = c.m.writeCg(filepath.Join(d, "cpu.cfs_quota_us"), "-1")
 		}
 	case 2:
-		_ = writeCgroupFile(filepath.Join(c.dir, "cpu.max"), "max")
+		_ = c.m.writeCg(filepath.Join(c.dir, "cpu.max"), "max")
 	}
 }
 
@@ -756,11 +765,11 @@ func (c *cgroup) destroy() error {
 		dirs = append(dirs, d)
 	}
 	if c.dir != "" {
-		_ = writeCgroupFile(filepath.Join(c.dir, "cgroup.kill"), "1")
+		_ = c.m.writeCg(filepath.Join(c.dir, "cgroup.kill"), "1")
 		dirs = append(dirs, c.dir)
 	}
 	for _, d := range dirs {
-		if err := removeCgroupDir(d); err != nil {
+		if err := c.m.removeCgroupDir(d); err != nil {
 			return err
 		}
 	}
@@ -769,10 +778,13 @@ func (c *cgroup) destroy() error {
 
 // removeCgroupDir removes an empty cgroup, trying again while its last processes are
 // still being freed.
-func removeCgroupDir(d string) error {
+func removeCgroupDir(d string) error { return (*cgroups)(nil).removeCgroupDir(d) }
+
+// removeCgroupDir is removeCgroupDir for a run's cgroup, relative to its own dir.
+func (m *cgroups) removeCgroupDir(d string) error {
 	var last error
 	for i := 0; i < 200; i++ {
-		err := unix.Rmdir(d)
+		err := m.rmdirCg(d)
 		if err == nil || err == unix.ENOENT {
 			return nil
 		}
@@ -893,10 +905,14 @@ var cgroupBufs = sync.Pool{New: func() any { b := make([]byte, 4096); return &b 
 // Through os.File, every cgroup file (kernfs files can be polled) is registered with the
 // runtime's poller and taken off it again: an epoll_ctl pair, an fstat and fcntls
 // around each of the dozen cgroup files a run touches, and the poller's wake-ups.
-func writeCgroupFile(p, val string) error {
-	fd, err := unix.Open(p, unix.O_WRONLY|unix.O_CLOEXEC, 0)
+func writeCgroupFile(p, val string) error { return (*cgroups)(nil).writeCg(p, val) }
+
+// writeCg is writeCgroupFile for a file of a run's cgroup, opened relative to its own
+// dir (cgroupfd_linux.go).
+func (m *cgroups) writeCg(p, val string) error {
+	fd, err := m.openCg(p, unix.O_WRONLY)
 	if err != nil {
-		return &os.PathError{Op: "open", Path: p, Err: err}
+		return err
 	}
 	defer unix.Close(fd)
 	for {

@@ -482,6 +482,7 @@ func (s *Sandbox) release(l *launch) {
 		if err := l.cg.destroy(); err != nil {
 			s.log.Warn("cgroup left behind", "id", l.spec.ID, "err", err)
 		}
+		s.cg.refill() // for the spare this sandbox took (spares_linux.go)
 	}()
 }
 

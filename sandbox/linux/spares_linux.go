@@ -8,7 +8,7 @@ import "sync"
 //	  take a spare, if one is ready         below spareLow ready: make spares
 //	  else make one now                     until spareTarget are, then stop
 //	  limit: the call's memory and pids
-//	  ... its program started          →    asked for by the taker
+//	  ... its sandbox released          →    asked for by the taker
 //
 // A spare is a cgroup nothing has run in: made, given the settings every run's cgroup
 // has alike (make), and handed out once. It is never one a run has used: a used cgroup
@@ -24,12 +24,15 @@ import "sync"
 // the spawner no longer waits for its cgroup.
 //
 // The taker asks for the refill once nothing of its own waits on the server: a call once
-// its program has started, a pool's or a session's sandbox once it has been started (a
-// pool's while its interpreter loads, not once it is ready, when a call may be running).
-// Asked for as the spare was taken, the refill's goroutine ran while the call's spawner
-// was being forked, and the call, back from the zygote, waited for the only P while three
-// spares were made (≈ 0.4 ms in a perf trace, every third call), its spawner waiting for
-// its cgroup all the while.
+// its sandbox is released (its answer written, its cgroup removed), a pool's or a
+// session's sandbox once it has been started (a pool's while its interpreter loads, not
+// once it is ready, when a call may be running). Asked for as the spare was taken, the
+// refill's goroutine ran while the call's spawner was being forked, and the call, back
+// from the zygote, waited for the only P while three spares were made (≈ 0.4 ms in a
+// perf trace, every third call), its spawner waiting for its cgroup all the while. Asked
+// for once the program had started (the fourth round), its mkdirs were the only system
+// calls of that burst of the server's work, which so woke the runtime's sysmon thread
+// for them alone; the release's rmdirs wake it anyway.
 
 const (
 	spareTarget = 4 // spares a refill makes ready

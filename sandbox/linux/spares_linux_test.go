@@ -100,7 +100,8 @@ func TestSparesAreFreshAndGoWithClose(t *testing.T) {
 			t.Errorf("pids.max %s, want %s", got, pids)
 		}
 	}
-	// As a call takes its cgroup, and asks for the refill once its program has started.
+	// As a call takes its cgroup, and asks for the refill (a call does once its sandbox
+	// is released).
 	take := func(name string) (*cgroup, error) {
 		c, err := cg.create(name, lim)
 		cg.refill()
