@@ -14,8 +14,11 @@ import (
 // there, 21,279 allocations and ~3 ms of CPU; the patched copy (third_party/jsonschema,
 // go.mod's replace) compiles them on first use. airlock's own packages compile their
 // patterns on first use too (a regexp with a bounded repetition costs hundreds of
-// allocations). This test binary links the same packages; its init trace says whether
-// their inits are cheap. Allocation counts do not depend on the machine's load, unlike
+// allocations). prometheus/client_golang's init registered its default registry's
+// process and Go collectors (250 allocations, two goroutines), a registry airlock never
+// uses; the patched copy (third_party/client_golang) registers them on first use. This
+// test binary links the same packages; its init trace says whether their inits are
+// cheap. Allocation counts do not depend on the machine's load, unlike
 // a time.
 func TestStartInitsAreCheap(t *testing.T) {
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
@@ -35,6 +38,13 @@ func TestStartInitsAreCheap(t *testing.T) {
 	}
 	if inits[schema] > 1000 {
 		t.Errorf("%s's init made %d allocations: it compiles its metaschemas at start again (upstream's init; see third_party/jsonschema/AIRLOCK.md)", schema, inits[schema])
+	}
+	const prom = "github.com/prometheus/client_golang/prometheus"
+	if _, ok := inits[prom]; !ok {
+		t.Fatalf("no init line of %s in the trace (is it still linked?):\n%s", prom, out)
+	}
+	if inits[prom] > 50 {
+		t.Errorf("%s's init made %d allocations: it registers the default registry's collectors at start again (upstream's init; see third_party/client_golang/AIRLOCK.md)", prom, inits[prom])
 	}
 	own := regexp.MustCompile(`^github\.com/airlock-mcp/airlock/`)
 	for pkg, allocs := range inits {
