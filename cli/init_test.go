@@ -16,7 +16,9 @@ import (
 // patterns on first use too (a regexp with a bounded repetition costs hundreds of
 // allocations). prometheus/client_golang's init registered its default registry's
 // process and Go collectors (250 allocations, two goroutines), a registry airlock never
-// uses; the patched copy (third_party/client_golang) registers them on first use. This
+// uses; the patched copy (third_party/client_golang) registers them on first use.
+// prometheus/procfs compiled its 23 regexps (892 allocations); its patched copy
+// (third_party/procfs) compiles each on first use. This
 // test binary links the same packages; its init trace says whether their inits are
 // cheap. Allocation counts do not depend on the machine's load, unlike
 // a time.
@@ -45,6 +47,13 @@ func TestStartInitsAreCheap(t *testing.T) {
 	}
 	if inits[prom] > 50 {
 		t.Errorf("%s's init made %d allocations: it registers the default registry's collectors at start again (upstream's init; see third_party/client_golang/AIRLOCK.md)", prom, inits[prom])
+	}
+	const procfs = "github.com/prometheus/procfs"
+	if _, ok := inits[procfs]; !ok {
+		t.Fatalf("no init line of %s in the trace (is it still linked?):\n%s", procfs, out)
+	}
+	if inits[procfs] > 200 {
+		t.Errorf("%s's init made %d allocations: it compiles its regexps at start again (upstream's; see third_party/procfs/AIRLOCK.md)", procfs, inits[procfs])
 	}
 	own := regexp.MustCompile(`^github\.com/airlock-mcp/airlock/`)
 	for pkg, allocs := range inits {
