@@ -1,11 +1,15 @@
 package cli
 
 import (
+	"encoding/json"
 	"os"
 	"os/exec"
 	"regexp"
 	"strconv"
 	"testing"
+
+	"github.com/airlock-mcp/airlock/runner"
+	"github.com/airlock-mcp/airlock/tools"
 )
 
 // Every airlock process, `airlock run` included, runs the init of every linked package
@@ -61,4 +65,16 @@ func TestStartInitsAreCheap(t *testing.T) {
 			t.Errorf("%s's init made %d allocations: build it on first use (sync.OnceValue), not at every start", pkg, allocs)
 		}
 	}
+}
+
+// warmEncoders runs beside every `airlock run` and drops a panic rather than end the
+// run; the zero values it encodes must not need that, or the warm-up does nothing.
+func TestWarmEncodersEncodeZeroValues(t *testing.T) {
+	if _, err := json.Marshal(runner.AuditRecord{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := json.Marshal(tools.ResultOf(runner.Outcome{})); err != nil {
+		t.Fatal(err)
+	}
+	warmEncoders()
 }
