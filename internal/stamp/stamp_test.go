@@ -177,6 +177,27 @@ func TestStampCorruptOrForeignIsAMiss(t *testing.T) {
 			b, _ := os.ReadFile(p)
 			_ = os.WriteFile(p, []byte(strings.Replace(string(b), `"key":"`, `"key":"0`, 1)), 0o600)
 		}},
+		{"no value", func(t *testing.T, p string) {
+			b, _ := os.ReadFile(p)
+			_ = os.WriteFile(p, []byte(strings.Replace(string(b), `,"value":{"rules":7}`, ``, 1)), 0o600)
+		}},
+		{"no time", func(t *testing.T, p string) {
+			b, _ := os.ReadFile(p)
+			i, j := strings.Index(string(b), `,"passed":`), strings.Index(string(b), `,"value":`)
+			_ = os.WriteFile(p, append(b[:i:i], b[j:]...), 0o600)
+		}},
+		{"a field twice", func(t *testing.T, p string) {
+			b, _ := os.ReadFile(p)
+			_ = os.WriteFile(p, []byte(strings.Replace(string(b), `,"value":`, `,"kind":"check","value":`, 1)), 0o600)
+		}},
+		{"unknown field in the value", func(t *testing.T, p string) {
+			b, _ := os.ReadFile(p)
+			_ = os.WriteFile(p, []byte(strings.Replace(string(b), `"rules":7`, `"rules":7,"extra":1`, 1)), 0o600)
+		}},
+		{"a trailing field after the value", func(t *testing.T, p string) {
+			b, _ := os.ReadFile(p)
+			_ = os.WriteFile(p, []byte(strings.Replace(string(b), `"rules":7}`, `"rules":7},"extra":1`, 1)), 0o600)
+		}},
 		{"corrupt value", func(t *testing.T, p string) {
 			b, _ := os.ReadFile(p)
 			_ = os.WriteFile(p, []byte(strings.Replace(string(b), `"rules":7`, `"rules":"7"`, 1)), 0o600)
