@@ -205,7 +205,7 @@ func decodeRecord(b []byte, v any) (record, error) {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
-		return r, fmt.Errorf("not an object (%v)", err)
+		return r, fmt.Errorf("not an object (%w)", err)
 	}
 	seen := map[string]bool{}
 	for dec.More() {
@@ -237,7 +237,7 @@ func decodeRecord(b []byte, v any) (record, error) {
 		}
 	}
 	if t, err := dec.Token(); err != nil || t != json.Delim('}') {
-		return r, fmt.Errorf("unterminated object (%v)", err)
+		return r, fmt.Errorf("unterminated object (%w)", err)
 	}
 	if len(seen) != 5 {
 		return r, fmt.Errorf("fields missing: have %d of 5", len(seen))

@@ -917,7 +917,7 @@ func (m *cgroups) writeCg(p, val string) error {
 	defer unix.Close(fd)
 	for {
 		_, err = unix.Write(fd, []byte(val))
-		if err != unix.EINTR {
+		if !errors.Is(err, unix.EINTR) {
 			break
 		}
 	}
