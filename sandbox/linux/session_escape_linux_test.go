@@ -243,3 +243,42 @@ func TestSessionClosedStdioFailsClosed(t *testing.T) {
 	}
 	wantOut(t, call(t, ss, "print(1)"), sandbox.StatusOK, "1")
 }
+
+// A process the call makes a sibling of its worker (clone with CLONE_PARENT) is the
+// supervisor's child, as the worker is, and the sweep after a call the server stopped
+// spares the supervisor's children. Such a sibling, ignoring the interrupt, went on
+// after the call the server stopped (seen before the seccomp filter refused the flag).
+// Whether the clone is refused or the sibling is killed, none may outlive the call.
+func TestSessionStoppedCallLeavesNoSiblingOfTheWorker(t *testing.T) {
+	ss := openSession(t, sessionSpec(t, "python"))
+	call(t, ss, "x = 41")
+	res := call(t, ss, `import ctypes, errno, os, signal, time
+libc = ctypes.CDLL(None, use_errno=True)
+pid = libc.syscall(56, 0x8000 | 17, 0, 0, 0, 0)  # clone(CLONE_PARENT | SIGCHLD)
+if pid == 0:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    while True:
+        time.sleep(0.05)
+if pid < 0:
+    print("refused", errno.errorcode[ctypes.get_errno()])
+else:
+    ppid = int(open('/proc/%d/stat' % pid).read().rsplit(')', 1)[1].split()[1])
+    print(pid, ppid == os.getppid(), flush=True)
+    time.sleep(60)`, time.Second)
+	out := strings.Fields(string(res.Stdout.Bytes()))
+	switch {
+	case res.Status == sandbox.StatusOK && len(out) == 2 && out[0] == "refused":
+		if out[1] != "EPERM" {
+			t.Fatalf("clone(CLONE_PARENT) refused with %s, want EPERM", out[1])
+		}
+	case res.Status == sandbox.StatusTimeout && !res.Restarted && len(out) == 2 && out[1] == "True":
+		// Made: the stopped call must have taken it along.
+		gone := call(t, ss, "import os\nprint(os.path.exists('/proc/"+out[0]+"'))")
+		wantOut(t, gone, sandbox.StatusOK, "False")
+	default:
+		t.Fatalf("want clone(CLONE_PARENT) refused, or a timeout the interpreter survived: %s restarted=%v", brief(res), res.Restarted)
+	}
+	// The supervisor, the worker and this call's python: nothing else.
+	wantOut(t, call(t, ss, "import os\nprint(len([p for p in os.listdir('/proc') if p.isdigit()]))"), sandbox.StatusOK, "3")
+	wantOut(t, call(t, ss, "print(x + 1)"), sandbox.StatusOK, "42")
+}
