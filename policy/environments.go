@@ -3,6 +3,7 @@ package policy
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -133,6 +134,10 @@ func InspectEnvironment(c EnvironmentConfig, base Language) Environment {
 		return e
 	}
 	e.Path = root
+	if d := swappable(root); d != "" {
+		e.Problem = swapProblem(root, d)
+		return e
+	}
 	if within(root, "/tmp") {
 		// The init builds the sandbox's root over its own view of /tmp before it binds
 		// anything, so nothing below the host's /tmp can be bound.
@@ -226,6 +231,9 @@ func (e *Environment) inspectPython() error {
 		// the same path inside the sandbox.
 		if !within(real, e.Path) {
 			if m := mountFor(real, basePrefix); m != "" {
+				if d := swappable(m); d != "" {
+					return errors.New(swapProblem(m, d))
+				}
 				e.mounts = append(e.mounts, m)
 			}
 		}
@@ -242,6 +250,40 @@ func (e *Environment) inspectPython() error {
 		}
 	}
 	return nil
+}
+
+// swappable names a directory on path (path itself or one above it) that a user other
+// than root or this server's could rename or replace, "" when there is none. The path is
+// resolved once, here, but each sandbox binds it by name when it is built: whoever may
+// rename a directory on it could swap in a symlink, and every later sandbox would see
+// what it points to at /env (or at the prefix's path), another host directory. So, as
+// sshd's StrictModes: every directory above path is root's or the server's and writable
+// by no one else, or sticky (/var/tmp), where only the entry's own owner may rename it,
+// so that entry must be root's or the server's too.
+func swappable(path string) string {
+	for p := filepath.Clean(path); ; {
+		parent := filepath.Dir(p)
+		if parent == p {
+			return ""
+		}
+		fi, err := os.Lstat(parent)
+		if err != nil || !trustedOwner(fi) {
+			return parent
+		}
+		if fi.Mode().Perm()&0o022 != 0 {
+			if fi.Mode()&os.ModeSticky == 0 {
+				return parent
+			}
+			if own, err := os.Lstat(p); err != nil || !trustedOwner(own) {
+				return p
+			}
+		}
+		p = parent
+	}
+}
+
+func swapProblem(path, dir string) string {
+	return fmt.Sprintf("%s: %s can be renamed or replaced by a user other than root or this server's (sandboxes bind the path by name, so a symlink swapped in would change what they see); make every directory on the path root's and not group- or world-writable (chown root; chmod go-w), or move the environment (e.g. to /opt/venvs)", path, dir)
 }
 
 // readPyvenv parses a venv's pyvenv.cfg ("key = value" lines); ok is false when there

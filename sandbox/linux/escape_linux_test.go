@@ -1098,6 +1098,7 @@ func TestSyscallsDenied(t *testing.T) {
 		"clone-newuser":     {56, []int64{cloneNewUser | sigchld, 0, 0, 0, 0}, "EPERM"},
 		"clone-newns":       {56, []int64{cloneNewNS | sigchld, 0, 0, 0, 0}, "EPERM"},
 		"clone-newpid":      {56, []int64{cloneNewPID | sigchld, 0, 0, 0, 0}, "EPERM"},
+		"clone-parent":      {56, []int64{0x8000 | sigchld, 0, 0, 0, 0}, "EPERM"}, // CLONE_PARENT
 		"clone3":            {435, []int64{bad, 88}, "ENOSYS"},
 		"setns":             {308, []int64{-1, 0}, "EPERM"},
 		"ptrace-attach":     {101, []int64{ptraceAttach, 1, 0, 0}, "ENOSYS"},

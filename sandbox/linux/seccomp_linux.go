@@ -109,10 +109,17 @@ var ipcSyscalls = []string{
 	"mq_timedreceive", "mq_notify", "mq_getsetattr",
 }
 
-// nsFlags are the clone flags that create namespaces.
-var nsFlags = []uint64{
+// refusedCloneFlags are the clone flags a program may not use: those that create
+// namespaces, and CLONE_PARENT, which makes the new process a child of the caller's
+// parent. No program needs that one (libc, Go, node and python never pass it), and it is
+// the one way for code to put a process beside the one its parent spares: a session's
+// sweep after a call the server stopped spares the supervisor's child, the worker, so a
+// sibling the worker cloned outlived that call
+// (TestSessionStoppedCallLeavesNoSiblingOfTheWorker).
+var refusedCloneFlags = []uint64{
 	unix.CLONE_NEWUSER, unix.CLONE_NEWNS, unix.CLONE_NEWPID, unix.CLONE_NEWNET,
 	unix.CLONE_NEWIPC, unix.CLONE_NEWUTS, unix.CLONE_NEWCGROUP, unix.CLONE_NEWTIME,
+	unix.CLONE_PARENT,
 }
 
 // personality values Docker allows: the default, and the flags some runtimes set.
@@ -214,13 +221,13 @@ func compileFilter(p filterPlan) (*bpf, error) {
 	}
 	// clone3 passes its flags in memory, where seccomp cannot look. It is left to the
 	// default action, ENOSYS, which makes libc fall back to clone, whose flags we check.
-	// clone without namespace flags is how threads and processes are made.
-	var nsMask uint64
-	for _, f := range nsFlags {
-		nsMask |= f
+	// clone without namespace flags (or CLONE_PARENT) is how threads and processes are made.
+	var refused uint64
+	for _, f := range refusedCloneFlags {
+		refused |= f
 	}
-	b.rule("clone", seccomp.ActAllow, cond(0, seccomp.CompareMaskedEqual, nsMask, 0))
-	for _, f := range nsFlags {
+	b.rule("clone", seccomp.ActAllow, cond(0, seccomp.CompareMaskedEqual, refused, 0))
+	for _, f := range refusedCloneFlags {
 		b.rule("clone", eperm, cond(0, seccomp.CompareMaskedEqual, f, f))
 	}
 	// Sockets: only the allowed families; everything else (raw, packet, netlink, vsock,

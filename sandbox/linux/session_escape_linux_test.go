@@ -243,3 +243,129 @@ func TestSessionClosedStdioFailsClosed(t *testing.T) {
 	}
 	wantOut(t, call(t, ss, "print(1)"), sandbox.StatusOK, "1")
 }
+
+// A process the call makes a sibling of its worker (clone with CLONE_PARENT) is the
+// supervisor's child, as the worker is, and the sweep after a call the server stopped
+// spares the supervisor's children. Such a sibling, ignoring the interrupt, went on
+// after the call the server stopped (seen before the seccomp filter refused the flag).
+// Whether the clone is refused or the sibling is killed, none may outlive the call.
+func TestSessionStoppedCallLeavesNoSiblingOfTheWorker(t *testing.T) {
+	ss := openSession(t, sessionSpec(t, "python"))
+	call(t, ss, "x = 41")
+	res := call(t, ss, `import ctypes, errno, os, signal, time
+libc = ctypes.CDLL(None, use_errno=True)
+pid = libc.syscall(56, 0x8000 | 17, 0, 0, 0, 0)  # clone(CLONE_PARENT | SIGCHLD)
+if pid == 0:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    while True:
+        time.sleep(0.05)
+if pid < 0:
+    print("refused", errno.errorcode[ctypes.get_errno()])
+else:
+    ppid = int(open('/proc/%d/stat' % pid).read().rsplit(')', 1)[1].split()[1])
+    print(pid, ppid == os.getppid(), flush=True)
+    time.sleep(60)`, time.Second)
+	out := strings.Fields(string(res.Stdout.Bytes()))
+	switch {
+	case res.Status == sandbox.StatusOK && len(out) == 2 && out[0] == "refused":
+		if out[1] != "EPERM" {
+			t.Fatalf("clone(CLONE_PARENT) refused with %s, want EPERM", out[1])
+		}
+	case res.Status == sandbox.StatusTimeout && !res.Restarted && len(out) == 2 && out[1] == "True":
+		// Made: the stopped call must have taken it along.
+		gone := call(t, ss, "import os\nprint(os.path.exists('/proc/"+out[0]+"'))")
+		wantOut(t, gone, sandbox.StatusOK, "False")
+	default:
+		t.Fatalf("want clone(CLONE_PARENT) refused, or a timeout the interpreter survived: %s restarted=%v", brief(res), res.Restarted)
+	}
+	// The supervisor, the worker and this call's python: nothing else.
+	wantOut(t, call(t, ss, "import os\nprint(len([p for p in os.listdir('/proc') if p.isdigit()]))"), sandbox.StatusOK, "3")
+	wantOut(t, call(t, ss, "print(x + 1)"), sandbox.StatusOK, "42")
+}
+
+// What a session leaves between its calls (files in /workspace, /tmp and /dev/shm,
+// SysV shared memory, a POSIX message queue if it may make one, a background process listening on an
+// abstract unix socket) reaches no other session in flight, no single-use call, and
+// no session opened after it closed.
+func TestSessionStateReachesNoOtherSandbox(t *testing.T) {
+	marker := newMarker()
+	plant := `import ctypes, os, socket, subprocess, time
+for d in ("/workspace", "/tmp", "/dev/shm"):
+    open(os.path.join(d, "MARK"), "w").write("a")
+libc = ctypes.CDLL(None, use_errno=True)
+assert libc.shmget(0x41524c4c, 4096, 0o1666) >= 0, ctypes.get_errno()
+libc.mq_open(b"/MARK", os.O_CREAT | os.O_RDWR, 0o666, None)  # refused here (RLIMIT_MSGQUEUE 0); kept in case
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.bind("\0MARK")
+s.listen()
+bg = subprocess.Popen(["/usr/bin/python3", "-c", "import socket, time\ns = socket.socket(socket.AF_UNIX)\ns.bind('\\0MARK-bg')\ns.listen()\ntime.sleep(120)"])
+for _ in range(500):
+    try:
+        socket.socket(socket.AF_UNIX).connect("\0MARK-bg")
+        break
+    except OSError:
+        time.sleep(0.01)
+print("planted")`
+	probe := `import ctypes, json, os, socket, time
+libc = ctypes.CDLL(None, use_errno=True)
+def reach(name):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        s.connect(name)
+        return "connected"
+    except OSError as e:
+        return os.strerror(e.errno)
+out = {d: os.path.exists(os.path.join(d, "MARK")) for d in ("/workspace", "/tmp", "/dev/shm")}
+out["shm"] = libc.shmget(0x41524c4c, 0, 0o666) >= 0
+out["mq"] = libc.mq_open(b"/MARK", os.O_RDWR) >= 0
+out["abstract"] = reach("\0MARK")
+out["abstract-bg"] = reach("\0MARK-bg")
+out["procs"] = [p for p in os.listdir("/proc") if p.isdigit() and int(p) != os.getpid() and "MARK" in open("/proc/%s/cmdline" % p).read()]
+print(json.dumps(out))`
+	plant, probe = strings.ReplaceAll(plant, "MARK", marker), strings.ReplaceAll(probe, "MARK", marker)
+	check := func(who, stdout string) {
+		t.Helper()
+		var got map[string]any
+		if err := json.Unmarshal([]byte(stdout), &got); err != nil {
+			t.Fatalf("%s: %v: %q", who, err, stdout)
+		}
+		for k, v := range got {
+			switch k {
+			case "abstract", "abstract-bg":
+				if v != "Connection refused" {
+					t.Errorf("%s: the abstract socket of session a: %v", who, v)
+				}
+			case "procs":
+				if l, _ := v.([]any); len(l) != 0 {
+					t.Errorf("%s sees session a's processes %v", who, l)
+				}
+			default:
+				if v != false {
+					t.Errorf("%s sees session a's %s", who, k)
+				}
+			}
+		}
+	}
+	a := openSession(t, sessionSpec(t, "python"))
+	wantOut(t, call(t, a, plant), sandbox.StatusOK, "planted")
+	// Session a itself sees what it left (so the probe can see it at all).
+	self := call(t, a, probe)
+	if !strings.Contains(string(self.Stdout.Bytes()), `"shm": true`) || !strings.Contains(string(self.Stdout.Bytes()), `"abstract-bg": "connected"`) {
+		t.Fatalf("session a does not see its own state: %s", brief(self))
+	}
+	b := openSession(t, sessionSpec(t, "python"))
+	var wg sync.WaitGroup
+	var single sandbox.Result
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		single = run(t, pySpec(probe, newMarker()))
+	}()
+	check("session b, in flight with a", string(call(t, b, probe).Stdout.Bytes()))
+	wg.Wait()
+	check("a single-use call, in flight with a", string(single.Stdout.Bytes()))
+	a.Close()
+	<-a.Done()
+	c := openSession(t, sessionSpec(t, "python"))
+	check("a session opened after a closed", string(call(t, c, probe).Stdout.Bytes()))
+}

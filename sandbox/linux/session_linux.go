@@ -607,16 +607,20 @@ func hostParent(pid int) int {
 
 // inCgroup reports whether a /proc/PID/cgroup text places the process in the cgroup
 // dir of controller ctrl ("" for v2). The path it shows is relative to the server's
-// cgroup namespace, so it is a tail of dir ending in dir's name, which is unique (the
-// server's pid and the sandbox's id).
+// cgroup namespace, and dir is relative to where the hierarchy is mounted, which is not
+// the same root in a container that shares the host's cgroup namespace (podman on a
+// cgroup v1 host mounts its own cgroup at /sys/fs/cgroup/pids, while /proc/PID/cgroup
+// names it /libpod_parent/libpod-ID): there every session failed to open. So the two
+// must end alike in dir's last two names, the Sandbox's own dir (the server's pid and
+// a number) and the sandbox's (its random id), which no other cgroup has.
 func inCgroup(text, dir, ctrl string) bool {
+	tail := "/" + filepath.Base(filepath.Dir(dir)) + "/" + filepath.Base(dir)
 	for _, line := range strings.Split(strings.TrimSpace(text), "\n") {
 		parts := strings.SplitN(line, ":", 3)
 		if len(parts) != 3 || !slices.Contains(strings.Split(parts[1], ","), ctrl) && parts[1] != ctrl {
 			continue
 		}
-		p := parts[2]
-		return strings.HasSuffix(p, "/"+filepath.Base(dir)) && strings.HasSuffix(dir, p)
+		return strings.HasSuffix(parts[2], tail)
 	}
 	return false
 }

@@ -455,3 +455,32 @@ func TestSessionCPUBudgetRestarts(t *testing.T) {
 
 // filled is l with every limit the test leaves out at its default, as policy fills a call's.
 func filled(l sandbox.Limits) sandbox.Limits { return withDefaults(sandbox.Spec{Limits: l}).Limits }
+
+// inCgroup matches a process's cgroup line to the session's dir whether or not the
+// server's cgroup namespace is rooted where the hierarchy is mounted, and nothing else.
+func TestInCgroup(t *testing.T) {
+	const v1 = "/sys/fs/cgroup/pids/airlock/701.1/session-9f3c"
+	const v2 = "/sys/fs/cgroup/unified/airlock/701.1/session-9f3c"
+	cases := []struct {
+		name, text, dir, ctrl string
+		want                  bool
+	}{
+		{"v1 own namespace", "5:pids:/airlock/701.1/session-9f3c\n4:memory:/x", v1, "pids", true},
+		{"v1 container sharing the host's namespace", "5:pids:/libpod_parent/libpod-ab/airlock/701.1/session-9f3c", v1, "pids", true},
+		{"v1 co-mounted controllers", "3:cpu,pids:/airlock/701.1/session-9f3c", v1, "pids", true},
+		{"v1 another controller's line only", "4:memory:/airlock/701.1/session-9f3c", v1, "pids", false},
+		{"v1 another sandbox", "5:pids:/airlock/701.1/session-aaaa", v1, "pids", false},
+		{"v1 another server's sandbox of that id", "5:pids:/airlock/702.1/session-9f3c", v1, "pids", false},
+		{"v1 a child of the session's cgroup", "5:pids:/airlock/701.1/session-9f3c/x", v1, "pids", false},
+		{"v1 a name ending alike", "5:pids:/airlock/9701.1/session-9f3c", v1, "pids", false},
+		{"v2", "0::/airlock/701.1/session-9f3c", v2, "", true},
+		{"v2 container", "0::/machine.slice/libpod-ab/airlock/701.1/session-9f3c", v2, "", true},
+		{"v2 another sandbox", "0::/airlock/701.1/session-9f3d", v2, "", false},
+		{"empty", "", v2, "", false},
+	}
+	for _, c := range cases {
+		if got := inCgroup(c.text, c.dir, c.ctrl); got != c.want {
+			t.Errorf("%s: inCgroup(%q, %q, %q) = %v, want %v", c.name, c.text, c.dir, c.ctrl, got, c.want)
+		}
+	}
+}
