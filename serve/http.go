@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -30,6 +31,9 @@ type HTTPOptions struct {
 	AuthToken      string
 	AllowedOrigins []string
 	MaxBodyBytes   int64
+	// BodyTimeout bounds the time a request's body may take to arrive (0:
+	// defaultBodyTimeout); see bodyDeadline.
+	BodyTimeout time.Duration
 	// SSE selects the legacy HTTP+SSE transport (/sse and /message) instead of
 	// Streamable HTTP (/mcp).
 	SSE bool
@@ -266,7 +270,32 @@ func Handler(s *server.MCPServer, base string, opt HTTPOptions) http.Handler {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		plain(w, http.StatusNotFound, "not found: MCP is at "+endpoint+"; /healthz, /readyz and /metrics are the other paths")
 	})
-	return origins(mux, opt)
+	return bodyDeadline(origins(mux, opt), opt)
+}
+
+// defaultBodyTimeout is far longer than a 16 MiB body takes on any link a client would
+// drive an agent over, and far shorter than a slot is worth.
+const defaultBodyTimeout = 30 * time.Second
+
+// bodyDeadline gives a request's body a read deadline from the moment its head was read.
+// The server has no ReadTimeout (it would end long calls, see idleTimeout), so without it
+// a body sent a byte at a time held its connection and goroutine for good: in guard's
+// read for a client with a token, and for one without in net/http itself, which reads a
+// refused request's unread body (up to 256 KiB) before it writes the refusal. net/http
+// lifts the deadline itself when the body's end is read (the background read that tells
+// a client's disconnect starts then), so the call that follows runs as long as it takes.
+func bodyDeadline(next http.Handler, opt HTTPOptions) http.Handler {
+	d := opt.BodyTimeout
+	if d <= 0 {
+		d = defaultBodyTimeout
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength != 0 {
+			// ErrNotSupported only for writers that are no connection's (tests' recorders).
+			_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(d))
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // origins refuses (403) a request from a browser page of an Origin we do not trust, on
@@ -365,8 +394,8 @@ func ServeHTTP(ctx context.Context, ln net.Listener, h http.Handler, st *State, 
 const idleTimeout = 2 * time.Minute
 
 // newServer is the http.Server of ServeHTTP. A slow client's request head is bounded by
-// ReadHeaderTimeout, an idle connection by idleTimeout; the body is read by guard after
-// the token is checked.
+// ReadHeaderTimeout, an idle connection by idleTimeout, its body by bodyDeadline; the body
+// is read by guard after the token is checked.
 func newServer(h http.Handler, base context.Context, log *slog.Logger) *http.Server {
 	return &http.Server{
 		Handler:           h,
@@ -419,6 +448,11 @@ func guard(next http.Handler, opt HTTPOptions, sse *server.SSEServer, streams *s
 			// Read here so a chunked body without Content-Length gets a 413 too, not
 			// whatever the transport makes of a short read.
 			raw, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				w.Header().Set("Connection", "close")
+				http.Error(w, "request body too slow: it must arrive within the body timeout", http.StatusRequestTimeout)
+				return
+			}
 			if err != nil {
 				http.Error(w, "reading request body failed", http.StatusBadRequest)
 				return

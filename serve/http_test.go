@@ -357,3 +357,85 @@ func TestSSEStreamEndTellsSessionEnded(t *testing.T) {
 		t.Fatal("a closed SSE stream did not end its session")
 	}
 }
+
+// slowBody sends a request head with a Content-Length of 4096 and then its body a byte
+// every 50 ms, and returns what the server answered by the time it closed the
+// connection, or "" if it was still open after 5 s.
+func slowBody(t *testing.T, addr, path, auth string) string {
+	t.Helper()
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	head := "POST " + path + " HTTP/1.1\r\nHost: " + addr + "\r\nContent-Type: application/json\r\n" +
+		"Accept: application/json, text/event-stream\r\nContent-Length: 4096\r\n"
+	if auth != "" {
+		head += "Authorization: " + auth + "\r\n"
+	}
+	if _, err := conn.Write([]byte(head + "\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+			if _, err := conn.Write([]byte(" ")); err != nil {
+				return
+			}
+		}
+	}()
+	_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+	var got strings.Builder
+	buf := make([]byte, 4096)
+	for {
+		n, err := conn.Read(buf)
+		got.Write(buf[:n])
+		if err != nil {
+			if ne, ok := err.(net.Error); ok && ne.Timeout() {
+				return ""
+			}
+			return got.String()
+		}
+	}
+}
+
+// A body sent a byte at a time cannot hold a connection past the body timeout, with a
+// token (guard is reading it: 408) or without one (net/http reads a refused request's
+// unread body before it writes the 401), on both transports' POST paths. A call that
+// runs longer than the body timeout is not cut by it once its body has arrived.
+func TestSlowBodyTimesOut(t *testing.T) {
+	slow := func(ctx context.Context, s sandbox.Spec) (sandbox.Result, error) {
+		select {
+		case <-time.After(1500 * time.Millisecond):
+			return runnertest.Echo(ctx, s)
+		case <-ctx.Done():
+			return runnertest.Block(ctx, s)
+		}
+	}
+	for _, sse := range []bool{false, true} {
+		ts := httpServer(t, fakeDeps(slow, 1), HTTPOptions{AuthToken: "s3cret-s3cret-s3cret", MaxBodyBytes: 1 << 20,
+			BodyTimeout: 500 * time.Millisecond, SSE: sse})
+		addr := ts.Listener.Addr().String()
+		path := "/mcp"
+		if sse {
+			path = strings.TrimPrefix(openStream(t, ts.URL, map[string]string{"Authorization": "Bearer s3cret-s3cret-s3cret"}), ts.URL)
+		}
+		if got := slowBody(t, addr, path, "Bearer s3cret-s3cret-s3cret"); !strings.HasPrefix(got, "HTTP/1.1 408") {
+			t.Errorf("sse=%t: a slow body with a token: %q, want a 408 and the connection closed", sse, got)
+		}
+		if got := slowBody(t, addr, path, ""); !strings.HasPrefix(got, "HTTP/1.1 401") {
+			t.Errorf("sse=%t: a slow body without a token: %q, want a 401 and the connection closed", sse, got)
+		}
+	}
+	ts := httpServer(t, fakeDeps(slow, 1), HTTPOptions{MaxBodyBytes: 1 << 20, BodyTimeout: 500 * time.Millisecond})
+	hdr := map[string]string{"Mcp-Session-Id": initSession(t, ts.URL+"/mcp", nil)}
+	if r := do(t, http.MethodPost, ts.URL+"/mcp", call("slow"), hdr); r.code != 200 || !strings.Contains(r.body, `"status":"ok"`) {
+		t.Errorf("a 1.5 s call with a 0.5 s body timeout: %d %s", r.code, r.body)
+	}
+}
