@@ -876,3 +876,65 @@ func aliceAndBob(t *testing.T) *Clients {
 	}
 	return clients
 }
+
+// A burst of simultaneous initializes (or GET /sse) gets no more sessions than the cap
+// and a client's share allow: each is counted from the moment it is admitted, not from
+// when its answer goes out.
+func TestSessionCapHoldsUnderABurst(t *testing.T) {
+	const burst = 24
+	alice := map[string]string{"Authorization": "Bearer aaaaaaaaaaaaaaaaaaaa"}
+	for _, tc := range []struct {
+		name string
+		opt  HTTPOptions
+		hdr  map[string]string
+		want int
+	}{
+		{"server cap", HTTPOptions{MaxSessions: 3}, nil, 3},
+		{"client share", HTTPOptions{MaxSessions: 64, MaxSessionsPerClient: 2, Clients: aliceAndBob(t)}, alice, 2},
+	} {
+		for _, sse := range []bool{false, true} {
+			tc.opt.MaxBodyBytes, tc.opt.SSE = 1<<20, sse
+			ts := httpServer(t, fakeDeps(runnertest.Echo, 1), tc.opt)
+			ctx, cancel := context.WithCancel(context.Background())
+			var opened atomic.Int64
+			var wg sync.WaitGroup
+			start := make(chan struct{})
+			for range burst {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					method, url, body := http.MethodPost, ts.URL+"/mcp", initBody
+					if sse {
+						method, url, body = http.MethodGet, ts.URL+"/sse", ""
+					}
+					req, _ := http.NewRequestWithContext(ctx, method, url, strings.NewReader(body))
+					req.Header.Set("Content-Type", "application/json")
+					req.Header.Set("Accept", "application/json, text/event-stream")
+					for k, v := range tc.hdr {
+						req.Header.Set(k, v)
+					}
+					<-start
+					resp, err := (&http.Client{Transport: &http.Transport{}}).Do(req)
+					if err != nil {
+						t.Errorf("%s: %v", method, err)
+						return
+					}
+					if resp.StatusCode == 200 {
+						opened.Add(1)
+					} else if resp.StatusCode != http.StatusServiceUnavailable {
+						t.Errorf("%s: %d", method, resp.StatusCode)
+					}
+					if !sse {
+						resp.Body.Close() // a stream stays open until cancel
+					}
+				}()
+			}
+			close(start)
+			wg.Wait()
+			if got := opened.Load(); got != int64(tc.want) {
+				t.Errorf("%s, sse=%t: %d of %d simultaneous opens got a session, want %d", tc.name, sse, got, burst, tc.want)
+			}
+			cancel()
+		}
+	}
+}

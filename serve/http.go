@@ -257,7 +257,7 @@ func Handler(s *server.MCPServer, base string, opt HTTPOptions) http.Handler {
 				sess.max = defaultMaxSessions
 			}
 			sess.maxEach = perClient(opt, sess.max)
-			mode = []server.StreamableHTTPOption{server.WithSessionIdManager(sess), server.WithSessionIdleTTL(idle)}
+			mode = []server.StreamableHTTPOption{server.WithSessionIdManagerResolver(sess), server.WithSessionIdleTTL(idle)}
 		}
 		h := server.NewStreamableHTTPServer(s, append(mode, server.WithEndpointPath("/mcp"),
 			server.WithStreamableHTTPLogger(opt.Log))...)
@@ -561,12 +561,8 @@ func calls(next http.Handler, sess *sessions, opt HTTPOptions) http.Handler {
 			http.Error(w, "this server is stateless: it has no sessions and no server-to-client stream; POST each request", http.StatusMethodNotAllowed)
 		case sess == nil:
 			own.serve(w, r, next, msg)
-		case r.Method == http.MethodPost && msg.Method == string(mcp.MethodInitialize) && sess.full(runner.PrincipalFrom(r.Context())) != "":
-			w.Header().Set("Retry-After", "5")
-			rpcError(w, http.StatusServiceUnavailable, msg.ID, sess.full(runner.PrincipalFrom(r.Context()))+
-				": end unused ones with DELETE, wait for idle ones to expire, or use a stateless server")
 		case r.Method == http.MethodPost && msg.Method == string(mcp.MethodInitialize):
-			next.ServeHTTP(&claimer{ResponseWriter: w, sess: sess, who: runner.PrincipalFrom(r.Context())}, r)
+			initialize(w, r, next, sess, msg)
 		case r.Method != http.MethodPost && r.Method != http.MethodGet && r.Method != http.MethodDelete:
 			next.ServeHTTP(w, r)
 		case id == "":
@@ -579,6 +575,21 @@ func calls(next http.Handler, sess *sessions, opt HTTPOptions) http.Handler {
 			inSession(w, r, next, sess, id, msg)
 		}
 	})
+}
+
+// initialize serves an initialize in a place reserved under the session caps, and gives
+// the session it issues to the client that sent it.
+func initialize(w http.ResponseWriter, r *http.Request, next http.Handler, sess *sessions, msg envelope) {
+	who := runner.PrincipalFrom(r.Context())
+	res, why := sess.reserve(who)
+	if res == nil {
+		w.Header().Set("Retry-After", "5")
+		rpcError(w, http.StatusServiceUnavailable, msg.ID, why+
+			": end unused ones with DELETE, wait for idle ones to expire, or use a stateless server")
+		return
+	}
+	defer sess.release(res)
+	next.ServeHTTP(&claimer{ResponseWriter: w, sess: sess, who: who}, r.WithContext(context.WithValue(r.Context(), reservationKey{}, res)))
 }
 
 // inSession serves a request of session id under a context that ends when the session
