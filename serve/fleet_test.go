@@ -22,6 +22,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/airlock-mcp/airlock/metrics"
+	"github.com/airlock-mcp/airlock/probe"
 	"github.com/airlock-mcp/airlock/runner"
 	"github.com/airlock-mcp/airlock/runner/runnertest"
 	"github.com/airlock-mcp/airlock/sandbox"
@@ -935,6 +936,42 @@ func TestSessionCapHoldsUnderABurst(t *testing.T) {
 				t.Errorf("%s, sse=%t: %d of %d simultaneous opens got a session, want %d", tc.name, sse, got, burst, tc.want)
 			}
 			cancel()
+		}
+	}
+}
+
+// probe_sandbox's sandboxes are a client's runs like run_code's: their audit lines name
+// the client whose token asked for them.
+func TestProbeRunsAuditedUnderTheirClient(t *testing.T) {
+	d := fakeDeps(runnertest.Echo, 4)
+	audit, err := runner.OpenAudit(filepath.Join(t.TempDir(), "audit.jsonl"), 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Runner.Audit = audit
+	// The probe call as a whole is alice's one call in flight; its probes take no more.
+	d.Runner.PerClient = runner.NewClientLimit(1)
+	d.Prober = probe.NewSuite(d.Runner)
+	ts := httpServer(t, d, HTTPOptions{MaxBodyBytes: 1 << 20, Stateless: true, Clients: aliceAndBob(t)})
+	body := `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"probe_sandbox","arguments":{"probes":["read-shadow","fd-leak"]}}}`
+	if r := do(t, http.MethodPost, ts.URL+"/mcp", body, map[string]string{"Authorization": "Bearer aaaaaaaaaaaaaaaaaaaa"}); r.code != 200 || !strings.Contains(r.body, "read-shadow") || strings.Contains(r.body, "slot") {
+		t.Fatalf("probe_sandbox: %d %s", r.code, r.body)
+	}
+	b, err := os.ReadFile(audit.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("%d audit lines for two probes: %s", len(lines), b)
+	}
+	for _, line := range lines {
+		var rec runner.AuditRecord
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatal(err)
+		}
+		if rec.Principal != "alice" || rec.Transport != "http" {
+			t.Errorf("a probe's audit line: principal %q transport %q, want alice over http", rec.Principal, rec.Transport)
 		}
 	}
 }
