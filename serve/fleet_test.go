@@ -975,3 +975,47 @@ func TestProbeRunsAuditedUnderTheirClient(t *testing.T) {
 		}
 	}
 }
+
+// A session's server-to-client streams (GET /mcp) are bounded: each held a connection and
+// goroutines for as long as the session lived, so one client with one session could open
+// them without end. A new stream past the bound closes the session's oldest, so a client
+// whose old stream died unseen (a NAT dropping it) can always open a new one.
+func TestSessionStreamsBounded(t *testing.T) {
+	ts := httpServer(t, fakeDeps(runnertest.Echo, 1), HTTPOptions{MaxBodyBytes: 1 << 20})
+	url := ts.URL + "/mcp"
+	sid := initSession(t, url, nil)
+	const opened = 3 * maxStreamsPerSession
+	closed := make([]chan struct{}, opened)
+	for i := range opened {
+		ctx, cancel := context.WithCancel(context.Background())
+		t.Cleanup(cancel)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		req.Header.Set("Accept", "text/event-stream")
+		req.Header.Set("Mcp-Session-Id", sid)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("stream %d: %v %v", i, resp, err)
+		}
+		closed[i] = make(chan struct{})
+		go func() {
+			defer close(closed[i])
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}()
+	}
+	for i, c := range closed {
+		select {
+		case <-c:
+			if i >= opened-maxStreamsPerSession {
+				t.Errorf("stream %d of %d, one of the newest %d, was closed", i, opened, maxStreamsPerSession)
+			}
+		case <-time.After(2 * time.Second):
+			if i < opened-maxStreamsPerSession {
+				t.Errorf("stream %d of %d still open: a session holds at most %d", i, opened, maxStreamsPerSession)
+			}
+		}
+	}
+	if r := do(t, http.MethodPost, url, call("still"), map[string]string{"Mcp-Session-Id": sid}); r.code != 200 || !strings.Contains(r.body, `"status":"ok"`) {
+		t.Errorf("a call in the session after: %d %s", r.code, r.body)
+	}
+}

@@ -605,6 +605,9 @@ func inSession(w http.ResponseWriter, r *http.Request, next http.Handler, sess *
 	defer cancel()
 	stop := context.AfterFunc(sctx, cancel)
 	defer stop()
+	if r.Method == http.MethodGet {
+		defer sess.stream(id, cancel)()
+	}
 	next.ServeHTTP(w, r.WithContext(ctx))
 }
 

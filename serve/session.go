@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -51,9 +52,10 @@ type httpSession struct {
 	claimed bool
 	ctx     context.Context
 	cancel  context.CancelFunc
-	last    time.Time // end of the latest request, or its start while busy
-	busy    int       // requests and streams in flight
-	ending  bool      // a DELETE is in progress: Terminate ends it even while busy
+	last    time.Time             // end of the latest request, or its start while busy
+	busy    int                   // requests and streams in flight
+	streams []*context.CancelFunc // its GET streams, oldest first (see stream)
+	ending  bool                  // a DELETE is in progress: Terminate ends it even while busy
 }
 
 func newSessions(idle time.Duration) *sessions {
@@ -346,4 +348,33 @@ func (s *sseStreams) owns(id, who string) bool {
 	defer s.mu.Unlock()
 	o, ok := s.owner[id]
 	return ok && o == who
+}
+
+// maxStreamsPerSession bounds a session's server-to-client streams (GET /mcp): each holds
+// a connection and two goroutines while the session lives, and mcp-go opens as many as it
+// is asked for. Clients keep one; the second is the one that replaces it.
+const maxStreamsPerSession = 2
+
+// stream counts a server-to-client stream of session id in, ended by cancel, and returns
+// the func that counts it out. Past maxStreamsPerSession the session's oldest stream is
+// ended rather than the new one refused: a client whose stream died unseen (a NAT that
+// dropped it) must still be able to open another.
+func (s *sessions) stream(id string, cancel context.CancelFunc) func() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ss := s.live[id]
+	if ss == nil {
+		return func() {}
+	}
+	me := &cancel
+	ss.streams = append(ss.streams, me)
+	if len(ss.streams) > maxStreamsPerSession {
+		(*ss.streams[0])()
+		ss.streams = ss.streams[1:]
+	}
+	return func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		ss.streams = slices.DeleteFunc(ss.streams, func(c *context.CancelFunc) bool { return c == me })
+	}
 }
