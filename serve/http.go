@@ -32,8 +32,9 @@ type HTTPOptions struct {
 	AllowedOrigins []string
 	MaxBodyBytes   int64
 	// BodyTimeout bounds the time a request's body may take to arrive (0:
-	// defaultBodyTimeout); see bodyDeadline.
-	BodyTimeout time.Duration
+	// defaultBodyTimeout), WriteTimeout each writeChunk of an answer (0:
+	// defaultWriteTimeout); see deadlines.
+	BodyTimeout, WriteTimeout time.Duration
 	// SSE selects the legacy HTTP+SSE transport (/sse and /message) instead of
 	// Streamable HTTP (/mcp).
 	SSE bool
@@ -270,33 +271,95 @@ func Handler(s *server.MCPServer, base string, opt HTTPOptions) http.Handler {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		plain(w, http.StatusNotFound, "not found: MCP is at "+endpoint+"; /healthz, /readyz and /metrics are the other paths")
 	})
-	return bodyDeadline(origins(mux, opt), opt)
+	return deadlines(origins(mux, opt), opt)
 }
 
 // defaultBodyTimeout is far longer than a 16 MiB body takes on any link a client would
 // drive an agent over, and far shorter than a slot is worth.
 const defaultBodyTimeout = 30 * time.Second
 
-// bodyDeadline gives a request's body a read deadline from the moment its head was read.
-// The server has no ReadTimeout (it would end long calls, see idleTimeout), so without it
-// a body sent a byte at a time held its connection and goroutine for good: in guard's
-// read for a client with a token, and for one without in net/http itself, which reads a
-// refused request's unread body (up to 256 KiB) before it writes the refusal. net/http
-// lifts the deadline itself when the body's end is read (the background read that tells
-// a client's disconnect starts then), so the call that follows runs as long as it takes.
-func bodyDeadline(next http.Handler, opt HTTPOptions) http.Handler {
-	d := opt.BodyTimeout
-	if d <= 0 {
-		d = defaultBodyTimeout
+// defaultWriteTimeout bounds each writeChunk of an answer. A write blocked on a full
+// socket resumes once a third of the send buffer is free, so a client must read about
+// that much (≈ 1.3 MiB at loopback's 4 MiB, less on a slow link, whose buffer is smaller)
+// in 30 s: one that does not is not reading.
+const (
+	defaultWriteTimeout = 30 * time.Second
+	writeChunk          = 64 << 10
+)
+
+// deadlines bounds how long a client may take to send a request's body and to read its
+// answer. The server has neither ReadTimeout nor WriteTimeout: they would end long calls
+// and streams (see idleTimeout).
+//
+// The body's read deadline runs from the moment its head was read. Without it a body sent
+// a byte at a time held its connection and goroutine for good: in guard's read for a
+// client with a token, and for one without in net/http itself, which reads a refused
+// request's unread body (up to 256 KiB) before it writes the refusal. net/http lifts the
+// deadline itself when the body's end is read (the background read that tells a client's
+// disconnect starts then), so the call that follows runs as long as it takes.
+//
+// The answer's write deadline is set afresh before each writeChunk of it, so a slow
+// reader gets all of it (see defaultWriteTimeout) and one that stopped reading does not hold the handler: without
+// it an answer of a few MiB that its client never read kept its goroutine, its bytes, its
+// request in State's count (a drain waited on it) and its session busy (never idle).
+func deadlines(next http.Handler, opt HTTPOptions) http.Handler {
+	body, write := opt.BodyTimeout, opt.WriteTimeout
+	if body <= 0 {
+		body = defaultBodyTimeout
+	}
+	if write <= 0 {
+		write = defaultWriteTimeout
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rc := http.NewResponseController(w)
 		if r.ContentLength != 0 {
 			// ErrNotSupported only for writers that are no connection's (tests' recorders).
-			_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(d))
+			_ = rc.SetReadDeadline(time.Now().Add(body))
 		}
-		next.ServeHTTP(w, r)
+		dw := &deadlineWriter{ResponseWriter: w, rc: rc, d: write}
+		// A deadline run out during a long call must not fail what net/http writes once the
+		// handler returns; it clears the deadline itself after that, before the next request.
+		defer dw.extend()
+		next.ServeHTTP(dw, r)
 	})
 }
+
+// deadlineWriter sets the connection's write deadline before each piece it writes.
+type deadlineWriter struct {
+	http.ResponseWriter
+	rc *http.ResponseController
+	d  time.Duration
+}
+
+func (w *deadlineWriter) extend() { _ = w.rc.SetWriteDeadline(time.Now().Add(w.d)) }
+
+func (w *deadlineWriter) WriteHeader(code int) {
+	w.extend()
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *deadlineWriter) Write(p []byte) (int, error) {
+	n := 0
+	for len(p) > 0 {
+		c := min(len(p), writeChunk)
+		w.extend()
+		m, err := w.ResponseWriter.Write(p[:c])
+		n += m
+		if err != nil {
+			return n, err
+		}
+		p = p[c:]
+	}
+	return n, nil
+}
+
+// Flush passes on to the connection: mcp-go streams answers and events as SSE.
+func (w *deadlineWriter) Flush() {
+	w.extend()
+	_ = w.rc.Flush()
+}
+
+func (w *deadlineWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // origins refuses (403) a request from a browser page of an Origin we do not trust, on
 // every path: mcp-go checks Host but not Origin, which leaves DNS rebinding and
@@ -394,8 +457,8 @@ func ServeHTTP(ctx context.Context, ln net.Listener, h http.Handler, st *State, 
 const idleTimeout = 2 * time.Minute
 
 // newServer is the http.Server of ServeHTTP. A slow client's request head is bounded by
-// ReadHeaderTimeout, an idle connection by idleTimeout, its body by bodyDeadline; the body
-// is read by guard after the token is checked.
+// ReadHeaderTimeout, an idle connection by idleTimeout, its body and a stalled answer by
+// deadlines; the body is read by guard after the token is checked.
 func newServer(h http.Handler, base context.Context, log *slog.Logger) *http.Server {
 	return &http.Server{
 		Handler:           h,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -437,5 +438,68 @@ func TestSlowBodyTimesOut(t *testing.T) {
 	hdr := map[string]string{"Mcp-Session-Id": initSession(t, ts.URL+"/mcp", nil)}
 	if r := do(t, http.MethodPost, ts.URL+"/mcp", call("slow"), hdr); r.code != 200 || !strings.Contains(r.body, `"status":"ok"`) {
 		t.Errorf("a 1.5 s call with a 0.5 s body timeout: %d %s", r.code, r.body)
+	}
+}
+
+// A client that stops reading its answer does not hold the handler: the answer's write
+// times out, the request leaves State's count (a drain would wait on it) and its
+// connection is closed. A client that reads it, however slowly, gets all of it.
+func TestUnreadAnswerTimesOut(t *testing.T) {
+	d := fakeDeps(runnertest.Echo, 1)
+	d.Runner.MaxCodeBytes = 8 << 20
+	st := NewState()
+	st.SetReady()
+	ts := httpServer(t, d, HTTPOptions{MaxBodyBytes: 16 << 20, Stateless: true, State: st, WriteTimeout: time.Second})
+	// Each '"' is two bytes in the JSON answer, which carries stdout twice: ≈ 24 MiB, far
+	// more than loopback's socket buffers hold.
+	body := call(strings.Repeat(`\"`, 6<<20))
+	conn, err := net.Dial("tcp", ts.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "POST /mcp HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: %d\r\n\r\n%s",
+		ts.Listener.Addr(), len(body), body)
+	deadline := time.Now().Add(10 * time.Second)
+	for st.InFlight() == 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	for st.InFlight() != 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n := st.InFlight(); n != 0 {
+		t.Fatalf("an answer its client does not read still holds %d request(s) in flight after 10 s", n)
+	}
+	// The server gave up on the connection: what was sent ends short of the answer.
+	_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+	got, _ := io.Copy(io.Discard, conn)
+	if got >= 24<<20 {
+		t.Errorf("the whole answer (%d bytes) came after its write timed out", got)
+	}
+
+	// A slow reader gets the whole answer: 64 KiB every 20 ms. A blocked write resumes
+	// only once a third of the socket's send buffer is free (up to 4 MiB on loopback),
+	// ≈ 0.45 s of this reading, within the 1 s.
+	small := call(strings.Repeat("x", 2<<20))
+	conn2, err := net.Dial("tcp", ts.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn2.Close()
+	fmt.Fprintf(conn2, "POST /mcp HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nAccept: application/json\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s",
+		ts.Listener.Addr(), len(small), small)
+	var all strings.Builder
+	buf := make([]byte, 64<<10)
+	_ = conn2.SetReadDeadline(time.Now().Add(20 * time.Second))
+	for {
+		n, err := conn2.Read(buf)
+		all.Write(buf[:n])
+		if err != nil {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !strings.HasPrefix(all.String(), "HTTP/1.1 200") || !strings.Contains(all.String(), `"status":"ok"`) || !strings.Contains(all.String(), `"language_version":"3.11.2"}}}`) {
+		t.Errorf("a slow reader's answer: %d bytes, %.60q ... %.60q", all.Len(), all.String(), all.String()[max(0, all.Len()-60):])
 	}
 }
