@@ -65,8 +65,9 @@ type HTTPOptions struct {
 }
 
 // refusalLog logs refused requests (no token, a foreign Origin or Host) at most once a
-// second, with the count of those refused since without a line: a refusal costs its
-// client nothing, and one line each let an unauthenticated flood fill the log's disk.
+// second, with the count of those refused since without a line, and each of the
+// client's strings clipped to maxLoggedText: a refusal costs its client nothing, and one
+// line each let an unauthenticated flood fill the log's disk.
 type refusalLog struct {
 	log   *slog.Logger
 	mu    sync.Mutex
@@ -85,10 +86,27 @@ func (l *refusalLog) warn(msg string, args ...any) {
 	n := l.quiet
 	l.quiet, l.next = 0, now.Add(time.Second)
 	l.mu.Unlock()
+	for i, a := range args {
+		if v, ok := a.(string); ok {
+			args[i] = clipText(v)
+		}
+	}
 	if n > 0 {
 		args = append(args, "refused_unlogged", n)
 	}
 	l.log.Warn(msg, args...)
+}
+
+// maxLoggedText bounds what the log keeps of a client's text (a Host, an Origin, a path):
+// net/http accepts a request head of up to 1 MiB, and a line a second of that filled the
+// log's disk at 3.6 GB an hour.
+const maxLoggedText = 128
+
+func clipText(s string) string {
+	if len(s) > maxLoggedText {
+		s = s[:maxLoggedText] + "…"
+	}
+	return strings.ToValidUTF8(s, "?")
 }
 
 const defaultSessionIdle = 30 * time.Minute
@@ -463,9 +481,13 @@ func newServer(h http.Handler, base context.Context, log *slog.Logger) *http.Ser
 	return &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       idleTimeout,
-		BaseContext:       func(net.Listener) context.Context { return base },
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		// A request head carries a token, a session id and a few short headers; net/http's
+		// default of 1 MiB let each connection (no token needed) make the server buffer
+		// and parse a megabyte.
+		MaxHeaderBytes: 64 << 10,
+		IdleTimeout:    idleTimeout,
+		BaseContext:    func(net.Listener) context.Context { return base },
+		ErrorLog:       slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -110,6 +111,9 @@ func TestServerBoundsIdleConnections(t *testing.T) {
 	s := newServer(http.NotFoundHandler(), context.Background(), quiet)
 	if s.ReadHeaderTimeout <= 0 || s.IdleTimeout <= 0 {
 		t.Errorf("ReadHeaderTimeout %v, IdleTimeout %v: a connection can be held without end", s.ReadHeaderTimeout, s.IdleTimeout)
+	}
+	if s.MaxHeaderBytes <= 0 || s.MaxHeaderBytes > 64<<10 {
+		t.Errorf("MaxHeaderBytes %d: a tokenless request head may be up to 1 MiB", s.MaxHeaderBytes)
 	}
 	if s.ReadTimeout != 0 || s.WriteTimeout != 0 {
 		t.Errorf("ReadTimeout %v, WriteTimeout %v: they would cut long calls and SSE streams", s.ReadTimeout, s.WriteTimeout)
@@ -502,4 +506,51 @@ func TestUnreadAnswerTimesOut(t *testing.T) {
 	if !strings.HasPrefix(all.String(), "HTTP/1.1 200") || !strings.Contains(all.String(), `"status":"ok"`) || !strings.Contains(all.String(), `"language_version":"3.11.2"}}}`) {
 		t.Errorf("a slow reader's answer: %d bytes, %.60q ... %.60q", all.Len(), all.String(), all.String()[max(0, all.Len()-60):])
 	}
+}
+
+// A refused request's Host, Origin and path are the client's text, up to the server's
+// header limit (1 MiB by default): the refusal log line carries each clipped, so a
+// tokenless client cannot write a megabyte a second to the log's disk.
+func TestRefusalLogClipsClientText(t *testing.T) {
+	var buf strings.Builder
+	var mu sync.Mutex
+	log := slog.New(slog.NewTextHandler(lockedWriter{&mu, &buf}, nil))
+	ts := httpServer(t, fakeDeps(runnertest.Echo, 1), HTTPOptions{AuthToken: "s3cret-s3cret-s3cret", MaxBodyBytes: 1 << 20})
+	h := Handler(New(fakeDeps(runnertest.Echo, 1)), ts.URL, HTTPOptions{AuthToken: "s3cret-s3cret-s3cret", MaxBodyBytes: 1 << 20, Log: log})
+	ts.Config.Handler = h
+	long := strings.Repeat("a", 200<<10)
+	for _, hdr := range []map[string]string{{"Host": long + ".example"}, {"Origin": "http://" + long}} {
+		req, _ := http.NewRequest(http.MethodGet, ts.URL+"/"+long, nil)
+		for k, v := range hdr {
+			req.Header.Set(k, v)
+			if k == "Host" {
+				req.Host = v
+			}
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusForbidden {
+			t.Fatalf("%v: %d, want 403", hdr, resp.StatusCode)
+		}
+		time.Sleep(1100 * time.Millisecond) // one line a second
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if n := strings.Count(buf.String(), "\n"); n != 2 || buf.Len() > 2048 {
+		t.Errorf("two refusals of 200 KiB names wrote %d lines, %d bytes", n, buf.Len())
+	}
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
