@@ -451,6 +451,27 @@ func TestTokensFile(t *testing.T) {
 	if got, _ := c.Authenticate("Bearer cccccccccccccccccccc"); got != "carol" {
 		t.Error("a failed reload dropped the previous tokens")
 	}
+	// Only its owner may change it (a reader is warned of, not refused: see private).
+	write("carol cccccccccccccccccccc\n")
+	for _, mode := range []os.FileMode{0o620, 0o666, 0o602, 0o622} {
+		if err := os.Chmod(path, mode); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := NewClients("", path); err == nil || !strings.Contains(err.Error(), "chmod 600") {
+			t.Errorf("a tokens file of mode %04o: %v, want it refused", mode, err)
+		}
+		if err := c.Reload(); err == nil {
+			t.Errorf("a tokens file of mode %04o reloaded", mode)
+		}
+	}
+	for _, mode := range []os.FileMode{0o600, 0o400, 0o640, 0o440, 0o644} {
+		if err := os.Chmod(path, mode); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := NewClients("", path); err != nil {
+			t.Errorf("a tokens file of mode %04o: %v", mode, err)
+		}
+	}
 	for name, bad := range map[string]string{
 		"two fields": "alice\n", "bad name": "al/ice aaaaaaaaaaaaaaaaaaaa\n", "empty": "# nothing\n",
 		"duplicate name":  "a aaaaaaaaaaaaaaaaaaaa\na bbbbbbbbbbbbbbbbbbbb\n",
