@@ -563,6 +563,8 @@ type envelope struct {
 	} `json:"params"`
 	// partial: the body is JSON but did not decode whole (see message).
 	partial bool
+	// duplicate, when set, says which member name the body repeats (duplicateMember).
+	duplicate string
 }
 
 // message decodes what calls and gate need of the request's JSON-RPC message (the guard
@@ -575,11 +577,25 @@ type envelope struct {
 // either, for gate: mcp-go takes the era from the body only when it decodes whole.
 func message(r *http.Request) envelope {
 	var msg envelope
-	if b, ok := r.Body.(body); ok && json.Unmarshal(b.raw, &msg) != nil {
+	b, ok := r.Body.(body)
+	if !ok {
+		return msg
+	}
+	if json.Unmarshal(b.raw, &msg) != nil {
 		msg.Params.Meta = nil
 		msg.partial = json.Valid(b.raw)
 	}
+	if name, first, dup := duplicateMember(b.raw); dup {
+		msg.duplicate = duplicateError(name, first)
+	}
 	return msg
+}
+
+// refuseDuplicate answers a message that repeats a member name (see duplicateMember).
+func refuseDuplicate(w http.ResponseWriter, msg envelope) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusBadRequest)
+	_ = json.NewEncoder(w).Encode(errorResponse(msg.ID, mcp.INVALID_REQUEST, msg.duplicate))
 }
 
 // admit counts a JSON-RPC request in, or refuses it (503, retryable) while the server
@@ -606,7 +622,12 @@ func gate(next http.Handler, streams *sseStreams, opt HTTPOptions) http.Handler 
 			streams.stream(next, w, r)
 			return
 		}
-		leave, ok := admit(w, r, message(r), opt.State)
+		msg := message(r)
+		if msg.duplicate != "" {
+			refuseDuplicate(w, msg)
+			return
+		}
+		leave, ok := admit(w, r, msg, opt.State)
 		if !ok {
 			return
 		}
@@ -629,6 +650,10 @@ func calls(next http.Handler, sess *sessions, opt HTTPOptions) http.Handler {
 			w.WriteHeader(http.StatusBadRequest)
 			_ = json.NewEncoder(w).Encode(errorResponse(msg.ID, mcp.INVALID_REQUEST,
 				"malformed JSON-RPC message: a member has the wrong type (method must be a string, params and _meta objects)"))
+			return
+		}
+		if msg.duplicate != "" {
+			refuseDuplicate(w, msg)
 			return
 		}
 		modern := mcp.IsModernProtocol(r.Header.Get(mcp.HeaderProtocolVersion)) || mcp.IsModernProtocol(msg.Params.Meta.ProtocolVersion())
