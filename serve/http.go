@@ -16,6 +16,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
@@ -563,8 +564,10 @@ type envelope struct {
 	} `json:"params"`
 	// partial: the body is JSON but did not decode whole (see message).
 	partial bool
-	// duplicate, when set, says which member name the body repeats (duplicateMember).
-	duplicate string
+	// malformed, when set, is why the body is refused whatever it asks: it is not UTF-8,
+	// or it repeats a member name (duplicateMember).
+	malformed     string
+	malformedCode int
 }
 
 // message decodes what calls and gate need of the request's JSON-RPC message (the guard
@@ -585,17 +588,22 @@ func message(r *http.Request) envelope {
 		msg.Params.Meta = nil
 		msg.partial = json.Valid(b.raw)
 	}
-	if name, first, dup := duplicateMember(b.raw); dup {
-		msg.duplicate = duplicateError(name, first)
+	switch name, first, dup := duplicateMember(b.raw); {
+	case !utf8.Valid(b.raw):
+		// As on stdio: decoding turns bad bytes in code or stdin into U+FFFD, and would run
+		// something the client never sent.
+		msg.malformed, msg.malformedCode = "message is not valid UTF-8: JSON text must be UTF-8 (RFC 8259)", mcp.PARSE_ERROR
+	case dup:
+		msg.malformed, msg.malformedCode = duplicateError(name, first), mcp.INVALID_REQUEST
 	}
 	return msg
 }
 
-// refuseDuplicate answers a message that repeats a member name (see duplicateMember).
-func refuseDuplicate(w http.ResponseWriter, msg envelope) {
+// refuseMalformed answers a message whose body is malformed (see envelope.malformed).
+func refuseMalformed(w http.ResponseWriter, msg envelope) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusBadRequest)
-	_ = json.NewEncoder(w).Encode(errorResponse(msg.ID, mcp.INVALID_REQUEST, msg.duplicate))
+	_ = json.NewEncoder(w).Encode(errorResponse(msg.ID, msg.malformedCode, msg.malformed))
 }
 
 // admit counts a JSON-RPC request in, or refuses it (503, retryable) while the server
@@ -623,8 +631,8 @@ func gate(next http.Handler, streams *sseStreams, opt HTTPOptions) http.Handler 
 			return
 		}
 		msg := message(r)
-		if msg.duplicate != "" {
-			refuseDuplicate(w, msg)
+		if msg.malformed != "" {
+			refuseMalformed(w, msg)
 			return
 		}
 		leave, ok := admit(w, r, msg, opt.State)
@@ -652,8 +660,8 @@ func calls(next http.Handler, sess *sessions, opt HTTPOptions) http.Handler {
 				"malformed JSON-RPC message: a member has the wrong type (method must be a string, params and _meta objects)"))
 			return
 		}
-		if msg.duplicate != "" {
-			refuseDuplicate(w, msg)
+		if msg.malformed != "" {
+			refuseMalformed(w, msg)
 			return
 		}
 		modern := mcp.IsModernProtocol(r.Header.Get(mcp.HeaderProtocolVersion)) || mcp.IsModernProtocol(msg.Params.Meta.ProtocolVersion())

@@ -177,3 +177,21 @@ func repeats(t *testing.T, dec *json.Decoder) bool {
 	}
 	return false
 }
+
+// Over HTTP as over stdio, a body that is not UTF-8 is refused: decoded, its bad bytes
+// would become U+FFFD and run a program the client never sent.
+func TestHTTPInvalidUTF8Refused(t *testing.T) {
+	d := fakeDeps(runnertest.Echo, 1)
+	bad := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"run_code","arguments":{"code":"print('` + "\xff\xfe" + `')"}}}`
+	ts := httpServer(t, d, HTTPOptions{MaxBodyBytes: 1 << 20, Stateless: true})
+	if code, got := postJSON(t, ts.URL+"/mcp", bad, nil); code != http.StatusBadRequest || got["id"] != float64(7) {
+		t.Errorf("Streamable HTTP: %d %v", code, got)
+	}
+	sse := httpServer(t, d, HTTPOptions{MaxBodyBytes: 1 << 20, SSE: true})
+	if r := do(t, http.MethodPost, openStream(t, sse.URL, nil), bad, nil); r.code != http.StatusBadRequest || !strings.Contains(r.body, "UTF-8") {
+		t.Errorf("SSE: %d %s", r.code, r.body)
+	}
+	if n := d.Runner.Sandbox.(*runnertest.Sandbox).Runs.Load(); n != 0 {
+		t.Errorf("%d runs of a program with its bytes replaced", n)
+	}
+}
