@@ -1,12 +1,21 @@
 package serve
 
 import (
+	"bufio"
+	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"log/slog"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
+	"github.com/airlock-mcp/airlock/runner"
 	"github.com/airlock-mcp/airlock/runner/runnertest"
 )
 
@@ -193,5 +202,59 @@ func TestHTTPInvalidUTF8Refused(t *testing.T) {
 	}
 	if n := d.Runner.Sandbox.(*runnertest.Sandbox).Runs.Load(); n != 0 {
 		t.Errorf("%d runs of a program with its bytes replaced", n)
+	}
+}
+
+// What a client names (its clientInfo, a call's language or session id) reaches the audit
+// log and the log as visible text: a BiDi override or a C1 control in them would reorder
+// or drive the terminal an operator reads them in (JSON escapes only C0).
+func TestClientTextInAuditAndLogIsEscaped(t *testing.T) {
+	d := fakeDeps(runnertest.Echo, 1)
+	audit, err := runner.OpenAudit(filepath.Join(t.TempDir(), "audit.jsonl"), 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer audit.Close()
+	d.Runner.Audit = audit
+	var logs bytes.Buffer
+	var mu sync.Mutex
+	d.Runner.Log = slog.New(slog.NewJSONHandler(lockedWriter{&mu, &logs}, nil))
+	evil := "a\u202eb\u009b31m\u2066c\U000e0041"
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	go func() { _ = Stdio(context.Background(), New(d), inR, outW, StdioOptions{Log: quiet}); outW.Close() }()
+	defer inW.Close()
+	out := bufio.NewScanner(outR)
+	out.Buffer(nil, 1<<20)
+	for i, line := range []string{
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"` + evil + `","version":"1"}}}`,
+		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"run_code","arguments":{"code":"x","language":"` + evil + `"}}}`,
+		`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"run_code","arguments":{"code":"x","session":"` + evil + `"}}}`,
+		`{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"run_code","arguments":{"code":"x"}}}`,
+	} {
+		if _, err := io.WriteString(inW, line+"\n"); err != nil {
+			t.Fatal(err)
+		}
+		if !out.Scan() {
+			t.Fatalf("no answer to message %d", i)
+		}
+	}
+	b, err := os.ReadFile(audit.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	all := string(b) + logs.String()
+	mu.Unlock()
+	if strings.Count(string(b), "\n") < 3 {
+		t.Fatalf("audit: %s", b)
+	}
+	for _, r := range []rune{0x202e, 0x9b, 0x2066, 0xe0041} {
+		if strings.ContainsRune(all, r) {
+			t.Errorf("the audit log or the log carries %U raw:\n%s", r, all)
+		}
+	}
+	if !strings.Contains(string(b), `\\u202e`) {
+		t.Errorf("the audit log does not show the override escaped:\n%s", b)
 	}
 }
