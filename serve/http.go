@@ -63,6 +63,45 @@ type HTTPOptions struct {
 	Log     *slog.Logger
 
 	refused *refusalLog
+	bodies  *bodyBudget
+}
+
+// bodyBudget bounds the request bodies the server holds at once, in bytes: guard reads a
+// body whole before the call is admitted (so that a chunked one gets its 413 too), and
+// without a bound one client with a token and a thousand connections made it buffer a
+// thousand bodies of http.max_body_bytes (16 GiB at the default) before any limit on
+// calls applied. A body past the budget is answered 503, retryable: nothing ran.
+type bodyBudget struct {
+	mu        sync.Mutex
+	held, max int64
+}
+
+// bodyBudgetBodies is the budget in bodies of the largest size: far more than a server's
+// sandboxes run at once, and a bounded multiple of the memory one call may use.
+const bodyBudgetBodies = 8
+
+// take reserves n bytes, or reports false when they would exceed the budget. A nil
+// budget (no http.max_body_bytes, which serve never leaves unset) takes anything.
+func (b *bodyBudget) take(n int64) bool {
+	if b == nil {
+		return true
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.held+n > b.max {
+		return false
+	}
+	b.held += n
+	return true
+}
+
+func (b *bodyBudget) give(n int64) {
+	if b == nil {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.held -= n
 }
 
 // refusalLog logs refused requests (no token, a foreign Origin or Host) at most once a
@@ -225,6 +264,9 @@ func Handler(s *server.MCPServer, base string, opt HTTPOptions) http.Handler {
 	}
 	opt.Log = opt.Log.With("component", "http")
 	opt.refused = &refusalLog{log: opt.Log}
+	if opt.MaxBodyBytes > 0 {
+		opt.bodies = &bodyBudget{max: bodyBudgetBodies * opt.MaxBodyBytes}
+	}
 	if opt.Clients == nil {
 		var err error
 		if opt.Clients, err = NewClients(opt.AuthToken, ""); err != nil {
@@ -492,6 +534,14 @@ func newServer(h http.Handler, base context.Context, log *slog.Logger) *http.Ser
 	}
 }
 
+// bodyLimit is http.max_body_bytes, or no limit (2^62) when it is not set.
+func bodyLimit(opt HTTPOptions) int64 {
+	if opt.MaxBodyBytes <= 0 {
+		return 1 << 62
+	}
+	return opt.MaxBodyBytes
+}
+
 // body is a request body the guard has read whole, kept as bytes for calls to inspect.
 type body struct {
 	*bytes.Reader
@@ -523,14 +573,25 @@ func guard(next http.Handler, opt HTTPOptions, sse *server.SSEServer, streams *s
 			return
 		}
 		if r.Body != nil && r.Method == http.MethodPost {
-			limit := opt.MaxBodyBytes
-			if limit <= 0 {
-				limit = 1 << 62
-			}
+			limit := bodyLimit(opt)
 			if r.ContentLength > limit {
 				tooLarge(w, r, limit, sse, nil)
 				return
 			}
+			// The body is held until the handler returns: counted from before its first
+			// byte is read, at its length, or the limit when it has none (chunked).
+			need := limit
+			if r.ContentLength >= 0 {
+				need = r.ContentLength
+			}
+			if !opt.bodies.take(need) {
+				w.Header().Set("Retry-After", "1")
+				w.Header().Set("Connection", "close")
+				rpcError(w, http.StatusServiceUnavailable, nil, fmt.Sprintf(
+					"server busy: it holds %d request bodies' worth of bytes already; nothing ran: retry in a moment", bodyBudgetBodies))
+				return
+			}
+			defer opt.bodies.give(need)
 			// Read here so a chunked body without Content-Length gets a 413 too, not
 			// whatever the transport makes of a short read.
 			raw, err := io.ReadAll(io.LimitReader(r.Body, limit+1))

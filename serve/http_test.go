@@ -554,3 +554,46 @@ func (l lockedWriter) Write(p []byte) (int, error) {
 	defer l.mu.Unlock()
 	return l.w.Write(p)
 }
+
+// One client cannot make the server hold more than bodyBudgetBodies bodies of the largest
+// size at once: a ninth large body, sent while eight are held by calls in flight, is
+// answered 503 (retryable, nothing ran) instead of buffered, and is taken once they end.
+func TestBodyBudget(t *testing.T) {
+	release := make(chan struct{})
+	d := fakeDeps(func(ctx context.Context, s sandbox.Spec) (sandbox.Result, error) {
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		return runnertest.Echo(ctx, s)
+	}, bodyBudgetBodies+1)
+	const limit = 64 << 10
+	ts := httpServer(t, d, HTTPOptions{MaxBodyBytes: limit, Stateless: true})
+	big := call(strings.Repeat("x", limit-200))
+	answers := make(chan int, bodyBudgetBodies)
+	for range bodyBudgetBodies {
+		go func() {
+			code, _ := postJSON(t, ts.URL+"/mcp", big, nil)
+			answers <- code
+		}()
+	}
+	for deadline := time.Now().Add(5 * time.Second); d.Runner.Limiter.Running() < bodyBudgetBodies; {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d calls started", d.Runner.Limiter.Running(), bodyBudgetBodies)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	// fastClient: a ninth body taken in would wait with the others, and fail the test.
+	if r := do(t, http.MethodPost, ts.URL+"/mcp", big, nil); r.code != http.StatusServiceUnavailable || r.header.Get("Retry-After") == "" {
+		t.Errorf("a ninth large body while eight are held: %d %.200s, want 503", r.code, r.body)
+	}
+	close(release)
+	for range bodyBudgetBodies {
+		if code := <-answers; code != 200 {
+			t.Errorf("a held call: %d", code)
+		}
+	}
+	if code, m := postJSON(t, ts.URL+"/mcp", big, nil); code != 200 {
+		t.Errorf("a large body once the others ended: %d %v", code, m)
+	}
+}
