@@ -70,38 +70,50 @@ type HTTPOptions struct {
 // body whole before the call is admitted (so that a chunked one gets its 413 too), and
 // without a bound one client with a token and a thousand connections made it buffer a
 // thousand bodies of http.max_body_bytes (16 GiB at the default) before any limit on
-// calls applied. A body past the budget is answered 503, retryable: nothing ran.
+// calls applied. A body past the budget is answered 503, retryable: nothing ran. With
+// client tokens one client holds at most a quarter of it, so that one sending a few large
+// bodies slowly (each may take the body timeout) does not refuse every other client.
 type bodyBudget struct {
-	mu        sync.Mutex
-	held, max int64
+	mu   sync.Mutex
+	held int64
+	max  int64
+	each map[string]int64 // held per client token
 }
 
 // bodyBudgetBodies is the budget in bodies of the largest size: far more than a server's
 // sandboxes run at once, and a bounded multiple of the memory one call may use.
 const bodyBudgetBodies = 8
 
-// take reserves n bytes, or reports false when they would exceed the budget. A nil
-// budget (no http.max_body_bytes, which serve never leaves unset) takes anything.
-func (b *bodyBudget) take(n int64) bool {
+// take reserves n bytes for client who, or reports false when they would exceed the
+// budget or who's share. A nil budget (no http.max_body_bytes) takes anything.
+func (b *bodyBudget) take(who string, n int64) bool {
 	if b == nil {
 		return true
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.held+n > b.max {
+	if b.held+n > b.max || who != "" && b.each[who]+n > b.max/4 {
 		return false
 	}
 	b.held += n
+	if who != "" {
+		b.each[who] += n
+	}
 	return true
 }
 
-func (b *bodyBudget) give(n int64) {
+func (b *bodyBudget) give(who string, n int64) {
 	if b == nil {
 		return
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.held -= n
+	if who != "" {
+		if b.each[who] -= n; b.each[who] == 0 {
+			delete(b.each, who)
+		}
+	}
 }
 
 // refusalLog logs refused requests (no token, a foreign Origin or Host) at most once a
@@ -265,7 +277,7 @@ func Handler(s *server.MCPServer, base string, opt HTTPOptions) http.Handler {
 	opt.Log = opt.Log.With("component", "http")
 	opt.refused = &refusalLog{log: opt.Log}
 	if opt.MaxBodyBytes > 0 {
-		opt.bodies = &bodyBudget{max: bodyBudgetBodies * opt.MaxBodyBytes}
+		opt.bodies = &bodyBudget{max: bodyBudgetBodies * opt.MaxBodyBytes, each: map[string]int64{}}
 	}
 	if opt.Clients == nil {
 		var err error
@@ -584,14 +596,15 @@ func guard(next http.Handler, opt HTTPOptions, sse *server.SSEServer, streams *s
 			if r.ContentLength >= 0 {
 				need = r.ContentLength
 			}
-			if !opt.bodies.take(need) {
+			who := runner.PrincipalFrom(r.Context())
+			if !opt.bodies.take(who, need) {
 				w.Header().Set("Retry-After", "1")
 				w.Header().Set("Connection", "close")
-				rpcError(w, http.StatusServiceUnavailable, nil, fmt.Sprintf(
-					"server busy: it holds %d request bodies' worth of bytes already; nothing ran: retry in a moment", bodyBudgetBodies))
+				rpcError(w, http.StatusServiceUnavailable, nil,
+					"server busy: it holds as many request bodies as it may (yours or all clients'); nothing ran: retry in a moment")
 				return
 			}
-			defer opt.bodies.give(need)
+			defer opt.bodies.give(who, need)
 			// Read here so a chunked body without Content-Length gets a 413 too, not
 			// whatever the transport makes of a short read.
 			raw, err := io.ReadAll(io.LimitReader(r.Body, limit+1))

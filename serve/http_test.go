@@ -596,4 +596,36 @@ func TestBodyBudget(t *testing.T) {
 	if code, m := postJSON(t, ts.URL+"/mcp", big, nil); code != 200 {
 		t.Errorf("a large body once the others ended: %d %v", code, m)
 	}
+	// With client tokens, one client holds a quarter of the budget: alice's third large
+	// body waits for her own, while bob's goes through.
+	release = make(chan struct{})
+	ts = httpServer(t, d, HTTPOptions{MaxBodyBytes: limit, Stateless: true, Clients: aliceAndBob(t)})
+	alice := map[string]string{"Authorization": "Bearer aaaaaaaaaaaaaaaaaaaa"}
+	for range bodyBudgetBodies / 4 {
+		go func() { answers <- do(t, http.MethodPost, ts.URL+"/mcp", big, alice).code }()
+	}
+	for deadline := time.Now().Add(5 * time.Second); d.Runner.Limiter.Running() < bodyBudgetBodies/4; {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d calls started", d.Runner.Limiter.Running(), bodyBudgetBodies/4)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if r := do(t, http.MethodPost, ts.URL+"/mcp", big, alice); r.code != http.StatusServiceUnavailable {
+		t.Errorf("alice's third large body: %d, want 503", r.code)
+	}
+	go func() {
+		answers <- do(t, http.MethodPost, ts.URL+"/mcp", big, map[string]string{"Authorization": "Bearer bbbbbbbbbbbbbbbbbbbb"}).code
+	}()
+	for deadline := time.Now().Add(5 * time.Second); d.Runner.Limiter.Running() < bodyBudgetBodies/4+1; {
+		if time.Now().After(deadline) {
+			t.Fatal("bob's call did not start beside alice's")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	close(release)
+	for range bodyBudgetBodies/4 + 1 {
+		if code := <-answers; code != 200 {
+			t.Errorf("a held call: %d", code)
+		}
+	}
 }
