@@ -199,17 +199,22 @@ func TestE2EHTTP(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = cmd.Process.Signal(syscall.SIGTERM); _ = cmd.Wait() }()
-	url := ""
+	url, warned := "", false
 	sc := bufio.NewScanner(stderr)
 	re := regexp.MustCompile(`endpoint=(http://\S+/mcp)`)
 	for url == "" && sc.Scan() {
 		if m := re.FindStringSubmatch(sc.Text()); m != nil {
 			url = m[1]
 		}
+		// A tokenless server is every local user's: it says so.
+		warned = warned || strings.Contains(sc.Text(), "no client token")
 	}
 	go func() { _, _ = io.Copy(io.Discard, stderr) }()
 	if url == "" {
 		t.Fatal("no endpoint logged")
+	}
+	if !warned {
+		t.Error("a server without a token did not warn that every local user can run code")
 	}
 	for _, tc := range []struct {
 		name, version string
