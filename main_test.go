@@ -199,17 +199,22 @@ func TestE2EHTTP(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = cmd.Process.Signal(syscall.SIGTERM); _ = cmd.Wait() }()
-	url := ""
+	url, warned := "", false
 	sc := bufio.NewScanner(stderr)
 	re := regexp.MustCompile(`endpoint=(http://\S+/mcp)`)
 	for url == "" && sc.Scan() {
 		if m := re.FindStringSubmatch(sc.Text()); m != nil {
 			url = m[1]
 		}
+		// A tokenless server is every local user's: it says so.
+		warned = warned || strings.Contains(sc.Text(), "no client token")
 	}
 	go func() { _, _ = io.Copy(io.Discard, stderr) }()
 	if url == "" {
 		t.Fatal("no endpoint logged")
+	}
+	if !warned {
+		t.Error("a server without a token did not warn that every local user can run code")
 	}
 	for _, tc := range []struct {
 		name, version string
@@ -353,9 +358,14 @@ func TestE2EStartupErrors(t *testing.T) {
 		{"public bind without token", nil, []string{"serve", "--http", "0.0.0.0:0"}, "without an auth token"},
 		{"both transports", nil, []string{"serve", "--http", "127.0.0.1:0", "--sse", "127.0.0.1:0"}, "choose one"},
 		{"unknown command", nil, []string{"frobnicate"}, "unknown command"},
+		// A misspelt token variable would serve a loopback server without auth.
+		{"misspelt environment variable", []string{"AIRLOCK_AUTH_TOKN=s3cret-s3cret-s3cret"}, []string{"serve", "--http", "127.0.0.1:0"}, "did you mean AIRLOCK_AUTH_TOKEN?"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cmd := exec.Command(bin, tc.args...)
+			// A server that starts instead of refusing is killed, and fails the case.
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, bin, tc.args...)
 			cmd.Env = append(os.Environ(), tc.env...)
 			var stdout, stderr bytes.Buffer
 			cmd.Stdout, cmd.Stderr = &stdout, &stderr

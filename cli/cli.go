@@ -294,7 +294,11 @@ func (c *common) load(stdio IO) (config.Config, bool) {
 			}
 		}
 	})
-	cfg, err := config.Load(c.configPath, os.Getenv, flags)
+	err := envTypo(os.Environ())
+	var cfg config.Config
+	if err == nil {
+		cfg, err = config.Load(c.configPath, os.Getenv, flags)
+	}
 	if err == nil {
 		err = cfg.Validate()
 	}
@@ -303,6 +307,29 @@ func (c *common) load(stdio IO) (config.Config, bool) {
 		return config.Config{}, false
 	}
 	return cfg, true
+}
+
+// envTypo refuses a set AIRLOCK_* variable that is no setting's but is near one's name: a
+// misspelt variable is otherwise ignored, and AIRLOCK_AUTH_TOKN=... on a loopback server
+// served every local user without a token while its operator believed auth was on (the
+// configuration file's unknown keys are refused for the same reason). Other AIRLOCK_*
+// names (test and CI knobs) are left alone: only a near miss is a typo.
+func envTypo(environ []string) error {
+	known := []string{"CONFIG"}
+	for _, s := range config.Settings {
+		known = append(known, strings.TrimPrefix(s.Env, "AIRLOCK_"))
+	}
+	for _, kv := range environ {
+		k, v, _ := strings.Cut(kv, "=")
+		name, ok := strings.CutPrefix(k, "AIRLOCK_")
+		if !ok || v == "" || slices.Contains(known, name) {
+			continue
+		}
+		if hint := suggest(name, "AIRLOCK_", known); hint != "" {
+			return fmt.Errorf("unknown environment variable %s, which would be ignored%s", k, hint)
+		}
+	}
+	return nil
 }
 
 // setupLog points slog at stderr (or the configured file), never at stdout.

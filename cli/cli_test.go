@@ -493,3 +493,30 @@ func TestRunOutForceReplacesTheFile(t *testing.T) {
 		t.Errorf("left in --out: %v", entries)
 	}
 }
+
+// A misspelt AIRLOCK_* variable is refused, not ignored: AIRLOCK_AUTH_TOKN on a loopback
+// server served every local user without a token (TestE2EStartupErrors runs the binary
+// so). The test and CI knobs, which are no setting's, still pass.
+func TestEnvironmentTypoRefused(t *testing.T) {
+	for _, typo := range []string{"AIRLOCK_AUTH_TOKN", "AIRLOCK_TOKEN_FILE", "AIRLOCK_NETWROK", "AIRLOCK_ISOLATON", "AIRLOCK_ALLOW_DEGRADE"} {
+		t.Run(typo, func(t *testing.T) {
+			t.Setenv(typo, "x")
+			err := envTypo(os.Environ())
+			if err == nil || !strings.Contains(err.Error(), typo) || !strings.Contains(err.Error(), "did you mean AIRLOCK_") {
+				t.Errorf("%s: %v, want it refused with a suggestion", typo, err)
+			}
+		})
+	}
+	knobs := []string{"AIRLOCK_TEST_ROLE", "AIRLOCK_TEST_ISOLATION", "AIRLOCK_TEST_ARG", "AIRLOCK_TEST_TOKEN", "AIRLOCK_TEST_SECRET",
+		"AIRLOCK_TEST_NODE_ENV", "AIRLOCK_TEST_NODE_PACKAGE", "AIRLOCK_REQUIRE_SANDBOX", "AIRLOCK_REQUIRE_SHELLS", "AIRLOCK_BIN",
+		"AIRLOCK_NPM_CACHE", "AIRLOCK_MARK", "AIRLOCK_UNPRIV_CHILD", "AIRLOCK_SINGLE_UID_CHILD", "AIRLOCK_PROBE_SECRET_0A1B2C3D4E5F",
+		"AIRLOCK_CONFIG", "AIRLOCK_AUTH_TOKEN", "AIRLOCK_AUTH_TOKN="}
+	var env []string
+	for _, k := range knobs {
+		env = append(env, k+"=1")
+	}
+	env[len(env)-1] = "AIRLOCK_AUTH_TOKN=" // set but empty, as unset: Load ignores it too
+	if err := envTypo(env); err != nil {
+		t.Errorf("test and CI knobs: %v", err)
+	}
+}

@@ -59,6 +59,12 @@ func serveHTTP(ctx context.Context, cfg config.Config, deps tools.Deps, l httpLi
 		stop := reloadOnHUP(l.clients, cfg.HTTP.TokensFile, log)
 		defer stop()
 	}
+	if !l.clients.Enabled() {
+		// CheckBind allowed it (loopback), and on a single-user machine it is right; on a
+		// shared one every local user, and every process of theirs, can run code here.
+		log.Warn("no client token: every user and process of this host can run code through this server; set http.tokens_file or http.auth_token on a shared host",
+			"addr", ln.Addr().String())
+	}
 
 	serveCtx, stopServing := context.WithCancel(ctx)
 	defer stopServing()

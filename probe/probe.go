@@ -73,9 +73,15 @@ type EnvironmentCheck struct {
 }
 
 // Filter selects probes by name or category; empty fields select everything.
+//
+// Transport, Client and Principal say who asked (probe_sandbox's caller), as runner.Call's
+// fields of those names do: each probe's sandbox is one of that client's runs, in the
+// audit log and the logs.
 type Filter struct {
 	Probes     []string
 	Categories []string
+
+	Transport, Client, Principal string
 }
 
 // Count totals results by status.

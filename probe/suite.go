@@ -68,6 +68,9 @@ func NewSuite(r *runner.Runner) *Suite {
 	// The probes test the sandbox itself; a default environment would run them through
 	// its bootstrap.
 	s.envs, s.base.Environments = r.Environments, nil
+	// probe_sandbox counts as one of its client's calls in flight, as a whole
+	// (tools/probe_sandbox.go); its probes, run in the client's name, take no slot more.
+	s.base.PerClient = nil
 	// The probe programs are ours and larger than a small code cap may allow.
 	s.base.MaxCodeBytes = max(r.MaxCodeBytes, 1<<20)
 	return s
@@ -156,7 +159,7 @@ func (s *Suite) Run(ctx context.Context, f Filter) (Report, error) {
 			select {
 			case sem <- struct{}{}:
 				defer func() { <-sem }()
-				results[i] = s.runOne(ctx, byName(name), sr)
+				results[i] = s.runOne(ctx, byName(name), sr, f)
 			case <-ctx.Done():
 				p := byName(name)
 				results[i] = Result{Name: p.name, Category: p.category, Status: Errored,
@@ -195,10 +198,10 @@ func byName(name string) *probeDef {
 
 // runOne runs one probe: host-side preparation, the program in a fresh sandbox, the
 // host-side verdict, then cleanup whatever happened.
-func (s *Suite) runOne(ctx context.Context, p *probeDef, sr sandbox.Report) Result {
+func (s *Suite) runOne(ctx context.Context, p *probeDef, sr sandbox.Report, f Filter) Result {
 	start := time.Now()
 	res := Result{Name: p.name, Category: p.category}
-	res.Status, res.Detail = s.verdict(ctx, p, sr)
+	res.Status, res.Detail = s.verdict(ctx, p, sr, f)
 	if res.Status == Failed || res.Status == Errored {
 		res.Fix = p.fix
 	}
@@ -206,7 +209,7 @@ func (s *Suite) runOne(ctx context.Context, p *probeDef, sr sandbox.Report) Resu
 	return res
 }
 
-func (s *Suite) verdict(ctx context.Context, p *probeDef, sr sandbox.Report) (Status, string) {
+func (s *Suite) verdict(ctx context.Context, p *probeDef, sr sandbox.Report, f Filter) (Status, string) {
 	if why := p.skip(s.env); why != "" {
 		return NotApplicable, why
 	}
@@ -241,7 +244,8 @@ func (s *Suite) verdict(ctx context.Context, p *probeDef, sr sandbox.Report) (St
 		stop := p.during(ctx, a)
 		defer stop()
 	}
-	out, err := r.Run(ctx, runner.Call{Language: probeLanguage, Code: code, Args: []string{p.name, args}, Timeout: timeout})
+	out, err := r.Run(ctx, runner.Call{Language: probeLanguage, Code: code, Args: []string{p.name, args}, Timeout: timeout,
+		Transport: f.Transport, Client: f.Client, Principal: f.Principal})
 	if err != nil {
 		if errors.Is(err, runner.ErrBusy) {
 			return Errored, "no free sandbox slot: " + err.Error()

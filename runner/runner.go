@@ -19,6 +19,7 @@ import (
 	"github.com/airlock-mcp/airlock/egress"
 	"github.com/airlock-mcp/airlock/policy"
 	"github.com/airlock-mcp/airlock/sandbox"
+	"github.com/airlock-mcp/airlock/sanitize"
 	"github.com/airlock-mcp/airlock/session"
 )
 
@@ -124,11 +125,13 @@ const maxArgs = 64
 
 // clip bounds what a call named that matched nothing (a language, a session id) where
 // the log, the audit line or an error repeats it: each took up to the request's 16 MiB.
+// What is not visible is escaped (sanitize.Escape): JSON escapes only C0, so a BiDi
+// override or a C1 control reached the terminal an operator reads the log in.
 func clip(s string) string {
 	if len(s) > 64 {
 		s = s[:64] + "…"
 	}
-	return strings.ToValidUTF8(s, "?")
+	return sanitize.Escape(s)
 }
 
 // Run validates the call, runs it once in a fresh sandbox and logs one summary line.

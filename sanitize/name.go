@@ -80,7 +80,7 @@ func escape(s string, quote bool) string {
 }
 
 // visible reports whether a non-ASCII rune shows as itself: printable (letters, marks,
-// numbers, punctuation, symbols; no separators but U+0020) and not default-ignorable.
+// numbers, punctuation, symbols; no separators but U+0020) and not invisible (dropRune).
 func visible(r rune) bool {
 	return unicode.IsPrint(r) && !dropRune(r)
 }

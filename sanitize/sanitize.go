@@ -70,10 +70,13 @@ var safeASCII = func() (t [utf8.RuneSelf]bool) {
 // replaces invalid UTF-8. Clean input is returned as is, without allocating.
 //
 // Besides C0 (except '\n' and '\t'), DEL and C1, the dropped runes are Unicode's
-// Default_Ignorable_Code_Point set (tables.go, generated from the UCD): BiDi controls,
-// zero-width characters, the BOM, soft hyphen, variation selectors, tags, Hangul fillers,
-// musical formatting and the rest, each of which can hide text or carry a payload
-// (a run of variation selectors after one emoji encodes a message). Two are kept where
+// Default_Ignorable_Code_Point set and the other invisible format characters (tables.go,
+// generated from the UCD): BiDi controls, zero-width characters, the BOM, soft hyphen,
+// variation selectors, tags, Hangul fillers, musical formatting, the interlinear
+// annotation controls U+FFF9-FFFB and the rest, each of which can hide text or carry a
+// payload (a run of variation selectors after one emoji encodes a message, and a run of
+// tags spells ASCII that a model reads and a human does not see). The format characters
+// that render as a mark (Arabic number signs, Prepended_Concatenation_Mark) are kept. Two are kept where
 // emoji need them: a single U+FE0E or U+FE0F right after a character that has a
 // variation sequence (emoji-variation-sequences.txt), and U+200D between a pictograph
 // (or its skin tone or U+FE0F) and another pictograph. "\r\n", a lone '\r', U+2028 and
@@ -440,20 +443,20 @@ func dropRune(r rune) bool {
 	switch {
 	case r < 0xa0: // C1
 		return true
-	case r < 0xad: // the first Default_Ignorable_Code_Point
+	case r < 0xad: // the first invisible rune
 		return false
 	case r == lineSeparator, r == paragraphSeparator:
 		return true
 	case r <= 0xffff:
-		return bmpIgnorable[r>>6]&(1<<(r&63)) != 0
+		return bmpInvisible[r>>6]&(1<<(r&63)) != 0
 	}
-	return unicode.Is(ignorable, r)
+	return unicode.Is(invisible, r)
 }
 
-// bmpIgnorable is the BMP part of ignorable as a bitmap (8 KiB): most text never leaves
+// bmpInvisible is the BMP part of invisible as a bitmap (8 KiB): most text never leaves
 // the BMP, and a bit test costs a fraction of the table's binary search.
-var bmpIgnorable = func() (b [0x10000 / 64]uint64) {
-	for _, rg := range ignorable.R16 {
+var bmpInvisible = func() (b [0x10000 / 64]uint64) {
+	for _, rg := range invisible.R16 {
 		for r := rune(rg.Lo); r <= rune(rg.Hi); r += rune(rg.Stride) {
 			b[r>>6] |= 1 << (r & 63)
 		}

@@ -22,6 +22,13 @@ func defaultIgnorable(r rune) bool {
 		unicode.Is(unicode.Variation_Selector, r)
 }
 
+// invisibleRune is what String drops besides controls: Default_Ignorable_Code_Point and
+// the other format characters but the visible Prepended_Concatenation_Mark ones (the
+// interlinear annotation controls, the Egyptian hieroglyph format controls).
+func invisibleRune(r rune) bool {
+	return defaultIgnorable(r) || unicode.Is(unicode.Cf, r) && !unicode.Is(unicode.Prepended_Concatenation_Mark, r)
+}
+
 // forbidden is the test's own statement of what may never reach the reader as such,
 // written from the Unicode tables rather than from the implementation's ranges. Two
 // invisible runes may appear inside emoji (emojiContext).
@@ -34,7 +41,7 @@ func forbidden(r rune) bool {
 	case unicode.Is(unicode.Zl, r), unicode.Is(unicode.Zp, r):
 		return true
 	}
-	return defaultIgnorable(r)
+	return invisibleRune(r)
 }
 
 // emojiContext reports whether the invisible rune at i of out is one String may keep: a
@@ -83,17 +90,17 @@ func innocent(s string) bool {
 	return true
 }
 
-// TestIgnorableTable checks the table generated from the UCD against the property
+// TestInvisibleTable checks the table generated from the UCD against the property
 // derived from Go's unicode tables, for every code point (both are Unicode 15.0).
-func TestIgnorableTable(t *testing.T) {
+func TestInvisibleTable(t *testing.T) {
 	if unicode.Version != "15.0.0" {
 		t.Logf("Go's unicode tables are %s, tables.go is from 15.0.0: regenerate (go generate ./sanitize) with a matching UCD", unicode.Version)
 	}
 	diff := 0
 	for r := rune(0); r <= unicode.MaxRune; r++ {
-		if got, want := unicode.Is(ignorable, r), defaultIgnorable(r); got != want {
+		if got, want := unicode.Is(invisible, r), invisibleRune(r); got != want {
 			if diff++; diff < 10 {
-				t.Errorf("%U: table says ignorable=%v, Go's unicode data %v", r, got, want)
+				t.Errorf("%U: table says invisible=%v, Go's unicode data %v", r, got, want)
 			}
 		}
 	}
@@ -204,6 +211,10 @@ func TestString(t *testing.T) {
 		{"zwj at the end", "😀\u200d", "😀"},
 		{"double zwj", "👨\u200d\u200d👩", "👨\u200d👩"},
 		{"prepended concatenation mark stays", "\u0600\u0661", "\u0600\u0661"},
+		// format characters outside Default_Ignorable_Code_Point
+		{"interlinear annotation", "a\ufff9base\ufffaruby\ufffbb", "abaserubyb"},
+		{"egyptian hieroglyph format controls", "\U00013000\U00013430\U00013001\U0001343f", "\U00013000\U00013001"},
+		{"tags smuggling ascii", "ok\U000e0049\U000e0067\U000e006e\U000e006f\U000e0072\U000e0065 then", "ok then"},
 		// line and paragraph separators become newlines
 		{"line separator", "a\u2028b", "a\nb"},
 		{"paragraph separator", "a\u2029b", "a\nb"},

@@ -4,8 +4,11 @@ package sanitize
 
 import "unicode"
 
-// ignorable is Default_Ignorable_Code_Point (DerivedCoreProperties.txt).
-var ignorable = &unicode.RangeTable{
+// invisible is Default_Ignorable_Code_Point (DerivedCoreProperties.txt) and the other
+// format characters (Cf, extracted/DerivedGeneralCategory.txt) but the visible
+// Prepended_Concatenation_Mark ones (PropList.txt): those are U+FFF9-FFFB, the interlinear
+// annotation controls, and U+13430-1343F, the Egyptian hieroglyph format controls.
+var invisible = &unicode.RangeTable{
 	R16: []unicode.Range16{
 		{Lo: 0x00AD, Hi: 0x00AD, Stride: 1},
 		{Lo: 0x034F, Hi: 0x034F, Stride: 1},
@@ -20,9 +23,10 @@ var ignorable = &unicode.RangeTable{
 		{Lo: 0xFE00, Hi: 0xFE0F, Stride: 1},
 		{Lo: 0xFEFF, Hi: 0xFEFF, Stride: 1},
 		{Lo: 0xFFA0, Hi: 0xFFA0, Stride: 1},
-		{Lo: 0xFFF0, Hi: 0xFFF8, Stride: 1},
+		{Lo: 0xFFF0, Hi: 0xFFFB, Stride: 1},
 	},
 	R32: []unicode.Range32{
+		{Lo: 0x13430, Hi: 0x1343F, Stride: 1},
 		{Lo: 0x1BCA0, Hi: 0x1BCA3, Stride: 1},
 		{Lo: 0x1D173, Hi: 0x1D17A, Stride: 1},
 		{Lo: 0xE0000, Hi: 0xE0FFF, Stride: 1},

@@ -22,6 +22,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/airlock-mcp/airlock/metrics"
+	"github.com/airlock-mcp/airlock/probe"
 	"github.com/airlock-mcp/airlock/runner"
 	"github.com/airlock-mcp/airlock/runner/runnertest"
 	"github.com/airlock-mcp/airlock/sandbox"
@@ -450,6 +451,27 @@ func TestTokensFile(t *testing.T) {
 	if got, _ := c.Authenticate("Bearer cccccccccccccccccccc"); got != "carol" {
 		t.Error("a failed reload dropped the previous tokens")
 	}
+	// Only its owner may change it (a reader is warned of, not refused: see private).
+	write("carol cccccccccccccccccccc\n")
+	for _, mode := range []os.FileMode{0o620, 0o666, 0o602, 0o622} {
+		if err := os.Chmod(path, mode); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := NewClients("", path); err == nil || !strings.Contains(err.Error(), "chmod 600") {
+			t.Errorf("a tokens file of mode %04o: %v, want it refused", mode, err)
+		}
+		if err := c.Reload(); err == nil {
+			t.Errorf("a tokens file of mode %04o reloaded", mode)
+		}
+	}
+	for _, mode := range []os.FileMode{0o600, 0o400, 0o640, 0o440, 0o644} {
+		if err := os.Chmod(path, mode); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := NewClients("", path); err != nil {
+			t.Errorf("a tokens file of mode %04o: %v", mode, err)
+		}
+	}
 	for name, bad := range map[string]string{
 		"two fields": "alice\n", "bad name": "al/ice aaaaaaaaaaaaaaaaaaaa\n", "empty": "# nothing\n",
 		"duplicate name":  "a aaaaaaaaaaaaaaaaaaaa\na bbbbbbbbbbbbbbbbbbbb\n",
@@ -875,4 +897,146 @@ func aliceAndBob(t *testing.T) *Clients {
 		t.Fatal(err)
 	}
 	return clients
+}
+
+// A burst of simultaneous initializes (or GET /sse) gets no more sessions than the cap
+// and a client's share allow: each is counted from the moment it is admitted, not from
+// when its answer goes out.
+func TestSessionCapHoldsUnderABurst(t *testing.T) {
+	const burst = 24
+	alice := map[string]string{"Authorization": "Bearer aaaaaaaaaaaaaaaaaaaa"}
+	for _, tc := range []struct {
+		name string
+		opt  HTTPOptions
+		hdr  map[string]string
+		want int
+	}{
+		{"server cap", HTTPOptions{MaxSessions: 3}, nil, 3},
+		{"client share", HTTPOptions{MaxSessions: 64, MaxSessionsPerClient: 2, Clients: aliceAndBob(t)}, alice, 2},
+	} {
+		for _, sse := range []bool{false, true} {
+			tc.opt.MaxBodyBytes, tc.opt.SSE = 1<<20, sse
+			ts := httpServer(t, fakeDeps(runnertest.Echo, 1), tc.opt)
+			ctx, cancel := context.WithCancel(context.Background())
+			var opened atomic.Int64
+			var wg sync.WaitGroup
+			start := make(chan struct{})
+			for range burst {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					method, url, body := http.MethodPost, ts.URL+"/mcp", initBody
+					if sse {
+						method, url, body = http.MethodGet, ts.URL+"/sse", ""
+					}
+					req, _ := http.NewRequestWithContext(ctx, method, url, strings.NewReader(body))
+					req.Header.Set("Content-Type", "application/json")
+					req.Header.Set("Accept", "application/json, text/event-stream")
+					for k, v := range tc.hdr {
+						req.Header.Set(k, v)
+					}
+					<-start
+					resp, err := (&http.Client{Transport: &http.Transport{}}).Do(req)
+					if err != nil {
+						t.Errorf("%s: %v", method, err)
+						return
+					}
+					if resp.StatusCode == 200 {
+						opened.Add(1)
+					} else if resp.StatusCode != http.StatusServiceUnavailable {
+						t.Errorf("%s: %d", method, resp.StatusCode)
+					}
+					if !sse {
+						resp.Body.Close() // a stream stays open until cancel
+					}
+				}()
+			}
+			close(start)
+			wg.Wait()
+			if got := opened.Load(); got != int64(tc.want) {
+				t.Errorf("%s, sse=%t: %d of %d simultaneous opens got a session, want %d", tc.name, sse, got, burst, tc.want)
+			}
+			cancel()
+		}
+	}
+}
+
+// probe_sandbox's sandboxes are a client's runs like run_code's: their audit lines name
+// the client whose token asked for them.
+func TestProbeRunsAuditedUnderTheirClient(t *testing.T) {
+	d := fakeDeps(runnertest.Echo, 4)
+	audit, err := runner.OpenAudit(filepath.Join(t.TempDir(), "audit.jsonl"), 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Runner.Audit = audit
+	// The probe call as a whole is alice's one call in flight; its probes take no more.
+	d.Runner.PerClient = runner.NewClientLimit(1)
+	d.Prober = probe.NewSuite(d.Runner)
+	ts := httpServer(t, d, HTTPOptions{MaxBodyBytes: 1 << 20, Stateless: true, Clients: aliceAndBob(t)})
+	body := `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"probe_sandbox","arguments":{"probes":["read-shadow","fd-leak"]}}}`
+	if r := do(t, http.MethodPost, ts.URL+"/mcp", body, map[string]string{"Authorization": "Bearer aaaaaaaaaaaaaaaaaaaa"}); r.code != 200 || !strings.Contains(r.body, "read-shadow") || strings.Contains(r.body, "slot") {
+		t.Fatalf("probe_sandbox: %d %s", r.code, r.body)
+	}
+	b, err := os.ReadFile(audit.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("%d audit lines for two probes: %s", len(lines), b)
+	}
+	for _, line := range lines {
+		var rec runner.AuditRecord
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatal(err)
+		}
+		if rec.Principal != "alice" || rec.Transport != "http" {
+			t.Errorf("a probe's audit line: principal %q transport %q, want alice over http", rec.Principal, rec.Transport)
+		}
+	}
+}
+
+// A session's server-to-client streams (GET /mcp) are bounded: each held a connection and
+// goroutines for as long as the session lived, so one client with one session could open
+// them without end. A new stream past the bound closes the session's oldest, so a client
+// whose old stream died unseen (a NAT dropping it) can always open a new one.
+func TestSessionStreamsBounded(t *testing.T) {
+	ts := httpServer(t, fakeDeps(runnertest.Echo, 1), HTTPOptions{MaxBodyBytes: 1 << 20})
+	url := ts.URL + "/mcp"
+	sid := initSession(t, url, nil)
+	const opened = 3 * maxStreamsPerSession
+	closed := make([]chan struct{}, opened)
+	for i := range opened {
+		ctx, cancel := context.WithCancel(context.Background())
+		t.Cleanup(cancel)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		req.Header.Set("Accept", "text/event-stream")
+		req.Header.Set("Mcp-Session-Id", sid)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("stream %d: %v %v", i, resp, err)
+		}
+		closed[i] = make(chan struct{})
+		go func() {
+			defer close(closed[i])
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}()
+	}
+	for i, c := range closed {
+		select {
+		case <-c:
+			if i >= opened-maxStreamsPerSession {
+				t.Errorf("stream %d of %d, one of the newest %d, was closed", i, opened, maxStreamsPerSession)
+			}
+		case <-time.After(2 * time.Second):
+			if i < opened-maxStreamsPerSession {
+				t.Errorf("stream %d of %d still open: a session holds at most %d", i, opened, maxStreamsPerSession)
+			}
+		}
+	}
+	if r := do(t, http.MethodPost, url, call("still"), map[string]string{"Mcp-Session-Id": sid}); r.code != 200 || !strings.Contains(r.body, `"status":"ok"`) {
+		t.Errorf("a call in the session after: %d %s", r.code, r.body)
+	}
 }

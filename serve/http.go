@@ -11,10 +11,12 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
@@ -30,6 +32,10 @@ type HTTPOptions struct {
 	AuthToken      string
 	AllowedOrigins []string
 	MaxBodyBytes   int64
+	// BodyTimeout bounds the time a request's body may take to arrive (0:
+	// defaultBodyTimeout), WriteTimeout each writeChunk of an answer (0:
+	// defaultWriteTimeout); see deadlines.
+	BodyTimeout, WriteTimeout time.Duration
 	// SSE selects the legacy HTTP+SSE transport (/sse and /message) instead of
 	// Streamable HTTP (/mcp).
 	SSE bool
@@ -57,11 +63,63 @@ type HTTPOptions struct {
 	Log     *slog.Logger
 
 	refused *refusalLog
+	bodies  *bodyBudget
+}
+
+// bodyBudget bounds the request bodies the server holds at once, in bytes: guard reads a
+// body whole before the call is admitted (so that a chunked one gets its 413 too), and
+// without a bound one client with a token and a thousand connections made it buffer a
+// thousand bodies of http.max_body_bytes (16 GiB at the default) before any limit on
+// calls applied. A body past the budget is answered 503, retryable: nothing ran. With
+// client tokens one client holds at most a quarter of it, so that one sending a few large
+// bodies slowly (each may take the body timeout) does not refuse every other client.
+type bodyBudget struct {
+	mu   sync.Mutex
+	held int64
+	max  int64
+	each map[string]int64 // held per client token
+}
+
+// bodyBudgetBodies is the budget in bodies of the largest size: far more than a server's
+// sandboxes run at once, and a bounded multiple of the memory one call may use.
+const bodyBudgetBodies = 8
+
+// take reserves n bytes for client who, or reports false when they would exceed the
+// budget or who's share. A nil budget (no http.max_body_bytes) takes anything.
+func (b *bodyBudget) take(who string, n int64) bool {
+	if b == nil {
+		return true
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.held+n > b.max || who != "" && b.each[who]+n > b.max/4 {
+		return false
+	}
+	b.held += n
+	if who != "" {
+		b.each[who] += n
+	}
+	return true
+}
+
+func (b *bodyBudget) give(who string, n int64) {
+	if b == nil {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.held -= n
+	if who != "" {
+		if b.each[who] -= n; b.each[who] == 0 {
+			delete(b.each, who)
+		}
+	}
 }
 
 // refusalLog logs refused requests (no token, a foreign Origin or Host) at most once a
-// second, with the count of those refused since without a line: a refusal costs its
-// client nothing, and one line each let an unauthenticated flood fill the log's disk.
+// second, with the count of those refused since without a line, and each of the
+// client's strings clipped to maxLoggedText: a refusal costs its client nothing, and one
+// line each let an unauthenticated flood fill the log's disk.
 type refusalLog struct {
 	log   *slog.Logger
 	mu    sync.Mutex
@@ -80,10 +138,27 @@ func (l *refusalLog) warn(msg string, args ...any) {
 	n := l.quiet
 	l.quiet, l.next = 0, now.Add(time.Second)
 	l.mu.Unlock()
+	for i, a := range args {
+		if v, ok := a.(string); ok {
+			args[i] = clipText(v)
+		}
+	}
 	if n > 0 {
 		args = append(args, "refused_unlogged", n)
 	}
 	l.log.Warn(msg, args...)
+}
+
+// maxLoggedText bounds what the log keeps of a client's text (a Host, an Origin, a path):
+// net/http accepts a request head of up to 1 MiB, and a line a second of that filled the
+// log's disk at 3.6 GB an hour.
+const maxLoggedText = 128
+
+func clipText(s string) string {
+	if len(s) > maxLoggedText {
+		s = s[:maxLoggedText] + "…"
+	}
+	return strings.ToValidUTF8(s, "?")
 }
 
 const defaultSessionIdle = 30 * time.Minute
@@ -201,6 +276,9 @@ func Handler(s *server.MCPServer, base string, opt HTTPOptions) http.Handler {
 	}
 	opt.Log = opt.Log.With("component", "http")
 	opt.refused = &refusalLog{log: opt.Log}
+	if opt.MaxBodyBytes > 0 {
+		opt.bodies = &bodyBudget{max: bodyBudgetBodies * opt.MaxBodyBytes, each: map[string]int64{}}
+	}
 	if opt.Clients == nil {
 		var err error
 		if opt.Clients, err = NewClients(opt.AuthToken, ""); err != nil {
@@ -253,7 +331,7 @@ func Handler(s *server.MCPServer, base string, opt HTTPOptions) http.Handler {
 				sess.max = defaultMaxSessions
 			}
 			sess.maxEach = perClient(opt, sess.max)
-			mode = []server.StreamableHTTPOption{server.WithSessionIdManager(sess), server.WithSessionIdleTTL(idle)}
+			mode = []server.StreamableHTTPOption{server.WithSessionIdManagerResolver(sess), server.WithSessionIdleTTL(idle)}
 		}
 		h := server.NewStreamableHTTPServer(s, append(mode, server.WithEndpointPath("/mcp"),
 			server.WithStreamableHTTPLogger(opt.Log))...)
@@ -266,8 +344,95 @@ func Handler(s *server.MCPServer, base string, opt HTTPOptions) http.Handler {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		plain(w, http.StatusNotFound, "not found: MCP is at "+endpoint+"; /healthz, /readyz and /metrics are the other paths")
 	})
-	return origins(mux, opt)
+	return deadlines(origins(mux, opt), opt)
 }
+
+// defaultBodyTimeout is far longer than a 16 MiB body takes on any link a client would
+// drive an agent over, and far shorter than a slot is worth.
+const defaultBodyTimeout = 30 * time.Second
+
+// defaultWriteTimeout bounds each writeChunk of an answer. A write blocked on a full
+// socket resumes once a third of the send buffer is free, so a client must read about
+// that much (≈ 1.3 MiB at loopback's 4 MiB, less on a slow link, whose buffer is smaller)
+// in 30 s: one that does not is not reading.
+const (
+	defaultWriteTimeout = 30 * time.Second
+	writeChunk          = 64 << 10
+)
+
+// deadlines bounds how long a client may take to send a request's body and to read its
+// answer. The server has neither ReadTimeout nor WriteTimeout: they would end long calls
+// and streams (see idleTimeout).
+//
+// The body's read deadline runs from the moment its head was read. Without it a body sent
+// a byte at a time held its connection and goroutine for good: in guard's read for a
+// client with a token, and for one without in net/http itself, which reads a refused
+// request's unread body (up to 256 KiB) before it writes the refusal. net/http lifts the
+// deadline itself when the body's end is read (the background read that tells a client's
+// disconnect starts then), so the call that follows runs as long as it takes.
+//
+// The answer's write deadline is set afresh before each writeChunk of it, so a slow
+// reader gets all of it (see defaultWriteTimeout) and one that stopped reading does not hold the handler: without
+// it an answer of a few MiB that its client never read kept its goroutine, its bytes, its
+// request in State's count (a drain waited on it) and its session busy (never idle).
+func deadlines(next http.Handler, opt HTTPOptions) http.Handler {
+	body, write := opt.BodyTimeout, opt.WriteTimeout
+	if body <= 0 {
+		body = defaultBodyTimeout
+	}
+	if write <= 0 {
+		write = defaultWriteTimeout
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rc := http.NewResponseController(w)
+		if r.ContentLength != 0 {
+			// ErrNotSupported only for writers that are no connection's (tests' recorders).
+			_ = rc.SetReadDeadline(time.Now().Add(body))
+		}
+		dw := &deadlineWriter{ResponseWriter: w, rc: rc, d: write}
+		// A deadline run out during a long call must not fail what net/http writes once the
+		// handler returns; it clears the deadline itself after that, before the next request.
+		defer dw.extend()
+		next.ServeHTTP(dw, r)
+	})
+}
+
+// deadlineWriter sets the connection's write deadline before each piece it writes.
+type deadlineWriter struct {
+	http.ResponseWriter
+	rc *http.ResponseController
+	d  time.Duration
+}
+
+func (w *deadlineWriter) extend() { _ = w.rc.SetWriteDeadline(time.Now().Add(w.d)) }
+
+func (w *deadlineWriter) WriteHeader(code int) {
+	w.extend()
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *deadlineWriter) Write(p []byte) (int, error) {
+	n := 0
+	for len(p) > 0 {
+		c := min(len(p), writeChunk)
+		w.extend()
+		m, err := w.ResponseWriter.Write(p[:c])
+		n += m
+		if err != nil {
+			return n, err
+		}
+		p = p[c:]
+	}
+	return n, nil
+}
+
+// Flush passes on to the connection: mcp-go streams answers and events as SSE.
+func (w *deadlineWriter) Flush() {
+	w.extend()
+	_ = w.rc.Flush()
+}
+
+func (w *deadlineWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // origins refuses (403) a request from a browser page of an Origin we do not trust, on
 // every path: mcp-go checks Host but not Origin, which leaves DNS rebinding and
@@ -365,16 +530,28 @@ func ServeHTTP(ctx context.Context, ln net.Listener, h http.Handler, st *State, 
 const idleTimeout = 2 * time.Minute
 
 // newServer is the http.Server of ServeHTTP. A slow client's request head is bounded by
-// ReadHeaderTimeout, an idle connection by idleTimeout; the body is read by guard after
-// the token is checked.
+// ReadHeaderTimeout, an idle connection by idleTimeout, its body and a stalled answer by
+// deadlines; the body is read by guard after the token is checked.
 func newServer(h http.Handler, base context.Context, log *slog.Logger) *http.Server {
 	return &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       idleTimeout,
-		BaseContext:       func(net.Listener) context.Context { return base },
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		// A request head carries a token, a session id and a few short headers; net/http's
+		// default of 1 MiB let each connection (no token needed) make the server buffer
+		// and parse a megabyte.
+		MaxHeaderBytes: 64 << 10,
+		IdleTimeout:    idleTimeout,
+		BaseContext:    func(net.Listener) context.Context { return base },
+		ErrorLog:       slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
+}
+
+// bodyLimit is http.max_body_bytes, or no limit (2^62) when it is not set.
+func bodyLimit(opt HTTPOptions) int64 {
+	if opt.MaxBodyBytes <= 0 {
+		return 1 << 62
+	}
+	return opt.MaxBodyBytes
 }
 
 // body is a request body the guard has read whole, kept as bytes for calls to inspect.
@@ -408,17 +585,34 @@ func guard(next http.Handler, opt HTTPOptions, sse *server.SSEServer, streams *s
 			return
 		}
 		if r.Body != nil && r.Method == http.MethodPost {
-			limit := opt.MaxBodyBytes
-			if limit <= 0 {
-				limit = 1 << 62
-			}
+			limit := bodyLimit(opt)
 			if r.ContentLength > limit {
 				tooLarge(w, r, limit, sse, nil)
 				return
 			}
+			// The body is held until the handler returns: counted from before its first
+			// byte is read, at its length, or the limit when it has none (chunked).
+			need := limit
+			if r.ContentLength >= 0 {
+				need = r.ContentLength
+			}
+			who := runner.PrincipalFrom(r.Context())
+			if !opt.bodies.take(who, need) {
+				w.Header().Set("Retry-After", "1")
+				w.Header().Set("Connection", "close")
+				rpcError(w, http.StatusServiceUnavailable, nil,
+					"server busy: it holds as many request bodies as it may (yours or all clients'); nothing ran: retry in a moment")
+				return
+			}
+			defer opt.bodies.give(who, need)
 			// Read here so a chunked body without Content-Length gets a 413 too, not
 			// whatever the transport makes of a short read.
 			raw, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				w.Header().Set("Connection", "close")
+				http.Error(w, "request body too slow: it must arrive within the body timeout", http.StatusRequestTimeout)
+				return
+			}
 			if err != nil {
 				http.Error(w, "reading request body failed", http.StatusBadRequest)
 				return
@@ -444,6 +638,10 @@ type envelope struct {
 	} `json:"params"`
 	// partial: the body is JSON but did not decode whole (see message).
 	partial bool
+	// malformed, when set, is why the body is refused whatever it asks: it is not UTF-8,
+	// or it repeats a member name (duplicateMember).
+	malformed     string
+	malformedCode int
 }
 
 // message decodes what calls and gate need of the request's JSON-RPC message (the guard
@@ -456,11 +654,30 @@ type envelope struct {
 // either, for gate: mcp-go takes the era from the body only when it decodes whole.
 func message(r *http.Request) envelope {
 	var msg envelope
-	if b, ok := r.Body.(body); ok && json.Unmarshal(b.raw, &msg) != nil {
+	b, ok := r.Body.(body)
+	if !ok {
+		return msg
+	}
+	if json.Unmarshal(b.raw, &msg) != nil {
 		msg.Params.Meta = nil
 		msg.partial = json.Valid(b.raw)
 	}
+	switch name, first, dup := duplicateMember(b.raw); {
+	case !utf8.Valid(b.raw):
+		// As on stdio: decoding turns bad bytes in code or stdin into U+FFFD, and would run
+		// something the client never sent.
+		msg.malformed, msg.malformedCode = "message is not valid UTF-8: JSON text must be UTF-8 (RFC 8259)", mcp.PARSE_ERROR
+	case dup:
+		msg.malformed, msg.malformedCode = duplicateError(name, first), mcp.INVALID_REQUEST
+	}
 	return msg
+}
+
+// refuseMalformed answers a message whose body is malformed (see envelope.malformed).
+func refuseMalformed(w http.ResponseWriter, msg envelope) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusBadRequest)
+	_ = json.NewEncoder(w).Encode(errorResponse(msg.ID, msg.malformedCode, msg.malformed))
 }
 
 // admit counts a JSON-RPC request in, or refuses it (503, retryable) while the server
@@ -487,7 +704,12 @@ func gate(next http.Handler, streams *sseStreams, opt HTTPOptions) http.Handler 
 			streams.stream(next, w, r)
 			return
 		}
-		leave, ok := admit(w, r, message(r), opt.State)
+		msg := message(r)
+		if msg.malformed != "" {
+			refuseMalformed(w, msg)
+			return
+		}
+		leave, ok := admit(w, r, msg, opt.State)
 		if !ok {
 			return
 		}
@@ -512,6 +734,10 @@ func calls(next http.Handler, sess *sessions, opt HTTPOptions) http.Handler {
 				"malformed JSON-RPC message: a member has the wrong type (method must be a string, params and _meta objects)"))
 			return
 		}
+		if msg.malformed != "" {
+			refuseMalformed(w, msg)
+			return
+		}
 		modern := mcp.IsModernProtocol(r.Header.Get(mcp.HeaderProtocolVersion)) || mcp.IsModernProtocol(msg.Params.Meta.ProtocolVersion())
 		id := r.Header.Get(server.HeaderKeySessionID)
 		leave, ok := admit(w, r, msg, opt.State)
@@ -527,12 +753,8 @@ func calls(next http.Handler, sess *sessions, opt HTTPOptions) http.Handler {
 			http.Error(w, "this server is stateless: it has no sessions and no server-to-client stream; POST each request", http.StatusMethodNotAllowed)
 		case sess == nil:
 			own.serve(w, r, next, msg)
-		case r.Method == http.MethodPost && msg.Method == string(mcp.MethodInitialize) && sess.full(runner.PrincipalFrom(r.Context())) != "":
-			w.Header().Set("Retry-After", "5")
-			rpcError(w, http.StatusServiceUnavailable, msg.ID, sess.full(runner.PrincipalFrom(r.Context()))+
-				": end unused ones with DELETE, wait for idle ones to expire, or use a stateless server")
 		case r.Method == http.MethodPost && msg.Method == string(mcp.MethodInitialize):
-			next.ServeHTTP(&claimer{ResponseWriter: w, sess: sess, who: runner.PrincipalFrom(r.Context())}, r)
+			initialize(w, r, next, sess, msg)
 		case r.Method != http.MethodPost && r.Method != http.MethodGet && r.Method != http.MethodDelete:
 			next.ServeHTTP(w, r)
 		case id == "":
@@ -545,6 +767,21 @@ func calls(next http.Handler, sess *sessions, opt HTTPOptions) http.Handler {
 			inSession(w, r, next, sess, id, msg)
 		}
 	})
+}
+
+// initialize serves an initialize in a place reserved under the session caps, and gives
+// the session it issues to the client that sent it.
+func initialize(w http.ResponseWriter, r *http.Request, next http.Handler, sess *sessions, msg envelope) {
+	who := runner.PrincipalFrom(r.Context())
+	res, why := sess.reserve(who)
+	if res == nil {
+		w.Header().Set("Retry-After", "5")
+		rpcError(w, http.StatusServiceUnavailable, msg.ID, why+
+			": end unused ones with DELETE, wait for idle ones to expire, or use a stateless server")
+		return
+	}
+	defer sess.release(res)
+	next.ServeHTTP(&claimer{ResponseWriter: w, sess: sess, who: who}, r.WithContext(context.WithValue(r.Context(), reservationKey{}, res)))
 }
 
 // inSession serves a request of session id under a context that ends when the session
@@ -560,6 +797,9 @@ func inSession(w http.ResponseWriter, r *http.Request, next http.Handler, sess *
 	defer cancel()
 	stop := context.AfterFunc(sctx, cancel)
 	defer stop()
+	if r.Method == http.MethodGet {
+		defer sess.stream(id, cancel)()
+	}
 	next.ServeHTTP(w, r.WithContext(ctx))
 }
 

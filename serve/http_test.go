@@ -4,11 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -109,6 +111,9 @@ func TestServerBoundsIdleConnections(t *testing.T) {
 	s := newServer(http.NotFoundHandler(), context.Background(), quiet)
 	if s.ReadHeaderTimeout <= 0 || s.IdleTimeout <= 0 {
 		t.Errorf("ReadHeaderTimeout %v, IdleTimeout %v: a connection can be held without end", s.ReadHeaderTimeout, s.IdleTimeout)
+	}
+	if s.MaxHeaderBytes <= 0 || s.MaxHeaderBytes > 64<<10 {
+		t.Errorf("MaxHeaderBytes %d: a tokenless request head may be up to 1 MiB", s.MaxHeaderBytes)
 	}
 	if s.ReadTimeout != 0 || s.WriteTimeout != 0 {
 		t.Errorf("ReadTimeout %v, WriteTimeout %v: they would cut long calls and SSE streams", s.ReadTimeout, s.WriteTimeout)
@@ -355,5 +360,275 @@ func TestSSEStreamEndTellsSessionEnded(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("a closed SSE stream did not end its session")
+	}
+}
+
+// slowBody sends a request head with a Content-Length of 4096 and then its body a byte
+// every 50 ms, and returns what the server answered by the time it closed the
+// connection, or "" if it was still open after 5 s.
+func slowBody(t *testing.T, addr, path, auth string) string {
+	t.Helper()
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	head := "POST " + path + " HTTP/1.1\r\nHost: " + addr + "\r\nContent-Type: application/json\r\n" +
+		"Accept: application/json, text/event-stream\r\nContent-Length: 4096\r\n"
+	if auth != "" {
+		head += "Authorization: " + auth + "\r\n"
+	}
+	if _, err := conn.Write([]byte(head + "\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+			if _, err := conn.Write([]byte(" ")); err != nil {
+				return
+			}
+		}
+	}()
+	_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+	var got strings.Builder
+	buf := make([]byte, 4096)
+	for {
+		n, err := conn.Read(buf)
+		got.Write(buf[:n])
+		if err != nil {
+			if ne, ok := err.(net.Error); ok && ne.Timeout() {
+				return ""
+			}
+			return got.String()
+		}
+	}
+}
+
+// A body sent a byte at a time cannot hold a connection past the body timeout, with a
+// token (guard is reading it: 408) or without one (net/http reads a refused request's
+// unread body before it writes the 401), on both transports' POST paths. A call that
+// runs longer than the body timeout is not cut by it once its body has arrived.
+func TestSlowBodyTimesOut(t *testing.T) {
+	slow := func(ctx context.Context, s sandbox.Spec) (sandbox.Result, error) {
+		select {
+		case <-time.After(1500 * time.Millisecond):
+			return runnertest.Echo(ctx, s)
+		case <-ctx.Done():
+			return runnertest.Block(ctx, s)
+		}
+	}
+	for _, sse := range []bool{false, true} {
+		ts := httpServer(t, fakeDeps(slow, 1), HTTPOptions{AuthToken: "s3cret-s3cret-s3cret", MaxBodyBytes: 1 << 20,
+			BodyTimeout: 500 * time.Millisecond, SSE: sse})
+		addr := ts.Listener.Addr().String()
+		path := "/mcp"
+		if sse {
+			path = strings.TrimPrefix(openStream(t, ts.URL, map[string]string{"Authorization": "Bearer s3cret-s3cret-s3cret"}), ts.URL)
+		}
+		if got := slowBody(t, addr, path, "Bearer s3cret-s3cret-s3cret"); !strings.HasPrefix(got, "HTTP/1.1 408") {
+			t.Errorf("sse=%t: a slow body with a token: %q, want a 408 and the connection closed", sse, got)
+		}
+		if got := slowBody(t, addr, path, ""); !strings.HasPrefix(got, "HTTP/1.1 401") {
+			t.Errorf("sse=%t: a slow body without a token: %q, want a 401 and the connection closed", sse, got)
+		}
+	}
+	ts := httpServer(t, fakeDeps(slow, 1), HTTPOptions{MaxBodyBytes: 1 << 20, BodyTimeout: 500 * time.Millisecond})
+	hdr := map[string]string{"Mcp-Session-Id": initSession(t, ts.URL+"/mcp", nil)}
+	if r := do(t, http.MethodPost, ts.URL+"/mcp", call("slow"), hdr); r.code != 200 || !strings.Contains(r.body, `"status":"ok"`) {
+		t.Errorf("a 1.5 s call with a 0.5 s body timeout: %d %s", r.code, r.body)
+	}
+}
+
+// A client that stops reading its answer does not hold the handler: the answer's write
+// times out, the request leaves State's count (a drain would wait on it) and its
+// connection is closed. A client that reads it, however slowly, gets all of it.
+func TestUnreadAnswerTimesOut(t *testing.T) {
+	d := fakeDeps(runnertest.Echo, 1)
+	d.Runner.MaxCodeBytes = 8 << 20
+	st := NewState()
+	st.SetReady()
+	ts := httpServer(t, d, HTTPOptions{MaxBodyBytes: 16 << 20, Stateless: true, State: st, WriteTimeout: time.Second})
+	// Each '"' is two bytes in the JSON answer, which carries stdout twice: ≈ 8 MiB, more
+	// than the server's socket send buffer (at most 4 MiB) and this client's small
+	// receive buffer hold.
+	body := call(strings.Repeat(`\"`, 2<<20))
+	conn, err := net.Dial("tcp", ts.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.(*net.TCPConn).SetReadBuffer(4 << 10)
+	fmt.Fprintf(conn, "POST /mcp HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: %d\r\n\r\n%s",
+		ts.Listener.Addr(), len(body), body)
+	// Building the answer takes seconds under the race detector on a loaded host.
+	deadline := time.Now().Add(30 * time.Second)
+	for st.InFlight() == 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	for st.InFlight() != 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n := st.InFlight(); n != 0 {
+		t.Fatalf("an answer its client does not read still holds %d request(s) in flight after 30 s", n)
+	}
+	// The server gave up on the connection: what was sent ends short of the answer.
+	_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+	got, _ := io.Copy(io.Discard, conn)
+	if got >= 8<<20 {
+		t.Errorf("the whole answer (%d bytes) came after its write timed out", got)
+	}
+
+	// A slow reader gets the whole answer: 64 KiB every 20 ms. A blocked write resumes
+	// only once a third of the socket's send buffer is free (up to 4 MiB on loopback),
+	// ≈ 0.45 s of this reading, within the 1 s.
+	small := call(strings.Repeat("x", 2<<20))
+	conn2, err := net.Dial("tcp", ts.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn2.Close()
+	fmt.Fprintf(conn2, "POST /mcp HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nAccept: application/json\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s",
+		ts.Listener.Addr(), len(small), small)
+	var all strings.Builder
+	buf := make([]byte, 64<<10)
+	_ = conn2.SetReadDeadline(time.Now().Add(20 * time.Second))
+	for {
+		n, err := conn2.Read(buf)
+		all.Write(buf[:n])
+		if err != nil {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !strings.HasPrefix(all.String(), "HTTP/1.1 200") || !strings.Contains(all.String(), `"status":"ok"`) || !strings.Contains(all.String(), `"language_version":"3.11.2"}}}`) {
+		t.Errorf("a slow reader's answer: %d bytes, %.60q ... %.60q", all.Len(), all.String(), all.String()[max(0, all.Len()-60):])
+	}
+}
+
+// A refused request's Host, Origin and path are the client's text, up to the server's
+// header limit (1 MiB by default): the refusal log line carries each clipped, so a
+// tokenless client cannot write a megabyte a second to the log's disk.
+func TestRefusalLogClipsClientText(t *testing.T) {
+	var buf strings.Builder
+	var mu sync.Mutex
+	log := slog.New(slog.NewTextHandler(lockedWriter{&mu, &buf}, nil))
+	ts := httpServer(t, fakeDeps(runnertest.Echo, 1), HTTPOptions{AuthToken: "s3cret-s3cret-s3cret", MaxBodyBytes: 1 << 20})
+	h := Handler(New(fakeDeps(runnertest.Echo, 1)), ts.URL, HTTPOptions{AuthToken: "s3cret-s3cret-s3cret", MaxBodyBytes: 1 << 20, Log: log})
+	ts.Config.Handler = h
+	long := strings.Repeat("a", 200<<10)
+	for _, hdr := range []map[string]string{{"Host": long + ".example"}, {"Origin": "http://" + long}} {
+		req, _ := http.NewRequest(http.MethodGet, ts.URL+"/"+long, nil)
+		for k, v := range hdr {
+			req.Header.Set(k, v)
+			if k == "Host" {
+				req.Host = v
+			}
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusForbidden {
+			t.Fatalf("%v: %d, want 403", hdr, resp.StatusCode)
+		}
+		time.Sleep(1100 * time.Millisecond) // one line a second
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if n := strings.Count(buf.String(), "\n"); n != 2 || buf.Len() > 2048 {
+		t.Errorf("two refusals of 200 KiB names wrote %d lines, %d bytes", n, buf.Len())
+	}
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+// One client cannot make the server hold more than bodyBudgetBodies bodies of the largest
+// size at once: a ninth large body, sent while eight are held by calls in flight, is
+// answered 503 (retryable, nothing ran) instead of buffered, and is taken once they end.
+func TestBodyBudget(t *testing.T) {
+	release := make(chan struct{})
+	d := fakeDeps(func(ctx context.Context, s sandbox.Spec) (sandbox.Result, error) {
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		return runnertest.Echo(ctx, s)
+	}, bodyBudgetBodies+1)
+	const limit = 64 << 10
+	ts := httpServer(t, d, HTTPOptions{MaxBodyBytes: limit, Stateless: true})
+	big := call(strings.Repeat("x", limit-200))
+	answers := make(chan int, bodyBudgetBodies)
+	for range bodyBudgetBodies {
+		go func() {
+			code, _ := postJSON(t, ts.URL+"/mcp", big, nil)
+			answers <- code
+		}()
+	}
+	for deadline := time.Now().Add(5 * time.Second); d.Runner.Limiter.Running() < bodyBudgetBodies; {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d calls started", d.Runner.Limiter.Running(), bodyBudgetBodies)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	// fastClient: a ninth body taken in would wait with the others, and fail the test.
+	if r := do(t, http.MethodPost, ts.URL+"/mcp", big, nil); r.code != http.StatusServiceUnavailable || r.header.Get("Retry-After") == "" {
+		t.Errorf("a ninth large body while eight are held: %d %.200s, want 503", r.code, r.body)
+	}
+	close(release)
+	for range bodyBudgetBodies {
+		if code := <-answers; code != 200 {
+			t.Errorf("a held call: %d", code)
+		}
+	}
+	if code, m := postJSON(t, ts.URL+"/mcp", big, nil); code != 200 {
+		t.Errorf("a large body once the others ended: %d %v", code, m)
+	}
+	// With client tokens, one client holds a quarter of the budget: alice's third large
+	// body waits for her own, while bob's goes through.
+	release = make(chan struct{})
+	ts = httpServer(t, d, HTTPOptions{MaxBodyBytes: limit, Stateless: true, Clients: aliceAndBob(t)})
+	alice := map[string]string{"Authorization": "Bearer aaaaaaaaaaaaaaaaaaaa"}
+	for range bodyBudgetBodies / 4 {
+		go func() { answers <- do(t, http.MethodPost, ts.URL+"/mcp", big, alice).code }()
+	}
+	for deadline := time.Now().Add(5 * time.Second); d.Runner.Limiter.Running() < bodyBudgetBodies/4; {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d calls started", d.Runner.Limiter.Running(), bodyBudgetBodies/4)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if r := do(t, http.MethodPost, ts.URL+"/mcp", big, alice); r.code != http.StatusServiceUnavailable {
+		t.Errorf("alice's third large body: %d, want 503", r.code)
+	}
+	go func() {
+		answers <- do(t, http.MethodPost, ts.URL+"/mcp", big, map[string]string{"Authorization": "Bearer bbbbbbbbbbbbbbbbbbbb"}).code
+	}()
+	for deadline := time.Now().Add(5 * time.Second); d.Runner.Limiter.Running() < bodyBudgetBodies/4+1; {
+		if time.Now().After(deadline) {
+			t.Fatal("bob's call did not start beside alice's")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	close(release)
+	for range bodyBudgetBodies/4 + 1 {
+		if code := <-answers; code != 200 {
+			t.Errorf("a held call: %d", code)
+		}
 	}
 }

@@ -7,8 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
+
+	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/airlock-mcp/airlock/runner"
 )
@@ -33,6 +36,10 @@ type sessions struct {
 
 	mu   sync.Mutex
 	live map[string]*httpSession
+	// pending counts the initializes admitted under the caps whose session is not yet
+	// issued, in all and per client (see reserve).
+	pending     int
+	pendingEach map[string]int
 	// ended, when set, is told of each session that ends (HTTPOptions.SessionEnded).
 	ended func(id, owner string)
 }
@@ -45,25 +52,68 @@ type httpSession struct {
 	claimed bool
 	ctx     context.Context
 	cancel  context.CancelFunc
-	last    time.Time // end of the latest request, or its start while busy
-	busy    int       // requests and streams in flight
-	ending  bool      // a DELETE is in progress: Terminate ends it even while busy
+	last    time.Time             // end of the latest request, or its start while busy
+	busy    int                   // requests and streams in flight
+	streams []*context.CancelFunc // its GET streams, oldest first (see stream)
+	ending  bool                  // a DELETE is in progress: Terminate ends it even while busy
 }
 
 func newSessions(idle time.Duration) *sessions {
-	return &sessions{idle: idle, now: time.Now, live: map[string]*httpSession{}}
+	return &sessions{idle: idle, now: time.Now, live: map[string]*httpSession{}, pendingEach: map[string]int{}}
 }
+
+// reservation is the place under the caps that reserve gave one initialize; its
+// session takes the place over when Generate issues it.
+type reservation struct {
+	who  string
+	used bool
+}
+
+// reservationKey carries an initialize's reservation in its request's context, where
+// ResolveSessionIdManager finds it.
+type reservationKey struct{}
+
+// ResolveSessionIdManager is mcp-go's SessionIdManagerResolver: an initialize's request
+// gets a manager whose Generate fills the request's reservation; every other request,
+// and the idle sweeper (r is nil), gets s itself.
+func (s *sessions) ResolveSessionIdManager(r *http.Request) server.SessionIdManager {
+	if r != nil {
+		if res, ok := r.Context().Value(reservationKey{}).(*reservation); ok {
+			return reserved{s, res}
+		}
+	}
+	return s
+}
+
+// reserved is sessions for one admitted initialize.
+type reserved struct {
+	*sessions
+	res *reservation
+}
+
+func (m reserved) Generate() string { return m.generate(m.res) }
 
 // Generate issues a new id: 128 random bits, unguessable, unlike a counter or a
 // timestamp, since the id is all that ties a request to its session.
-func (s *sessions) Generate() string {
+func (s *sessions) Generate() string { return s.generate(nil) }
+
+// generate issues a session, in the place of res when it is set: the session is then
+// res's client's from here on for the caps, and claimed by it when the initialize's
+// answer goes out.
+func (s *sessions) generate(res *reservation) string {
 	var b [16]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on supported platforms
 	id := hex.EncodeToString(b[:])
 	ctx, cancel := context.WithCancel(context.Background())
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.live[id] = &httpSession{ctx: ctx, cancel: cancel, last: s.now()}
+	ss := &httpSession{ctx: ctx, cancel: cancel, last: s.now()}
+	if res != nil && !res.used {
+		res.used = true
+		s.unreserve(res.who)
+		ss.owner = res.who
+	}
+	s.live[id] = ss
 	return id
 }
 
@@ -93,7 +143,7 @@ func (s *sessions) Terminate(id string) (bool, error) {
 func (s *sessions) claim(id, who string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if ss := s.live[id]; ss != nil && !ss.claimed {
+	if ss := s.live[id]; ss != nil && !ss.claimed && (ss.owner == "" || ss.owner == who) {
 		ss.owner, ss.claimed = who, true
 	}
 }
@@ -172,24 +222,47 @@ func (s *sessions) count() int {
 	return len(s.live)
 }
 
-// full says why client who may not open another session, or "" when it may. Without
-// client tokens (who is "") there is only the server's cap.
-func (s *sessions) full(who string) string {
+// reserve admits an initialize of client who under the caps, or says why not. The place
+// counts from now, not from when its session is issued or its answer goes out: counted
+// then, a burst of simultaneous initializes all found the same free places (4 sessions
+// for a cap of 3 in TestSessionCapHoldsUnderABurst). release gives back a place that no
+// session took. Without client tokens (who is "") there is only the server's cap.
+func (s *sessions) reserve(who string) (*reservation, string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if len(s.live) >= s.max {
-		return fmt.Sprintf("too many open MCP sessions (%d)", s.max)
+	if len(s.live)+s.pending >= s.max {
+		return nil, fmt.Sprintf("too many open MCP sessions (%d)", s.max)
 	}
-	mine := 0
+	mine := s.pendingEach[who]
 	for _, ss := range s.live {
-		if ss.claimed && ss.owner == who {
+		if ss.owner == who {
 			mine++
 		}
 	}
 	if who != "" && mine >= s.maxEach {
-		return fmt.Sprintf("client %q has %d open MCP sessions, its share of the server's", who, mine)
+		return nil, fmt.Sprintf("client %q has %d open MCP sessions, its share of the server's", who, mine)
 	}
-	return ""
+	s.pending++
+	s.pendingEach[who]++
+	return &reservation{who: who}, ""
+}
+
+// release gives back res's place if no session took it (the initialize failed).
+func (s *sessions) release(res *reservation) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !res.used {
+		res.used = true
+		s.unreserve(res.who)
+	}
+}
+
+// unreserve drops one pending place of who. The caller holds mu.
+func (s *sessions) unreserve(who string) {
+	s.pending--
+	if s.pendingEach[who]--; s.pendingEach[who] == 0 {
+		delete(s.pendingEach, who)
+	}
 }
 
 // sseStreams are the legacy SSE transport's sessions, each owned by the client whose
@@ -275,4 +348,33 @@ func (s *sseStreams) owns(id, who string) bool {
 	defer s.mu.Unlock()
 	o, ok := s.owner[id]
 	return ok && o == who
+}
+
+// maxStreamsPerSession bounds a session's server-to-client streams (GET /mcp): each holds
+// a connection and two goroutines while the session lives, and mcp-go opens as many as it
+// is asked for. Clients keep one; the second is the one that replaces it.
+const maxStreamsPerSession = 2
+
+// stream counts a server-to-client stream of session id in, ended by cancel, and returns
+// the func that counts it out. Past maxStreamsPerSession the session's oldest stream is
+// ended rather than the new one refused: a client whose stream died unseen (a NAT that
+// dropped it) must still be able to open another.
+func (s *sessions) stream(id string, cancel context.CancelFunc) func() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ss := s.live[id]
+	if ss == nil {
+		return func() {}
+	}
+	me := &cancel
+	ss.streams = append(ss.streams, me)
+	if len(ss.streams) > maxStreamsPerSession {
+		(*ss.streams[0])()
+		ss.streams = ss.streams[1:]
+	}
+	return func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		ss.streams = slices.DeleteFunc(ss.streams, func(c *context.CancelFunc) bool { return c == me })
+	}
 }

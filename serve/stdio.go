@@ -129,6 +129,13 @@ func Stdio(ctx context.Context, s *server.MCPServer, in io.Reader, out io.Writer
 				}
 				continue
 			}
+			if name, first, dup := duplicateMember(line); dup {
+				// What mcp-go would read differs from what a client shows (duplicateMember).
+				if isRequest {
+					w.emit(nil, errorResponse(id, mcp.INVALID_REQUEST, duplicateError(name, first)))
+				}
+				continue
+			}
 			if cancelled != "" {
 				w.markCancelled(cancelled)
 			}

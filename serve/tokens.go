@@ -6,8 +6,10 @@ import (
 	"crypto/subtle"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"regexp"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -66,6 +68,9 @@ func (c *Clients) Reload() error {
 			return fmt.Errorf("http.tokens_file: %w", err)
 		}
 		defer f.Close()
+		if err := private(f); err != nil {
+			return fmt.Errorf("http.tokens_file %s: %w", c.path, err)
+		}
 		more, err := parseTokens(f)
 		if err != nil {
 			return fmt.Errorf("http.tokens_file %s: %w", c.path, err)
@@ -76,6 +81,31 @@ func (c *Clients) Reload() error {
 		return fmt.Errorf("http.tokens_file %s: the name \"default\" or its token is http.auth_token's", c.path)
 	}
 	c.set.Store(&set)
+	return nil
+}
+
+// private refuses a tokens file that anyone but its owner may write: a local user who
+// can add a line can add a client, and run code as it. One that other users may read is
+// served with a warning, not refused: each token read is a client to run code as (ssh
+// refuses such a private key), but Kubernetes mounts a Secret 0644 unless its defaultMode
+// says otherwise, and podman before 4.8 ignores defaultMode, so inside a container the
+// mode says little. Windows has no such bits (Go reports 0666 for any writable file).
+func private(f *os.File) error {
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if runtime.GOOS == "windows" {
+		return nil
+	}
+	m := fi.Mode().Perm()
+	if m&0o022 != 0 {
+		return fmt.Errorf("mode %04o lets other users change the tokens (and add their own): chmod 600 it (640 or 440 to share it with a group)", m)
+	}
+	if m&0o004 != 0 {
+		slog.Default().Warn("the tokens file is readable by every user of this host: chmod 600 it (640 or 440 to share it with a group)",
+			"component", "http", "path", f.Name(), "mode", fmt.Sprintf("%04o", m))
+	}
 	return nil
 }
 

@@ -6,6 +6,8 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/airlock-mcp/airlock/sanitize"
 )
 
 // origin names where a call came from, for the audit log: the transport ("stdio" for
@@ -49,7 +51,8 @@ func stdio(s server.ClientSession) bool {
 	return ok
 }
 
-// implName caps what a client may put in the audit log.
+// implName caps what a client may put in the audit log, and escapes what is not visible
+// there (sanitize.Escape; JSON escapes only C0).
 func implName(name, version string) string {
 	if name == "" {
 		return ""
@@ -58,5 +61,5 @@ func implName(name, version string) string {
 	if len(s) > 128 {
 		s = s[:128]
 	}
-	return strings.ToValidUTF8(s, "?")
+	return sanitize.Escape(s)
 }

@@ -45,12 +45,14 @@ Returns each layer and probe result, totals, a verdict (isolated, degraded or un
 		// A probe run starts sandboxes as run_code does, a few at a time, and counts as
 		// one of the client's calls in flight: else a loop of probe_sandbox calls took
 		// every sandbox slot past http.client_max_parallel.
-		done, err := d.Runner.PerClient.Acquire(runner.PrincipalFrom(ctx))
+		f := probe.Filter{Probes: args.Probes, Categories: args.Categories, Principal: runner.PrincipalFrom(ctx)}
+		f.Transport, f.Client = origin(ctx, req)
+		done, err := d.Runner.PerClient.Acquire(f.Principal)
 		if err != nil {
 			return mcp.NewToolResultError("server busy: " + err.Error() + "; retry when a call of yours has finished"), nil
 		}
 		defer done()
-		rep, err := d.Prober.Run(ctx, probe.Filter{Probes: args.Probes, Categories: args.Categories})
+		rep, err := d.Prober.Run(ctx, f)
 		if err != nil {
 			return mcp.NewToolResultError("probe failed: " + err.Error()), nil
 		}
