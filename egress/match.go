@@ -21,6 +21,13 @@ var ErrPattern = errors.New("domain pattern")
 // normalizeHost lowercases a host name and drops one trailing dot; ok is false for
 // anything that is not a plausible DNS name (empty labels, bytes outside [a-z0-9-_]).
 func normalizeHost(h string) (string, bool) {
+	// Bytes first, then case: strings.ToLower maps the Kelvin sign (U+212A) to an ASCII
+	// k, which would let one name be checked and another looked up.
+	for i := 0; i < len(h); i++ {
+		if h[i] >= 0x80 {
+			return "", false
+		}
+	}
 	h = strings.ToLower(strings.TrimSuffix(h, "."))
 	if h == "" || len(h) > 253 {
 		return "", false

@@ -1,0 +1,219 @@
+package linux
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/airlock-mcp/airlock/sandbox"
+)
+
+// rawProgram sends each request of a JSON table, byte for byte, to the bridge
+// (127.0.0.1:3128, the proxy outside) and prints, per key, the status code of the answer
+// and the X-Airlock-Egress-Rule it names, or the body's first bytes when it names none.
+const rawProgram = `
+import json, socket, sys
+out = {}
+for key, raw in json.load(open("reqs.json")).items():
+    try:
+        s = socket.create_connection(("127.0.0.1", 3128), timeout=10)
+        s.sendall(raw.encode("latin-1"))
+        data = b""
+        while True:
+            b = s.recv(65536)
+            if not b:
+                break
+            data += b
+        s.close()
+        head, _, body = data.partition(b"\r\n\r\n")
+        lines = head.decode("latin-1").split("\r\n")
+        code = lines[0].split(" ")[1] if lines[0].startswith("HTTP/") else "?"
+        rule = [l.split(":", 1)[1].strip() for l in lines[1:] if l.lower().startswith("x-airlock-egress-rule:")]
+        out[key] = code + " " + (rule[0] if rule else body.decode("latin-1")[:40])
+    except Exception as e:
+        out[key] = type(e).__name__
+print(json.dumps(out))
+`
+
+// runRaw runs rawProgram over reqs in a sandbox with eg and returns what it printed.
+func runRaw(t *testing.T, eg *sandbox.Egress, reqs map[string]string) (map[string]string, sandbox.Result) {
+	t.Helper()
+	table, _ := json.Marshal(reqs)
+	res, err := egressSandbox(t).Run(context.Background(), withDefaults(sandbox.Spec{
+		Argv: []string{python, "-I", "-S", "main.py"}, Code: []byte(rawProgram), CodeFile: "main.py",
+		Files:   []sandbox.File{{Path: "reqs.json", Data: table}},
+		Network: sandbox.NetworkAllowlist, Egress: eg, Limits: sandbox.Limits{Wall: 60 * time.Second}}))
+	if err != nil || res.Status != sandbox.StatusOK {
+		t.Fatalf("run: %v %s", err, brief(res))
+	}
+	out := map[string]string{}
+	lines := strings.Split(strings.TrimSpace(string(res.Stdout.Bytes())), "\n")
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &out); err != nil {
+		t.Fatalf("decode: %v (%s)", err, brief(res))
+	}
+	return out, res
+}
+
+// TestEgressHostileRequests: from inside a sandbox, requests that spell a destination
+// the allowlist does not name in ways a parser may read differently (IP literals in
+// decimal, octal, hex and short forms, IPv6 spellings of loopback and metadata, zone
+// ids, userinfo, percent-encoding, schemes, origin-form, ports not listed, heads too
+// large, a TLS port named through plain HTTP) are each refused by the rule that says
+// why, and the server nobody may reach sees none of them.
+func TestEgressHostileRequests(t *testing.T) {
+	e := newEgressServers(t)
+	P, S, D := e.port(e.plain), e.port(e.secure), e.port(e.denied)
+	d := strconv.Itoa(D)
+	get := func(target string, hdrs ...string) string {
+		return "GET " + target + " HTTP/1.1\r\n" + strings.Join(hdrs, "") + "\r\n"
+	}
+	conn := func(authority string) string {
+		return "CONNECT " + authority + " HTTP/1.1\r\nHost: " + authority + "\r\n\r\n"
+	}
+	reqs := map[string]string{
+		"decimal":         get("http://2130706433:" + d + "/"),
+		"octal":           get("http://0177.0.0.1:" + d + "/"),
+		"hex":             get("http://0x7f.0.0.1:" + d + "/"),
+		"short":           get("http://127.1:" + d + "/"),
+		"dotted_literal":  get("http://127.0.0.1:" + d + "/"),
+		"v6_loopback":     get("http://[::1]:" + d + "/"),
+		"v4_mapped":       get("http://[::ffff:127.0.0.1]:" + d + "/"),
+		"v4_compatible":   conn("[::127.0.0.1]:" + d),
+		"nat64":           conn("[64:ff9b::7f00:1]:" + d),
+		"zone_id":         get("http://[fe80::1%25lo]:" + d + "/"),
+		"mapped_metadata": conn("[::ffff:169.254.169.254]:80"),
+		"metadata_name":   conn("metadata.test:80"),
+		"userinfo":        get("http://allowed.test@denied.test:" + d + "/"),
+		"userinfo_tunnel": conn("allowed.test@denied.test:" + d),
+		"percent":         get("http://denied%2etest:" + d + "/"),
+		"idn":             get("http://d\u00e9nied.test:" + d + "/"),
+		"punycode":        get("http://xn--dnied-bsa.test:" + d + "/"),
+		"https_absolute":  get("https://allowed.test:" + strconv.Itoa(S) + "/"),
+		"origin_form":     get("/", "Host: denied.test:"+d+"\r\n"),
+		"port_unlisted":   get("http://allowed.test:22/"),
+		"port_zero":       conn("allowed.test:0"),
+		"port_overflow":   conn("allowed.test:65616"),
+		"proxy_itself":    get("http://127.0.0.1:3128/"),
+		"localhost":       conn("localhost:" + d),
+		"huge_head":       get("http://allowed.test:"+strconv.Itoa(P)+"/", "X-Pad: "+strings.Repeat("a", 80<<10)+"\r\n"),
+		"obs_fold":        get("http://allowed.test:"+strconv.Itoa(P)+"/", "X-A: 1\r\n Host: denied.test\r\n"),
+		"two_hosts":       get("http://allowed.test:"+strconv.Itoa(P)+"/", "Host: denied.test:"+d+"\r\n", "Host: denied.test:"+d+"\r\n"),
+		// The checks that must still let the allowed name through, spelled otherwise.
+		"upper_trailing_dot": get("http://ALLOWED.Test.:"+strconv.Itoa(P)+"/", "Host: denied.test:"+d+"\r\n"),
+	}
+	out, _ := runRaw(t, e.egress(1<<20), reqs)
+	want := map[string]string{
+		"decimal": "403 domain", "octal": "403 domain", "hex": "403 domain", "short": "403 domain",
+		"dotted_literal": "403 ip-literal", "v6_loopback": "403 ip-literal", "v4_mapped": "403 ip-literal",
+		"v4_compatible": "403 ip-literal", "nat64": "403 ip-literal", "mapped_metadata": "403 ip-literal",
+		"metadata_name": "403 metadata", "userinfo": "403 domain", "userinfo_tunnel": "403 domain",
+		"idn": "403 domain", "punycode": "403 domain",
+		"https_absolute": "400 not-a-proxy-request", "origin_form": "400 not-a-proxy-request",
+		"port_unlisted": "403 port", "port_zero": "400 malformed-request", "port_overflow": "400 malformed-request",
+		"proxy_itself": "403 ip-literal", "localhost": "403 domain",
+		"upper_trailing_dot": "200 hello from ALLOWED.Test.",
+	}
+	for key, w := range want {
+		if got := out[key]; !strings.HasPrefix(got, w) {
+			t.Errorf("%s: %q, want %q", key, got, w)
+		}
+	}
+	// The parser refuses these before any rule (400), or reads them as the allowed name
+	// alone; either way nothing reaches the denied server (checked below).
+	for _, key := range []string{"zone_id", "percent", "huge_head", "obs_fold", "two_hosts"} {
+		if got := out[key]; !strings.HasPrefix(got, "400 ") && !strings.HasPrefix(got, "403 ") && !strings.HasPrefix(got, "200 hello from allowed.test") {
+			t.Errorf("%s: %q, want it refused or served by the allowed name", key, got)
+		}
+	}
+	if n := e.deniedHits.Load(); n != 0 {
+		t.Errorf("the denied server saw %d requests", n)
+	}
+	t.Logf("%v", out)
+}
+
+// hostService is a server on every interface of the host, as sshd or the server's own
+// HTTP transport listens, counting what reaches it.
+func hostService(t *testing.T) (int, *atomic.Int64) {
+	t.Helper()
+	var hits atomic.Int64
+	ln, err := net.Listen("tcp", ":0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		fmt.Fprint(w, "host service")
+	})}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { srv.Close() })
+	return ln.Addr().(*net.TCPAddr).Port, &hits
+}
+
+// ownAddr is one of the host's own addresses that is not loopback (eth0's).
+func ownAddr(t *testing.T) netip.Addr {
+	t.Helper()
+	ifs, err := net.InterfaceAddrs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ia := range ifs {
+		if n, ok := ia.(*net.IPNet); ok {
+			if a, ok := netip.AddrFromSlice(n.IP); ok && !a.IsLoopback() && !a.IsLinkLocalUnicast() {
+				return a.Unmap()
+			}
+		}
+	}
+	t.Skip("SKIPPING: this host has no address but loopback and link-local ones")
+	return netip.Addr{}
+}
+
+// TestEgressPrivateIsNotThisHost: allow_private opens other hosts of private networks
+// (an internal package index at 10.x), not this host: with it alone, a listed name that
+// resolves to loopback or to one of the host's own addresses is refused, so the server's
+// own HTTP port and the host's other services stay out of reach. allow_loopback opens
+// them, explicitly.
+func TestEgressPrivateIsNotThisHost(t *testing.T) {
+	egressSandbox(t)
+	port, hits := hostService(t)
+	own := ownAddr(t)
+	egressDNS.mu.Lock()
+	egressDNS.answers["self.test"] = []netip.Addr{own}
+	egressDNS.answers["local.test"] = []netip.Addr{netip.MustParseAddr("127.0.0.1")}
+	egressDNS.mu.Unlock()
+	p := strconv.Itoa(port)
+	reqs := map[string]string{
+		"loopback":        "GET http://local.test:" + p + "/ HTTP/1.1\r\n\r\n",
+		"own_address":     "GET http://self.test:" + p + "/ HTTP/1.1\r\n\r\n",
+		"own_tunnel":      "CONNECT self.test:" + p + " HTTP/1.1\r\n\r\n",
+		"loopback_tunnel": "CONNECT local.test:" + p + " HTTP/1.1\r\n\r\n",
+	}
+	eg := &sandbox.Egress{Domains: []string{"local.test", "self.test"}, Ports: []int{port}, AllowPrivate: true, MaxBytes: 1 << 20}
+	out, res := runRaw(t, eg, reqs)
+	for key, w := range map[string]string{"loopback": "403 loopback", "loopback_tunnel": "403 loopback",
+		"own_address": "403 host", "own_tunnel": "403 host"} {
+		if got := out[key]; !strings.HasPrefix(got, w) {
+			t.Errorf("allow_private only, %s: %q, want %q", key, got, w)
+		}
+	}
+	if n := hits.Load(); n != 0 {
+		t.Errorf("allow_private only: the host's service saw %d requests (%v)", n, res.Network)
+	}
+	// A package index on loopback stays a supported use, opened by name.
+	eg.AllowLoopback = true
+	delete(reqs, "own_tunnel")
+	delete(reqs, "loopback_tunnel")
+	out, _ = runRaw(t, eg, reqs)
+	for _, key := range []string{"loopback", "own_address"} {
+		if got := out[key]; got != "200 host service" {
+			t.Errorf("allow_loopback, %s: %q, want the host's service", key, got)
+		}
+	}
+}
