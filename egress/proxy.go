@@ -31,8 +31,11 @@ const (
 	// tunnel, its ClientHello): a slowloris client holds a connection slot this long.
 	HeaderTimeout = 10 * time.Second
 	maxHeader     = 64 << 10
-	resolveTime   = 5 * time.Second
-	dialTime      = 10 * time.Second
+	// maxResponseHeader bounds a destination's response head, as net/http's client
+	// does by default (Transport.MaxResponseHeaderBytes).
+	maxResponseHeader = 1 << 20
+	resolveTime       = 5 * time.Second
+	dialTime          = 10 * time.Second
 	// maxRecords bounds the connections a call's result lists; the counts go on.
 	maxRecords = 256
 	// maxRefusers bounds the connections over the cap being answered at once; the accept
@@ -255,8 +258,8 @@ func writeStatus(w io.Writer, code int, r *Refusal) {
 		code, http.StatusText(code), r.Rule, len(body), body)
 }
 
-// limitedReader stops the head of a request at maxHeader bytes; the body is unbounded
-// (the byte cap counts it).
+// limitedReader stops the head of a message (the program's request, a destination's
+// response) at n bytes; the body is unbounded (the byte cap counts it).
 type limitedReader struct {
 	r io.Reader
 	n int64
@@ -264,7 +267,7 @@ type limitedReader struct {
 
 func (l *limitedReader) Read(b []byte) (int, error) {
 	if l.n <= 0 {
-		return 0, errors.New("request head too large")
+		return 0, errors.New("message head too large")
 	}
 	if int64(len(b)) > l.n {
 		b = b[:l.n]
@@ -678,9 +681,15 @@ func (p *Proxy) forward(c net.Conn, req *http.Request, up net.Conn, t *tally, co
 		}
 		return
 	}
-	ur := bufio.NewReader(&countedReader{t, up, &t.received})
+	// The destination's head is bounded as the program's is: Go's parser keeps a
+	// header line whole in memory, and the byte cap alone (an operator may set GiBs)
+	// would let one answer that never ends its head hold that much of the server.
+	head := &limitedReader{r: &countedReader{t, up, &t.received}}
+	ur := bufio.NewReader(head)
 	for {
+		head.n = maxResponseHeader
 		resp, err := http.ReadResponse(ur, req)
+		head.n = 1<<63 - 1
 		if err != nil {
 			if errors.Is(err, errCapped) {
 				writeStatus(c, http.StatusForbidden, capped)

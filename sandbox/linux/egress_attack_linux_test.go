@@ -217,3 +217,62 @@ func TestEgressPrivateIsNotThisHost(t *testing.T) {
 		}
 	}
 }
+
+// endlessHead is a destination whose answer never ends its head: one header line of up
+// to 256 MiB, then silence until the proxy hangs up. It returns the port and how many
+// bytes of it were written.
+func endlessHead(t *testing.T) (int, *atomic.Int64) {
+	t.Helper()
+	var sent atomic.Int64
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				_ = c.SetDeadline(time.Now().Add(30 * time.Second))
+				buf := make([]byte, 4096)
+				_, _ = c.Read(buf)
+				n, _ := c.Write([]byte("HTTP/1.1 200 OK\r\nX-Long: "))
+				sent.Add(int64(n))
+				chunk := []byte(strings.Repeat("a", 64<<10))
+				for i := 0; i < 4096; i++ {
+					n, err := c.Write(chunk)
+					sent.Add(int64(n))
+					if err != nil {
+						return
+					}
+				}
+				_, _ = c.Read(buf) // silence: the head never ends
+			}()
+		}
+	}()
+	t.Cleanup(func() { ln.Close() })
+	return ln.Addr().(*net.TCPAddr).Port, &sent
+}
+
+// TestEgressHostileDestination: an allowed destination that answers a forwarded
+// request with a head that never ends costs the server a bounded read, not its memory
+// up to the call's byte cap (which an operator may set to GiBs): the program gets a 502
+// promptly and the destination's flood is cut short.
+func TestEgressHostileDestination(t *testing.T) {
+	egressSandbox(t)
+	port, sent := endlessHead(t)
+	egressDNS.mu.Lock()
+	egressDNS.answers["hostile.test"] = []netip.Addr{netip.MustParseAddr("127.0.0.1")}
+	egressDNS.mu.Unlock()
+	eg := &sandbox.Egress{Domains: []string{"hostile.test"}, Ports: []int{port}, AllowLoopback: true, MaxBytes: 16 << 30}
+	out, res := runRaw(t, eg, map[string]string{"head": fmt.Sprintf("GET http://hostile.test:%d/ HTTP/1.1\r\n\r\n", port)})
+	if got := out["head"]; !strings.HasPrefix(got, "502 bad-response") {
+		t.Errorf("an endless response head: %q, want 502 bad-response (%+v)", got, res.Network)
+	}
+	if n := sent.Load(); n > 16<<20 {
+		t.Errorf("the destination wrote %d MiB of one header line before the proxy hung up", n>>20)
+	}
+}
