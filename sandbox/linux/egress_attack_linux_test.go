@@ -276,3 +276,83 @@ func TestEgressHostileDestination(t *testing.T) {
 		t.Errorf("the destination wrote %d MiB of one header line before the proxy hung up", n>>20)
 	}
 }
+
+// uploadProgram sends 4 MiB to argv[1] (host:port) three ways: through a CONNECT
+// tunnel, as a forwarded POST's body, and as a second request kept alive behind a
+// first. It prints how far each got.
+const uploadProgram = `
+import json, socket, sys
+dest = sys.argv[1]
+blob = b"u" * (4 << 20)
+out = {}
+def attempt(key, first, rest=b""):
+    try:
+        s = socket.create_connection(("127.0.0.1", 3128), timeout=10)
+        s.sendall(first)
+        if rest:
+            s.recv(4096)
+            s.sendall(rest)
+        s.shutdown(socket.SHUT_WR)
+        while s.recv(65536):
+            pass
+        out[key] = "done"
+    except Exception as e:
+        out[key] = type(e).__name__
+attempt("tunnel", b"CONNECT %s HTTP/1.1\r\n\r\n" % dest.encode(), blob)
+attempt("post", b"POST http://%s/ HTTP/1.1\r\nContent-Length: %d\r\n\r\n" % (dest.encode(), len(blob)) + blob)
+attempt("keepalive", b"GET http://%s/ HTTP/1.1\r\n\r\nPOST http://%s/ HTTP/1.1\r\nContent-Length: %d\r\n\r\n" % (dest.encode(), dest.encode(), len(blob)) + blob)
+print(json.dumps(out))
+`
+
+// TestEgressUploadCapped: the byte cap counts what leaves the sandbox too, over a
+// tunnel, a forwarded body and a connection kept alive: a 1 MiB cap lets at most 1 MiB
+// of 12 reach the destination.
+func TestEgressUploadCapped(t *testing.T) {
+	sb := egressSandbox(t)
+	var got atomic.Int64
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				_ = c.SetDeadline(time.Now().Add(20 * time.Second))
+				buf := make([]byte, 64<<10)
+				for {
+					n, err := c.Read(buf)
+					got.Add(int64(n))
+					if err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	port := ln.Addr().(*net.TCPAddr).Port
+	egressDNS.mu.Lock()
+	egressDNS.answers["sink.test"] = []netip.Addr{netip.MustParseAddr("127.0.0.1")}
+	egressDNS.mu.Unlock()
+	const maxBytes = 1 << 20
+	res, err := sb.Run(context.Background(), withDefaults(sandbox.Spec{
+		Argv: []string{python, "-I", "-S", "main.py", fmt.Sprintf("sink.test:%d", port)}, Code: []byte(uploadProgram), CodeFile: "main.py",
+		Network: sandbox.NetworkAllowlist, Limits: sandbox.Limits{Wall: 60 * time.Second},
+		Egress: &sandbox.Egress{Domains: []string{"sink.test"}, Ports: []int{port}, AllowLoopback: true, MaxBytes: maxBytes}}))
+	if err != nil || res.Status != sandbox.StatusOK {
+		t.Fatalf("run: %v %s", err, brief(res))
+	}
+	time.Sleep(200 * time.Millisecond)
+	if n := got.Load(); n > maxBytes {
+		t.Errorf("the destination received %d bytes through a cap of %d (%s)", n, maxBytes, res.Stdout.Bytes())
+	}
+	if nu := res.Network; nu == nil || !nu.Capped || nu.Sent+nu.Received > maxBytes {
+		t.Errorf("network use: %+v, want capped within %d bytes", nu, maxBytes)
+	}
+	t.Logf("destination got %d bytes; program: %s", got.Load(), strings.TrimSpace(string(res.Stdout.Bytes())))
+}
