@@ -4,11 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"net/netip"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -43,8 +45,9 @@ for key, raw in json.load(open("reqs.json")).items():
 print(json.dumps(out))
 `
 
-// runRaw runs rawProgram over reqs in a sandbox with eg and returns what it printed.
-func runRaw(t *testing.T, eg *sandbox.Egress, reqs map[string]string) (map[string]string, sandbox.Result) {
+// runRaw runs rawProgram over reqs in a sandbox with eg and returns what it printed,
+// or nil after reporting why not (it may run on a goroutine of its own).
+func runRaw(t *testing.T, eg *sandbox.Egress, reqs map[string]string) map[string]string {
 	t.Helper()
 	table, _ := json.Marshal(reqs)
 	res, err := egressSandbox(t).Run(context.Background(), withDefaults(sandbox.Spec{
@@ -52,14 +55,16 @@ func runRaw(t *testing.T, eg *sandbox.Egress, reqs map[string]string) (map[strin
 		Files:   []sandbox.File{{Path: "reqs.json", Data: table}},
 		Network: sandbox.NetworkAllowlist, Egress: eg, Limits: sandbox.Limits{Wall: 60 * time.Second}}))
 	if err != nil || res.Status != sandbox.StatusOK {
-		t.Fatalf("run: %v %s", err, brief(res))
+		t.Errorf("run: %v %s", err, brief(res))
+		return nil
 	}
 	out := map[string]string{}
 	lines := strings.Split(strings.TrimSpace(string(res.Stdout.Bytes())), "\n")
 	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &out); err != nil {
-		t.Fatalf("decode: %v (%s)", err, brief(res))
+		t.Errorf("decode: %v (%s)", err, brief(res))
+		return nil
 	}
-	return out, res
+	return out
 }
 
 // TestEgressHostileRequests: from inside a sandbox, requests that spell a destination
@@ -109,7 +114,10 @@ func TestEgressHostileRequests(t *testing.T) {
 		// The checks that must still let the allowed name through, spelled otherwise.
 		"upper_trailing_dot": get("http://ALLOWED.Test.:"+strconv.Itoa(P)+"/", "Host: denied.test:"+d+"\r\n"),
 	}
-	out, _ := runRaw(t, e.egress(1<<20), reqs)
+	out := runRaw(t, e.egress(1<<20), reqs)
+	if out == nil {
+		return
+	}
 	want := map[string]string{
 		"decimal": "403 domain", "octal": "403 domain", "hex": "403 domain", "short": "403 domain",
 		"dotted_literal": "403 ip-literal", "v6_loopback": "403 ip-literal", "v4_mapped": "403 ip-literal",
@@ -140,21 +148,28 @@ func TestEgressHostileRequests(t *testing.T) {
 }
 
 // hostService is a server on every interface of the host, as sshd or the server's own
-// HTTP transport listens, counting what reaches it.
-func hostService(t *testing.T) (int, *atomic.Int64) {
+// HTTP transport listens; hits counts the requests that reached it, by path.
+func hostService(t *testing.T) (port int, hits func() map[string]int) {
 	t.Helper()
-	var hits atomic.Int64
+	var mu sync.Mutex
+	seen := map[string]int{}
 	ln, err := net.Listen("tcp", ":0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		hits.Add(1)
+		mu.Lock()
+		seen[r.URL.Path]++
+		mu.Unlock()
 		fmt.Fprint(w, "host service")
 	})}
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() { srv.Close() })
-	return ln.Addr().(*net.TCPAddr).Port, &hits
+	return ln.Addr().(*net.TCPAddr).Port, func() map[string]int {
+		mu.Lock()
+		defer mu.Unlock()
+		return maps.Clone(seen)
+	}
 }
 
 // ownAddr is one of the host's own addresses that is not loopback (eth0's).
@@ -179,7 +194,8 @@ func ownAddr(t *testing.T) netip.Addr {
 // (an internal package index at 10.x), not this host: with it alone, a listed name that
 // resolves to loopback or to one of the host's own addresses is refused, so the server's
 // own HTTP port and the host's other services stay out of reach. allow_loopback opens
-// them, explicitly.
+// them, explicitly: a call with it, in flight at the same time, is served, and neither
+// call's proxy answers by the other's settings.
 func TestEgressPrivateIsNotThisHost(t *testing.T) {
 	egressSandbox(t)
 	port, hits := hostService(t)
@@ -189,32 +205,43 @@ func TestEgressPrivateIsNotThisHost(t *testing.T) {
 	egressDNS.answers["local.test"] = []netip.Addr{netip.MustParseAddr("127.0.0.1")}
 	egressDNS.mu.Unlock()
 	p := strconv.Itoa(port)
-	reqs := map[string]string{
-		"loopback":        "GET http://local.test:" + p + "/ HTTP/1.1\r\n\r\n",
-		"own_address":     "GET http://self.test:" + p + "/ HTTP/1.1\r\n\r\n",
-		"own_tunnel":      "CONNECT self.test:" + p + " HTTP/1.1\r\n\r\n",
-		"loopback_tunnel": "CONNECT local.test:" + p + " HTTP/1.1\r\n\r\n",
-	}
-	eg := &sandbox.Egress{Domains: []string{"local.test", "self.test"}, Ports: []int{port}, AllowPrivate: true, MaxBytes: 1 << 20}
-	out, res := runRaw(t, eg, reqs)
-	for key, w := range map[string]string{"loopback": "403 loopback", "loopback_tunnel": "403 loopback",
-		"own_address": "403 host", "own_tunnel": "403 host"} {
-		if got := out[key]; !strings.HasPrefix(got, w) {
-			t.Errorf("allow_private only, %s: %q, want %q", key, got, w)
+	reqs := func(path string) map[string]string {
+		return map[string]string{
+			"loopback":        "GET http://local.test:" + p + path + " HTTP/1.1\r\n\r\n",
+			"own_address":     "GET http://self.test:" + p + path + " HTTP/1.1\r\n\r\n",
+			"own_tunnel":      "CONNECT self.test:" + p + " HTTP/1.1\r\n\r\n",
+			"loopback_tunnel": "CONNECT local.test:" + p + " HTTP/1.1\r\n\r\n",
 		}
 	}
-	if n := hits.Load(); n != 0 {
-		t.Errorf("allow_private only: the host's service saw %d requests (%v)", n, res.Network)
-	}
-	// A package index on loopback stays a supported use, opened by name.
-	eg.AllowLoopback = true
-	delete(reqs, "own_tunnel")
-	delete(reqs, "loopback_tunnel")
-	out, _ = runRaw(t, eg, reqs)
-	for _, key := range []string{"loopback", "own_address"} {
-		if got := out[key]; got != "200 host service" {
-			t.Errorf("allow_loopback, %s: %q, want the host's service", key, got)
+	private := &sandbox.Egress{Domains: []string{"local.test", "self.test"}, Ports: []int{port}, AllowPrivate: true, MaxBytes: 1 << 20}
+	loopback := *private
+	loopback.AllowLoopback = true
+	open := reqs("/open")
+	delete(open, "own_tunnel") // an open tunnel sends nothing and waits for the server
+	delete(open, "loopback_tunnel")
+	var wg sync.WaitGroup
+	var outPrivate, outOpen map[string]string
+	wg.Add(2)
+	go func() { defer wg.Done(); outPrivate = runRaw(t, private, reqs("/private")) }()
+	go func() { defer wg.Done(); outOpen = runRaw(t, &loopback, open) }()
+	wg.Wait()
+	if outPrivate != nil {
+		for key, w := range map[string]string{"loopback": "403 loopback", "loopback_tunnel": "403 loopback",
+			"own_address": "403 host", "own_tunnel": "403 host"} {
+			if got := outPrivate[key]; !strings.HasPrefix(got, w) {
+				t.Errorf("allow_private only, %s: %q, want %q", key, got, w)
+			}
 		}
+	}
+	if outOpen != nil {
+		for _, key := range []string{"loopback", "own_address"} {
+			if got := outOpen[key]; got != "200 host service" {
+				t.Errorf("allow_loopback, %s: %q, want the host's service", key, got)
+			}
+		}
+	}
+	if got := hits(); got["/private"] != 0 || got["/open"] != 2 {
+		t.Errorf("the host's service saw %v, want /open twice and /private never", got)
 	}
 }
 
@@ -268,9 +295,9 @@ func TestEgressHostileDestination(t *testing.T) {
 	egressDNS.answers["hostile.test"] = []netip.Addr{netip.MustParseAddr("127.0.0.1")}
 	egressDNS.mu.Unlock()
 	eg := &sandbox.Egress{Domains: []string{"hostile.test"}, Ports: []int{port}, AllowLoopback: true, MaxBytes: 16 << 30}
-	out, res := runRaw(t, eg, map[string]string{"head": fmt.Sprintf("GET http://hostile.test:%d/ HTTP/1.1\r\n\r\n", port)})
+	out := runRaw(t, eg, map[string]string{"head": fmt.Sprintf("GET http://hostile.test:%d/ HTTP/1.1\r\n\r\n", port)})
 	if got := out["head"]; !strings.HasPrefix(got, "502 bad-response") {
-		t.Errorf("an endless response head: %q, want 502 bad-response (%+v)", got, res.Network)
+		t.Errorf("an endless response head: %q, want 502 bad-response", got)
 	}
 	if n := sent.Load(); n > 16<<20 {
 		t.Errorf("the destination wrote %d MiB of one header line before the proxy hung up", n>>20)
