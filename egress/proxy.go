@@ -464,8 +464,15 @@ func (p *Proxy) connect(ctx context.Context, host string, port int) (net.Conn, n
 	} else {
 		// The name looked up is the name Decide checked, not the spelling the program
 		// sent: strings.ToLower maps some non-ASCII runes to ASCII (the Kelvin sign to
-		// k), and a resolver may read a trailing dot or case otherwise.
+		// k), and a resolver may read a trailing dot or case otherwise. It is rooted, so
+		// the resolver's search list never makes x.example.org, which does not exist,
+		// into x.example.org.corp.internal, which the allowlist does not name. A
+		// single-label name stays as listed: it means the search list (and Go's
+		// /etc/hosts keys such a name unrooted).
 		name, _ := normalizeHost(host)
+		if strings.Contains(name, ".") {
+			name += "."
+		}
 		rctx, cancel := context.WithTimeout(ctx, resolveTime)
 		found, err := p.resolve.LookupNetIP(rctx, "ip", name)
 		cancel()

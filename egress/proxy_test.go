@@ -36,11 +36,14 @@ type fakeDNS struct {
 	mu      sync.Mutex
 	answers map[string][][]netip.Addr
 	lookups map[string]int
+	asked   []string // every name asked, as asked
 }
 
 func (f *fakeDNS) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.asked = append(f.asked, host)
+	host = strings.TrimSuffix(host, ".")
 	seq := f.answers[strings.ToLower(host)]
 	if len(seq) == 0 {
 		return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
@@ -370,6 +373,26 @@ func TestRebinding(t *testing.T) {
 		if conn.Addr == meta.String() && conn.Verdict != "refused" {
 			t.Errorf("connected to %s: %+v", meta, conn)
 		}
+	}
+}
+
+// TestLookupIsRooted: the proxy asks its resolver for the name it checked, rooted, so
+// a search list cannot append a suffix the allowlist does not name (x.sub.test that
+// does not exist becoming x.sub.test.corp.internal), and a spelling the program chose
+// (upper case, a trailing dot) is not what is looked up.
+func TestLookupIsRooted(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "ok") }))
+	defer srv.Close()
+	p := port(t, srv.URL)
+	dns := &fakeDNS{answers: map[string][][]netip.Addr{"x.sub.test": {{loopback}}}, lookups: map[string]int{}}
+	h := newHarness(t, sandbox.Egress{Domains: []string{"*.sub.test", "intranet"}, Ports: []int{p}, AllowLoopback: true}, dns)
+	for _, host := range []string{"x.sub.test", "X.Sub.Test.", "missing.sub.test", "intranet"} {
+		get(t, h.client(nil), fmt.Sprintf("http://%s:%d/", host, p))
+	}
+	dns.mu.Lock()
+	defer dns.mu.Unlock()
+	if want := []string{"x.sub.test.", "x.sub.test.", "missing.sub.test.", "intranet"}; fmt.Sprint(dns.asked) != fmt.Sprint(want) {
+		t.Errorf("the resolver was asked for %q, want %q", dns.asked, want)
 	}
 }
 

@@ -48,6 +48,7 @@ type testDNS struct {
 func (d *testDNS) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	host = strings.TrimSuffix(host, ".") // the proxy asks for rooted names
 	seq := d.answers[strings.ToLower(host)]
 	if len(seq) == 0 {
 		return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
