@@ -321,3 +321,26 @@ func FuzzNormalizePattern(f *testing.F) {
 		}
 	})
 }
+
+// TestCheckServerPort: with allow_loopback, the server's own HTTP port on the list is
+// refused at start; without allow_loopback, or on another port, it is not.
+func TestCheckServerPort(t *testing.T) {
+	open := &sandbox.Egress{Ports: []int{443, 8765}, AllowLoopback: true}
+	for _, tc := range []struct {
+		e      *sandbox.Egress
+		listen string
+		bad    bool
+	}{
+		{open, "127.0.0.1:8765", true},
+		{open, "[::1]:8765", true},
+		{open, "0.0.0.0:8765", true},
+		{open, "127.0.0.1:8766", false},
+		{open, "127.0.0.1:0", false},
+		{&sandbox.Egress{Ports: []int{8765}, AllowPrivate: true}, "127.0.0.1:8765", false},
+		{nil, "127.0.0.1:8765", false},
+	} {
+		if err := CheckServerPort(tc.e, tc.listen); (err != nil) != tc.bad {
+			t.Errorf("CheckServerPort(%+v, %s) = %v, want refused=%t", tc.e, tc.listen, err, tc.bad)
+		}
+	}
+}

@@ -11,8 +11,13 @@ package egress
 import (
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
+	"slices"
+	"strconv"
 	"strings"
+
+	"github.com/airlock-mcp/airlock/sandbox"
 )
 
 // ErrPattern means a domain pattern is malformed or not covered by the operator's list.
@@ -139,4 +144,22 @@ func Env() []string {
 	const local = "localhost,127.0.0.1,::1"
 	return append(env, "NO_PROXY="+local, "no_proxy="+local,
 		"PIP_PROXY="+u, "npm_config_proxy="+u, "npm_config_https_proxy="+u)
+}
+
+// CheckServerPort refuses an allowlist that would let a sandbox call the server that
+// runs it: with allow_loopback, a listed port that the server's own HTTP transport
+// listens on (listen, host:port) is reachable from every sandbox, and a loopback bind
+// needs no token. A nil e (no allowlist) or a port chosen by the kernel (0) passes.
+func CheckServerPort(e *sandbox.Egress, listen string) error {
+	if e == nil || !e.AllowLoopback {
+		return nil
+	}
+	_, ps, err := net.SplitHostPort(listen)
+	if err != nil {
+		return nil // the listener's own check reports a bad address
+	}
+	if p, err := strconv.Atoi(ps); err == nil && p != 0 && slices.Contains(e.Ports, p) {
+		return fmt.Errorf("egress.allow_loopback with port %d in egress.ports would let every sandbox call this server's own HTTP transport (%s): list the loopback service's own port only, or serve elsewhere", p, listen)
+	}
+	return nil
 }
