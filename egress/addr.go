@@ -36,7 +36,11 @@ var addrRules = []addrRule{
 	{pfx("169.254.170.2/32"), "metadata", never},   // AWS ECS task credentials
 	{pfx("fd00:ec2::254/128"), "metadata", never},  // AWS IPv6 instance metadata
 	{pfx("100.100.100.200/32"), "metadata", never}, // Alibaba Cloud metadata
-	{pfx("0.0.0.0/8"), "unspecified", never},       // "this network": 0.0.0.0 reaches the host
+	// Inside the ranges allow_private opens, or in a public one: still never.
+	{pfx("169.254.0.23/32"), "metadata", never},  // Tencent Cloud metadata (metadata.tencentyun.com)
+	{pfx("192.0.0.192/32"), "metadata", never},   // Oracle Cloud's legacy metadata address
+	{pfx("168.63.129.16/32"), "metadata", never}, // Azure WireServer: VM agent config, certificates
+	{pfx("0.0.0.0/8"), "unspecified", never},     // "this network": 0.0.0.0 reaches the host
 	{pfx("::/128"), "unspecified", never},
 	{pfx("224.0.0.0/4"), "multicast", never},
 	{pfx("ff00::/8"), "multicast", never},

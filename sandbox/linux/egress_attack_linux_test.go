@@ -114,7 +114,16 @@ func TestEgressHostileRequests(t *testing.T) {
 		// The checks that must still let the allowed name through, spelled otherwise.
 		"upper_trailing_dot": get("http://ALLOWED.Test.:"+strconv.Itoa(P)+"/", "Host: denied.test:"+d+"\r\n"),
 	}
-	out := runRaw(t, e.egress(1<<20), reqs)
+	// Cloud metadata addresses inside the ranges allow_private opens stay refused.
+	egressDNS.mu.Lock()
+	egressDNS.answers["tencent.test"] = []netip.Addr{netip.MustParseAddr("169.254.0.23")}
+	egressDNS.answers["oracle.test"] = []netip.Addr{netip.MustParseAddr("192.0.0.192")}
+	egressDNS.mu.Unlock()
+	reqs["tencent_metadata"] = get("http://tencent.test:80/")
+	reqs["oracle_metadata"] = conn("oracle.test:80")
+	eg := e.egress(1 << 20)
+	eg.Domains = append(eg.Domains, "tencent.test", "oracle.test")
+	out := runRaw(t, eg, reqs)
 	if out == nil {
 		return
 	}
@@ -122,7 +131,8 @@ func TestEgressHostileRequests(t *testing.T) {
 		"decimal": "403 domain", "octal": "403 domain", "hex": "403 domain", "short": "403 domain",
 		"dotted_literal": "403 ip-literal", "v6_loopback": "403 ip-literal", "v4_mapped": "403 ip-literal",
 		"v4_compatible": "403 ip-literal", "nat64": "403 ip-literal", "mapped_metadata": "403 ip-literal",
-		"metadata_name": "403 metadata", "userinfo": "403 domain", "userinfo_tunnel": "403 domain",
+		"metadata_name": "403 metadata", "tencent_metadata": "403 metadata", "oracle_metadata": "403 metadata",
+		"userinfo": "403 domain", "userinfo_tunnel": "403 domain",
 		"idn": "403 domain", "punycode": "403 domain",
 		"https_absolute": "400 not-a-proxy-request", "origin_form": "400 not-a-proxy-request",
 		"port_unlisted": "403 port", "port_zero": "400 malformed-request", "port_overflow": "400 malformed-request",
