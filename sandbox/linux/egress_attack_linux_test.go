@@ -182,8 +182,9 @@ func hostService(t *testing.T) (port int, hits func() map[string]int) {
 	}
 }
 
-// ownAddr is one of the host's own addresses that is not loopback (eth0's).
-func ownAddr(t *testing.T) netip.Addr {
+// ownAddr is one of the host's own addresses that is not loopback (eth0's); false on a
+// host with none (a container without a network).
+func ownAddr(t *testing.T) (netip.Addr, bool) {
 	t.Helper()
 	ifs, err := net.InterfaceAddrs()
 	if err != nil {
@@ -192,12 +193,11 @@ func ownAddr(t *testing.T) netip.Addr {
 	for _, ia := range ifs {
 		if n, ok := ia.(*net.IPNet); ok {
 			if a, ok := netip.AddrFromSlice(n.IP); ok && !a.IsLoopback() && !a.IsLinkLocalUnicast() {
-				return a.Unmap()
+				return a.Unmap(), true
 			}
 		}
 	}
-	t.Skip("SKIPPING: this host has no address but loopback and link-local ones")
-	return netip.Addr{}
+	return netip.Addr{}, false
 }
 
 // TestEgressPrivateIsNotThisHost: allow_private opens other hosts of private networks
@@ -209,7 +209,11 @@ func ownAddr(t *testing.T) netip.Addr {
 func TestEgressPrivateIsNotThisHost(t *testing.T) {
 	egressSandbox(t)
 	port, hits := hostService(t)
-	own := ownAddr(t)
+	own, hasOwn := ownAddr(t)
+	if !hasOwn {
+		t.Log("THIS HOST HAS NO ADDRESS BUT LOOPBACK AND LINK-LOCAL ONES: the own-address attempts are not made, loopback's are")
+		own = netip.MustParseAddr("127.0.0.1")
+	}
 	egressDNS.mu.Lock()
 	egressDNS.answers["self.test"] = []netip.Addr{own}
 	egressDNS.answers["local.test"] = []netip.Addr{netip.MustParseAddr("127.0.0.1")}
@@ -236,8 +240,12 @@ func TestEgressPrivateIsNotThisHost(t *testing.T) {
 	go func() { defer wg.Done(); outOpen = runRaw(t, &loopback, open) }()
 	wg.Wait()
 	if outPrivate != nil {
+		ownRule := "403 host"
+		if !hasOwn {
+			ownRule = "403 loopback"
+		}
 		for key, w := range map[string]string{"loopback": "403 loopback", "loopback_tunnel": "403 loopback",
-			"own_address": "403 host", "own_tunnel": "403 host"} {
+			"own_address": ownRule, "own_tunnel": ownRule} {
 			if got := outPrivate[key]; !strings.HasPrefix(got, w) {
 				t.Errorf("allow_private only, %s: %q, want %q", key, got, w)
 			}
