@@ -66,8 +66,8 @@ var addrRules = []addrRule{
 }
 
 // embedded is the IPv4 address an IPv6 one stands for, where the network would route
-// it to that IPv4 address (mapped, translated, IPv4-compatible, NAT64, 6to4). An address of the
-// local-use NAT64 prefix has one reading per translator prefix length.
+// it to that IPv4 address (mapped, translated, IPv4-compatible, NAT64, 6to4). An
+// address of the local-use NAT64 prefix has one reading per translator prefix length.
 func embedded(a netip.Addr) []netip.Addr {
 	if !a.Is6() {
 		return nil

@@ -50,9 +50,10 @@ type Egress struct {
 	// link-local, CGNAT, ULA and documentation ranges. It does not open this host
 	// (AllowLoopback). Cloud metadata, unspecified and multicast addresses stay refused.
 	AllowPrivate bool `json:"allow_private"`
-	// AllowLoopback lets names (and listed IP literals) reach this host: loopback and
-	// the host's own interface addresses, on the listed ports. Those reach every local
-	// service, the server's own HTTP transport included, so it is a choice of its own.
+	// AllowLoopback lets names (and listed IP literals) reach this host on the listed
+	// ports: loopback, and the host's own interface addresses (an own address in a
+	// private range takes AllowPrivate too). Those reach every local service, the
+	// server's own HTTP transport included, so it is a choice of its own.
 	AllowLoopback bool `json:"allow_loopback"`
 	// MaxBytes caps the bytes of one call, both directions, every connection together.
 	MaxBytes int64 `json:"max_bytes"`
