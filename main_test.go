@@ -347,6 +347,11 @@ func TestE2ESigtermCancelsAndExitsZero(t *testing.T) {
 
 func TestE2EStartupErrors(t *testing.T) {
 	bin := binary(t)
+	// allow_loopback with the server's own port listed: every sandbox could call it.
+	loopCfg := filepath.Join(t.TempDir(), "loop.toml")
+	if err := os.WriteFile(loopCfg, []byte("network = \"allowlist\"\n[egress]\ndomains = [\"index.test\"]\nports = [18765]\nallow_loopback = true\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		name string
 		env  []string
@@ -357,12 +362,13 @@ func TestE2EStartupErrors(t *testing.T) {
 		{"bad config file", nil, []string{"serve", "--config", "/nonexistent.toml"}, "read config"},
 		{"public bind without token", nil, []string{"serve", "--http", "0.0.0.0:0"}, "without an auth token"},
 		{"both transports", nil, []string{"serve", "--http", "127.0.0.1:0", "--sse", "127.0.0.1:0"}, "choose one"},
+		{"own port on the allowlist", nil, []string{"serve", "--config", loopCfg, "--http", "127.0.0.1:18765"}, "this server's own HTTP transport"},
 		{"unknown command", nil, []string{"frobnicate"}, "unknown command"},
 		// A misspelt token variable would serve a loopback server without auth.
 		{"misspelt environment variable", []string{"AIRLOCK_AUTH_TOKN=s3cret-s3cret-s3cret"}, []string{"serve", "--http", "127.0.0.1:0"}, "did you mean AIRLOCK_AUTH_TOKEN?"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			// A server that starts instead of refusing is killed, and fails the case.
+			// A server that starts instead of refusing is killed, and fails the row.
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			cmd := exec.CommandContext(ctx, bin, tc.args...)

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/airlock-mcp/airlock/config"
+	"github.com/airlock-mcp/airlock/egress"
 	"github.com/airlock-mcp/airlock/policy"
 	"github.com/airlock-mcp/airlock/probe"
 	"github.com/airlock-mcp/airlock/runner"
@@ -58,6 +59,10 @@ func serveCmd(ctx context.Context, args []string, stdio IO) int {
 			return exitUsage
 		}
 		if err := serve.CheckBind(addr, clients.Enabled()); err != nil {
+			fmt.Fprintf(stdio.Stderr, "airlock: %v\n", err)
+			return exitUsage
+		}
+		if err := egress.CheckServerPort(cfg.SandboxEgress(), addr); err != nil {
 			fmt.Fprintf(stdio.Stderr, "airlock: %v\n", err)
 			return exitUsage
 		}

@@ -185,9 +185,12 @@ type Environment struct {
 // sandbox reach.
 type Egress struct {
 	// Domains are exact names, "*.suffix" (subdomains only) or IP addresses.
-	Domains      []string `toml:"domains" json:"domains"`
-	Ports        []int    `toml:"ports" json:"ports"`
-	AllowPrivate bool     `toml:"allow_private" json:"allow_private"`
+	Domains []string `toml:"domains" json:"domains"`
+	Ports   []int    `toml:"ports" json:"ports"`
+	// AllowPrivate opens other hosts' private ranges; AllowLoopback opens this host
+	// (loopback and its own addresses), which allow_private does not.
+	AllowPrivate  bool `toml:"allow_private" json:"allow_private"`
+	AllowLoopback bool `toml:"allow_loopback" json:"allow_loopback"`
 	// MaxBytes caps one call's traffic, both directions together.
 	MaxBytes       Size `toml:"max_bytes" json:"max_bytes"`
 	MaxConnections int  `toml:"max_connections" json:"max_connections"`
@@ -199,7 +202,7 @@ func (c Config) SandboxEgress() *sandbox.Egress {
 	if sandbox.Network(c.Network) != sandbox.NetworkAllowlist {
 		return nil
 	}
-	e := &sandbox.Egress{Ports: c.Egress.Ports, AllowPrivate: c.Egress.AllowPrivate,
+	e := &sandbox.Egress{Ports: c.Egress.Ports, AllowPrivate: c.Egress.AllowPrivate, AllowLoopback: c.Egress.AllowLoopback,
 		MaxBytes: int64(c.Egress.MaxBytes), MaxConnections: c.Egress.MaxConnections}
 	for _, d := range c.Egress.Domains {
 		if n, err := egress.NormalizePattern(d); err == nil {

@@ -378,3 +378,22 @@ path = "/opt/web"
 		t.Error("a misspelt key was accepted")
 	}
 }
+
+// TestEgressLoopbackIsItsOwnSetting: allow_private does not carry allow_loopback with it.
+func TestEgressLoopbackIsItsOwnSetting(t *testing.T) {
+	for _, tc := range []struct {
+		toml            string
+		private, looped bool
+	}{
+		{"allow_private = true\n", true, false},
+		{"allow_loopback = true\n", false, true},
+	} {
+		c, err := Load(writeFile(t, "network = \"allowlist\"\n[egress]\ndomains = [\"index.internal\"]\nports = [8080]\n"+tc.toml), env(nil), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e := c.SandboxEgress(); e.AllowPrivate != tc.private || e.AllowLoopback != tc.looped {
+			t.Errorf("%q: allow_private=%t allow_loopback=%t", tc.toml, e.AllowPrivate, e.AllowLoopback)
+		}
+	}
+}

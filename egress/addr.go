@@ -1,13 +1,30 @@
 package egress
 
-import "net/netip"
+import (
+	"net/netip"
+
+	"github.com/airlock-mcp/airlock/sandbox"
+)
+
+// class is who may open a range of addresses.
+type class int
+
+const (
+	// never: no setting opens it (metadata, unspecified, multicast, reserved).
+	never class = iota
+	// private: other hosts of a private network; allow_private opens it.
+	private
+	// local: this host itself; allow_loopback opens it. allow_private does not: an
+	// operator who opens an internal index at 10.x has not opened the server's own
+	// HTTP port or the host's other loopback services.
+	local
+)
 
 // addrRule is one range of addresses and the rule that refuses it.
 type addrRule struct {
 	prefix netip.Prefix
 	rule   string
-	// private: allow_private lets it through. The others are never a destination.
-	private bool
+	class  class
 }
 
 func pfx(s string) netip.Prefix { return netip.MustParsePrefix(s) }
@@ -15,38 +32,42 @@ func pfx(s string) netip.Prefix { return netip.MustParsePrefix(s) }
 // addrRules are checked in order: the metadata addresses come before the link-local
 // and ULA ranges that contain them, so allow_private never opens them.
 var addrRules = []addrRule{
-	{pfx("169.254.169.254/32"), "metadata", false}, // AWS, GCP, Azure, OCI instance metadata
-	{pfx("169.254.170.2/32"), "metadata", false},   // AWS ECS task credentials
-	{pfx("fd00:ec2::254/128"), "metadata", false},  // AWS IPv6 instance metadata
-	{pfx("100.100.100.200/32"), "metadata", false}, // Alibaba Cloud metadata
-	{pfx("0.0.0.0/8"), "unspecified", false},       // "this network": 0.0.0.0 reaches the host
-	{pfx("::/128"), "unspecified", false},
-	{pfx("224.0.0.0/4"), "multicast", false},
-	{pfx("ff00::/8"), "multicast", false},
-	{pfx("240.0.0.0/4"), "reserved", false}, // and 255.255.255.255
-	{pfx("127.0.0.0/8"), "loopback", true},
-	{pfx("::1/128"), "loopback", true},
-	{pfx("10.0.0.0/8"), "private", true}, // RFC 1918
-	{pfx("172.16.0.0/12"), "private", true},
-	{pfx("192.168.0.0/16"), "private", true},
-	{pfx("198.18.0.0/15"), "private", true}, // benchmarking, used inside labs
-	{pfx("192.0.0.0/24"), "private", true},  // IETF protocol assignments
-	{pfx("169.254.0.0/16"), "link-local", true},
-	{pfx("fe80::/10"), "link-local", true},
-	{pfx("fec0::/10"), "private", true}, // deprecated site-local
-	{pfx("100.64.0.0/10"), "cgnat", true},
+	{pfx("169.254.169.254/32"), "metadata", never}, // AWS, GCP, Azure, OCI instance metadata
+	{pfx("169.254.170.2/32"), "metadata", never},   // AWS ECS task credentials
+	{pfx("fd00:ec2::254/128"), "metadata", never},  // AWS IPv6 instance metadata
+	{pfx("100.100.100.200/32"), "metadata", never}, // Alibaba Cloud metadata
+	// Inside the ranges allow_private opens, or in a public one: still never.
+	{pfx("169.254.0.23/32"), "metadata", never},  // Tencent Cloud metadata (metadata.tencentyun.com)
+	{pfx("192.0.0.192/32"), "metadata", never},   // Oracle Cloud's legacy metadata address
+	{pfx("168.63.129.16/32"), "metadata", never}, // Azure WireServer: VM agent config, certificates
+	{pfx("0.0.0.0/8"), "unspecified", never},     // "this network": 0.0.0.0 reaches the host
+	{pfx("::/128"), "unspecified", never},
+	{pfx("224.0.0.0/4"), "multicast", never},
+	{pfx("ff00::/8"), "multicast", never},
+	{pfx("240.0.0.0/4"), "reserved", never}, // and 255.255.255.255
+	{pfx("127.0.0.0/8"), "loopback", local},
+	{pfx("::1/128"), "loopback", local},
+	{pfx("10.0.0.0/8"), "private", private}, // RFC 1918
+	{pfx("172.16.0.0/12"), "private", private},
+	{pfx("192.168.0.0/16"), "private", private},
+	{pfx("198.18.0.0/15"), "private", private}, // benchmarking, used inside labs
+	{pfx("192.0.0.0/24"), "private", private},  // IETF protocol assignments
+	{pfx("169.254.0.0/16"), "link-local", private},
+	{pfx("fe80::/10"), "link-local", private},
+	{pfx("fec0::/10"), "private", private}, // deprecated site-local
+	{pfx("100.64.0.0/10"), "cgnat", private},
 	// Documentation ranges (RFC 5737, RFC 3849): never on the internet, so an address in
 	// one is a lab's own network, numbered with them.
-	{pfx("192.0.2.0/24"), "documentation", true},
-	{pfx("198.51.100.0/24"), "documentation", true},
-	{pfx("203.0.113.0/24"), "documentation", true},
-	{pfx("2001:db8::/32"), "documentation", true},
-	{pfx("fc00::/7"), "ula", true},
+	{pfx("192.0.2.0/24"), "documentation", private},
+	{pfx("198.51.100.0/24"), "documentation", private},
+	{pfx("203.0.113.0/24"), "documentation", private},
+	{pfx("2001:db8::/32"), "documentation", private},
+	{pfx("fc00::/7"), "ula", private},
 }
 
 // embedded is the IPv4 address an IPv6 one stands for, where the network would route
-// it to that IPv4 address (mapped, IPv4-compatible, NAT64, 6to4). An address of the
-// local-use NAT64 prefix has one reading per translator prefix length.
+// it to that IPv4 address (mapped, translated, IPv4-compatible, NAT64, 6to4). An
+// address of the local-use NAT64 prefix has one reading per translator prefix length.
 func embedded(a netip.Addr) []netip.Addr {
 	if !a.Is6() {
 		return nil
@@ -59,6 +80,8 @@ func embedded(a netip.Addr) []netip.Addr {
 	case pfx("64:ff9b:1::/48").Contains(a):
 		return localNAT64(b)
 	case pfx("64:ff9b::/96").Contains(a):
+		return []netip.Addr{netip.AddrFrom4([4]byte(b[12:]))}
+	case pfx("::ffff:0:0:0/96").Contains(a): // IPv4-translated (RFC 2765 SIIT)
 		return []netip.Addr{netip.AddrFrom4([4]byte(b[12:]))}
 	case pfx("2002::/16").Contains(a):
 		return []netip.Addr{netip.AddrFrom4([4]byte(b[2:6]))}
@@ -92,18 +115,18 @@ func localNAT64(b [16]byte) []netip.Addr {
 	return out
 }
 
-// DeniedAddr returns the rule that refuses a as a destination, or "" when it may be
-// reached. An IPv6 address that embeds an IPv4 one is judged by the IPv4 one too.
-func DeniedAddr(a netip.Addr, allowPrivate bool) string {
+// DeniedAddr returns the rule that refuses a as a destination under cfg, or "" when it
+// may be reached. An IPv6 address that embeds an IPv4 one is judged by the IPv4 one too.
+func DeniedAddr(a netip.Addr, cfg sandbox.Egress) string {
 	a = a.WithZone("")
 	for _, v4 := range embedded(a) {
-		if r := DeniedAddr(v4, allowPrivate); r != "" {
+		if r := DeniedAddr(v4, cfg); r != "" {
 			return r
 		}
 	}
 	for _, r := range addrRules {
 		if r.prefix.Contains(a) {
-			if r.private && allowPrivate {
+			if r.class == private && cfg.AllowPrivate || r.class == local && cfg.AllowLoopback {
 				return ""
 			}
 			return r.rule

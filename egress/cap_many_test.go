@@ -22,7 +22,7 @@ func TestByteCapManyConnections(t *testing.T) {
 	p, got := countingSink(t, 10*time.Second)
 	const maxBytes = 256 << 10
 	dns := &fakeDNS{answers: map[string][][]netip.Addr{"sink.test": {{loopback}}}, lookups: map[string]int{}}
-	h := newHarness(t, sandbox.Egress{Domains: []string{"sink.test"}, Ports: []int{p}, AllowPrivate: true,
+	h := newHarness(t, sandbox.Egress{Domains: []string{"sink.test"}, Ports: []int{p}, AllowPrivate: true, AllowLoopback: true,
 		MaxBytes: maxBytes, MaxConnections: 8}, dns)
 	chunk := bytes.Repeat([]byte("y"), 16<<10)
 	var wg sync.WaitGroup

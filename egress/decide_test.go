@@ -93,66 +93,76 @@ func equal(a, b []string) bool {
 
 func TestDeniedAddr(t *testing.T) {
 	for _, tc := range []struct {
-		addr                 string
-		strict, allowPrivate string // the rule without and with allow_private
+		addr string
+		// The rule with nothing opened, with allow_private, with allow_loopback.
+		strict, allowPrivate, allowLoopback string
 	}{
-		{"93.184.215.14", "", ""},
-		{"2606:4700::1111", "", ""},
-		{"127.0.0.1", "loopback", ""},
-		{"127.8.9.10", "loopback", ""},
-		{"::1", "loopback", ""},
-		{"10.0.0.1", "private", ""},
-		{"172.16.0.1", "private", ""},
-		{"172.31.255.255", "private", ""},
-		{"172.32.0.1", "", ""},
-		{"192.168.1.1", "private", ""},
-		{"169.254.1.1", "link-local", ""},
-		{"fe80::1", "link-local", ""},
-		{"100.64.0.1", "cgnat", ""},
-		{"100.127.255.255", "cgnat", ""},
-		{"fd12:3456::1", "ula", ""},
-		{"fc00::1", "ula", ""},
+		{"93.184.215.14", "", "", ""},
+		{"2606:4700::1111", "", "", ""},
+		{"127.0.0.1", "loopback", "loopback", ""},
+		{"127.8.9.10", "loopback", "loopback", ""},
+		{"::1", "loopback", "loopback", ""},
+		{"10.0.0.1", "private", "", "private"},
+		{"172.16.0.1", "private", "", "private"},
+		{"172.31.255.255", "private", "", "private"},
+		{"172.32.0.1", "", "", ""},
+		{"192.168.1.1", "private", "", "private"},
+		{"169.254.1.1", "link-local", "", "link-local"},
+		{"fe80::1", "link-local", "", "link-local"},
+		{"100.64.0.1", "cgnat", "", "cgnat"},
+		{"100.127.255.255", "cgnat", "", "cgnat"},
+		{"fd12:3456::1", "ula", "", "ula"},
+		{"fc00::1", "ula", "", "ula"},
 		// Documentation ranges are never on the internet; labs number networks with
 		// them (this host's eth0 is 192.0.2.2/24, its gateway 192.0.2.1).
-		{"192.0.2.1", "documentation", ""},
-		{"198.51.100.7", "documentation", ""},
-		{"203.0.113.9", "documentation", ""},
-		{"2001:db8::1", "documentation", ""},
+		{"192.0.2.1", "documentation", "", "documentation"},
+		{"198.51.100.7", "documentation", "", "documentation"},
+		{"203.0.113.9", "documentation", "", "documentation"},
+		{"2001:db8::1", "documentation", "", "documentation"},
 		// Never a destination, allow_private or not.
-		{"169.254.169.254", "metadata", "metadata"},
-		{"fd00:ec2::254", "metadata", "metadata"},
-		{"100.100.100.200", "metadata", "metadata"},
-		{"0.0.0.0", "unspecified", "unspecified"},
-		{"::", "unspecified", "unspecified"},
-		{"224.0.0.1", "multicast", "multicast"},
-		{"ff02::1", "multicast", "multicast"},
-		{"255.255.255.255", "reserved", "reserved"},
+		{"169.254.169.254", "metadata", "metadata", "metadata"},
+		{"fd00:ec2::254", "metadata", "metadata", "metadata"},
+		{"100.100.100.200", "metadata", "metadata", "metadata"},
+		{"169.254.0.23", "metadata", "metadata", "metadata"},
+		{"192.0.0.192", "metadata", "metadata", "metadata"},
+		{"168.63.129.16", "metadata", "metadata", "metadata"},
+		{"::ffff:168.63.129.16", "metadata", "metadata", "metadata"},
+		{"0.0.0.0", "unspecified", "unspecified", "unspecified"},
+		{"::", "unspecified", "unspecified", "unspecified"},
+		{"224.0.0.1", "multicast", "multicast", "multicast"},
+		{"ff02::1", "multicast", "multicast", "multicast"},
+		{"255.255.255.255", "reserved", "reserved", "reserved"},
 		// IPv6 spellings of IPv4 addresses are judged by the IPv4 address.
-		{"::ffff:127.0.0.1", "loopback", ""},
-		{"::ffff:169.254.169.254", "metadata", "metadata"},
-		{"64:ff9b::a00:1", "private", ""},
-		{"64:ff9b::a9fe:a9fe", "metadata", "metadata"},
-		{"2002:a9fe:a9fe::1", "metadata", "metadata"},
-		{"2002:7f00:1::1", "loopback", ""},
-		{"::127.0.0.1", "loopback", ""},
-		{"64:ff9b::5db8:d70e", "", ""},
+		{"::ffff:127.0.0.1", "loopback", "loopback", ""},
+		{"::ffff:169.254.169.254", "metadata", "metadata", "metadata"},
+		{"64:ff9b::a00:1", "private", "", "private"},
+		{"64:ff9b::a9fe:a9fe", "metadata", "metadata", "metadata"},
+		{"2002:a9fe:a9fe::1", "metadata", "metadata", "metadata"},
+		{"2002:7f00:1::1", "loopback", "loopback", ""},
+		{"::127.0.0.1", "loopback", "loopback", ""},
+		{"::ffff:0:7f00:1", "loopback", "loopback", ""},
+		{"::ffff:0:a9fe:a9fe", "metadata", "metadata", "metadata"},
+		{"64:ff9b::5db8:d70e", "", "", ""},
 		// The local-use NAT64 prefix (RFC 8215) is a /48: a translator may use any RFC
 		// 6052 length from 48 to 96, each placing the IPv4 address elsewhere.
-		{"64:ff9b:1:a9fe:a9:fe00::", "metadata", "metadata"}, // /48
-		{"64:ff9b:1:a9:fe:a9fe::", "metadata", "metadata"},   // /56
-		{"64:ff9b:1:0:7f:0:100:0", "loopback", ""},           // /64
-		{"64:ff9b:1::a9fe:a9fe", "metadata", "metadata"},     // /96
-		{"64:ff9b:1:5db8:d7:e00::", "", ""},                  // a public address, /48
-		{"64:ff9b:1:0:5d:b8d7:e00:0", "", ""},                // /64
-		{"64:ff9b:1::5db8:d70e", "", ""},                     // /96
-		{"64:ff9b:1::", "unspecified", "unspecified"},
+		{"64:ff9b:1:a9fe:a9:fe00::", "metadata", "metadata", "metadata"}, // /48
+		{"64:ff9b:1:a9:fe:a9fe::", "metadata", "metadata", "metadata"},   // /56
+		{"64:ff9b:1:0:7f:0:100:0", "loopback", "loopback", ""},           // /64
+		{"64:ff9b:1::a9fe:a9fe", "metadata", "metadata", "metadata"},     // /96
+		{"64:ff9b:1:5db8:d7:e00::", "", "", ""},                          // a public address, /48
+		{"64:ff9b:1:0:5d:b8d7:e00:0", "", "", ""},                        // /64
+		{"64:ff9b:1::5db8:d70e", "", "", ""},                             // /96
+		{"64:ff9b:1::", "unspecified", "unspecified", "unspecified"},
 	} {
 		a := netip.MustParseAddr(tc.addr)
-		if got := DeniedAddr(a, false); got != tc.strict {
-			t.Errorf("DeniedAddr(%s, false) = %q, want %q", a, got, tc.strict)
+		if got := DeniedAddr(a, sandbox.Egress{}); got != tc.strict {
+			t.Errorf("DeniedAddr(%s) = %q, want %q", a, got, tc.strict)
 		}
-		if got := DeniedAddr(a, true); got != tc.allowPrivate {
-			t.Errorf("DeniedAddr(%s, true) = %q, want %q", a, got, tc.allowPrivate)
+		if got := DeniedAddr(a, sandbox.Egress{AllowPrivate: true}); got != tc.allowPrivate {
+			t.Errorf("DeniedAddr(%s, allow_private) = %q, want %q", a, got, tc.allowPrivate)
+		}
+		if got := DeniedAddr(a, sandbox.Egress{AllowLoopback: true}); got != tc.allowLoopback {
+			t.Errorf("DeniedAddr(%s, allow_loopback) = %q, want %q", a, got, tc.allowLoopback)
 		}
 	}
 }
@@ -174,6 +184,10 @@ func TestDecide(t *testing.T) {
 		{"[::1]", 443, "ip-literal"},
 		{"93.184.215.14", 443, ""}, // listed literally
 		{"pypi.org\x00.evil", 443, "domain"},
+		// strings.ToLower maps the Kelvin sign to k: the name checked would be
+		// kelvin.example.org's, the name looked up another.
+		{"\u212aelvin.example.org", 443, "domain"},
+		{"p\u0131pi.org", 443, "domain"},
 		{"", 443, "domain"},
 	} {
 		r := Decide(cfg, tc.host, tc.port)
@@ -187,10 +201,10 @@ func TestDecide(t *testing.T) {
 	}
 	// A mixed answer is refused as a whole.
 	addrs := []netip.Addr{netip.MustParseAddr("93.184.215.14"), netip.MustParseAddr("10.0.0.1")}
-	if r := CheckAddrs("pypi.org", addrs, false); r == nil || r.Rule != "private" {
+	if r := CheckAddrs("pypi.org", addrs, sandbox.Egress{}); r == nil || r.Rule != "private" {
 		t.Errorf("CheckAddrs(public+private) = %v, want private", r)
 	}
-	if r := CheckAddrs("pypi.org", nil, false); r == nil {
+	if r := CheckAddrs("pypi.org", nil, sandbox.Egress{}); r == nil {
 		t.Error("CheckAddrs(no answer) allowed")
 	}
 }
@@ -310,4 +324,27 @@ func FuzzNormalizePattern(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestCheckServerPort: with allow_loopback, the server's own HTTP port on the list is
+// refused at start; without allow_loopback, or on another port, it is not.
+func TestCheckServerPort(t *testing.T) {
+	open := &sandbox.Egress{Ports: []int{443, 8765}, AllowLoopback: true}
+	for _, tc := range []struct {
+		e      *sandbox.Egress
+		listen string
+		bad    bool
+	}{
+		{open, "127.0.0.1:8765", true},
+		{open, "[::1]:8765", true},
+		{open, "0.0.0.0:8765", true},
+		{open, "127.0.0.1:8766", false},
+		{open, "127.0.0.1:0", false},
+		{&sandbox.Egress{Ports: []int{8765}, AllowPrivate: true}, "127.0.0.1:8765", false},
+		{nil, "127.0.0.1:8765", false},
+	} {
+		if err := CheckServerPort(tc.e, tc.listen); (err != nil) != tc.bad {
+			t.Errorf("CheckServerPort(%+v, %s) = %v, want refused=%t", tc.e, tc.listen, err, tc.bad)
+		}
+	}
 }

@@ -11,8 +11,13 @@ package egress
 import (
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
+	"slices"
+	"strconv"
 	"strings"
+
+	"github.com/airlock-mcp/airlock/sandbox"
 )
 
 // ErrPattern means a domain pattern is malformed or not covered by the operator's list.
@@ -21,6 +26,13 @@ var ErrPattern = errors.New("domain pattern")
 // normalizeHost lowercases a host name and drops one trailing dot; ok is false for
 // anything that is not a plausible DNS name (empty labels, bytes outside [a-z0-9-_]).
 func normalizeHost(h string) (string, bool) {
+	// Bytes first, then case: strings.ToLower maps the Kelvin sign (U+212A) to an ASCII
+	// k, which would let one name be checked and another looked up.
+	for i := 0; i < len(h); i++ {
+		if h[i] >= 0x80 {
+			return "", false
+		}
+	}
 	h = strings.ToLower(strings.TrimSuffix(h, "."))
 	if h == "" || len(h) > 253 {
 		return "", false
@@ -132,4 +144,22 @@ func Env() []string {
 	const local = "localhost,127.0.0.1,::1"
 	return append(env, "NO_PROXY="+local, "no_proxy="+local,
 		"PIP_PROXY="+u, "npm_config_proxy="+u, "npm_config_https_proxy="+u)
+}
+
+// CheckServerPort refuses an allowlist that would let a sandbox call the server that
+// runs it: with allow_loopback, a listed port that the server's own HTTP transport
+// listens on (listen, host:port) is reachable from every sandbox, and a loopback bind
+// needs no token. A nil e (no allowlist) or a port chosen by the kernel (0) passes.
+func CheckServerPort(e *sandbox.Egress, listen string) error {
+	if e == nil || !e.AllowLoopback {
+		return nil
+	}
+	_, ps, err := net.SplitHostPort(listen)
+	if err != nil {
+		return nil // the listener's own check reports a bad address
+	}
+	if p, err := strconv.Atoi(ps); err == nil && p != 0 && slices.Contains(e.Ports, p) {
+		return fmt.Errorf("egress.allow_loopback with port %d in egress.ports would let every sandbox call this server's own HTTP transport (%s): list the loopback service's own port only, or serve elsewhere", p, listen)
+	}
+	return nil
 }

@@ -31,8 +31,11 @@ const (
 	// tunnel, its ClientHello): a slowloris client holds a connection slot this long.
 	HeaderTimeout = 10 * time.Second
 	maxHeader     = 64 << 10
-	resolveTime   = 5 * time.Second
-	dialTime      = 10 * time.Second
+	// maxResponseHeader bounds a destination's response head, as net/http's client
+	// does by default (Transport.MaxResponseHeaderBytes).
+	maxResponseHeader = 1 << 20
+	resolveTime       = 5 * time.Second
+	dialTime          = 10 * time.Second
 	// maxRecords bounds the connections a call's result lists; the counts go on.
 	maxRecords = 256
 	// maxRefusers bounds the connections over the cap being answered at once; the accept
@@ -255,8 +258,8 @@ func writeStatus(w io.Writer, code int, r *Refusal) {
 		code, http.StatusText(code), r.Rule, len(body), body)
 }
 
-// limitedReader stops the head of a request at maxHeader bytes; the body is unbounded
-// (the byte cap counts it).
+// limitedReader stops the head of a message (the program's request, a destination's
+// response) at n bytes; the body is unbounded (the byte cap counts it).
 type limitedReader struct {
 	r io.Reader
 	n int64
@@ -264,7 +267,7 @@ type limitedReader struct {
 
 func (l *limitedReader) Read(b []byte) (int, error) {
 	if l.n <= 0 {
-		return 0, errors.New("request head too large")
+		return 0, errors.New("message head too large")
 	}
 	if int64(len(b)) > l.n {
 		b = b[:l.n]
@@ -392,8 +395,8 @@ func decideHost(cfg sandbox.Egress, host string) *Refusal {
 		if !slices.Contains(cfg.Domains, a.String()) {
 			return &Refusal{"ip-literal", fmt.Sprintf("%s is an IP address; only listed names (and listed addresses) may be reached", a)}
 		}
-		if rule := DeniedAddr(a, cfg.AllowPrivate); rule != "" {
-			return &Refusal{rule, fmt.Sprintf("%s is a %s address", a, rule)}
+		if rule := DeniedAddr(a, cfg); rule != "" {
+			return &Refusal{rule, fmt.Sprintf("%s is a %s address%s", a, rule, opener(rule))}
 		}
 		return nil
 	}
@@ -411,16 +414,33 @@ func decideHost(cfg sandbox.Egress, host string) *Refusal {
 
 // CheckAddrs is the verdict on a name's answers: every one must be allowed, so an
 // answer that mixes a public address with a private one is refused as a whole.
-func CheckAddrs(host string, addrs []netip.Addr, allowPrivate bool) *Refusal {
+func CheckAddrs(host string, addrs []netip.Addr, cfg sandbox.Egress) *Refusal {
 	if len(addrs) == 0 {
 		return &Refusal{"resolve", host + " has no addresses"}
 	}
 	for _, a := range addrs {
-		if rule := DeniedAddr(a, allowPrivate); rule != "" {
-			return &Refusal{rule, fmt.Sprintf("%s resolves to %s, a %s address", host, a.Unmap(), rule)}
+		if rule := DeniedAddr(a, cfg); rule != "" {
+			return &Refusal{rule, fmt.Sprintf("%s resolves to %s, a %s address%s", host, a.Unmap(), rule, opener(rule))}
 		}
 	}
 	return nil
+}
+
+// opener names the setting that opens a refused class, for the refusal's sentence: an
+// operator who opened private ranges for an index on loopback learns the one that does.
+func opener(rule string) string {
+	for _, r := range addrRules {
+		if r.rule == rule {
+			switch r.class {
+			case private:
+				return " (egress.allow_private opens it)"
+			case local:
+				return " (egress.allow_loopback opens it)"
+			}
+			return ""
+		}
+	}
+	return ""
 }
 
 func joinInts(v []int) string {
@@ -442,8 +462,19 @@ func (p *Proxy) connect(ctx context.Context, host string, port int) (net.Conn, n
 	if a, ok := ipLiteral(host); ok {
 		addrs = []netip.Addr{a}
 	} else {
+		// The name looked up is the name Decide checked, not the spelling the program
+		// sent: strings.ToLower maps some non-ASCII runes to ASCII (the Kelvin sign to
+		// k), and a resolver may read a trailing dot or case otherwise. It is rooted, so
+		// the resolver's search list never makes x.example.org, which does not exist,
+		// into x.example.org.corp.internal, which the allowlist does not name. A
+		// single-label name stays as listed: it means the search list (and Go's
+		// /etc/hosts keys such a name unrooted).
+		name, _ := normalizeHost(host)
+		if strings.Contains(name, ".") {
+			name += "."
+		}
 		rctx, cancel := context.WithTimeout(ctx, resolveTime)
-		found, err := p.resolve.LookupNetIP(rctx, "ip", host)
+		found, err := p.resolve.LookupNetIP(rctx, "ip", name)
 		cancel()
 		if err != nil {
 			return nil, netip.Addr{}, nil, fmt.Errorf("resolve %s: %w", host, err)
@@ -453,10 +484,10 @@ func (p *Proxy) connect(ctx context.Context, host string, port int) (net.Conn, n
 				addrs = append(addrs, a)
 			}
 		}
-		if r := CheckAddrs(host, addrs, p.cfg.AllowPrivate); r != nil {
+		if r := CheckAddrs(host, addrs, p.cfg); r != nil {
 			var bad netip.Addr
 			for _, a := range addrs {
-				if DeniedAddr(a, p.cfg.AllowPrivate) != "" {
+				if DeniedAddr(a, p.cfg) != "" {
 					bad = a
 					break
 				}
@@ -464,9 +495,11 @@ func (p *Proxy) connect(ctx context.Context, host string, port int) (net.Conn, n
 			return nil, bad, r, nil
 		}
 	}
-	if !p.cfg.AllowPrivate {
+	// A host's own address is this host whatever its class (a private 10.x on eth0, a
+	// bridge's, a public one): allow_private does not open it, allow_loopback does.
+	if !p.cfg.AllowLoopback {
 		if a, ok := hostAddr(addrs); ok {
-			return nil, a, &Refusal{"host", fmt.Sprintf("%s is an address of this host, which reaches its services as loopback does", a)}, nil
+			return nil, a, &Refusal{"host", fmt.Sprintf("%s is an address of this host, which reaches its services as loopback does (egress.allow_loopback opens it)", a)}, nil
 		}
 	}
 	var d net.Dialer
@@ -655,9 +688,15 @@ func (p *Proxy) forward(c net.Conn, req *http.Request, up net.Conn, t *tally, co
 		}
 		return
 	}
-	ur := bufio.NewReader(&countedReader{t, up, &t.received})
+	// The destination's head is bounded as the program's is: Go's parser keeps a
+	// header line whole in memory, and the byte cap alone (an operator may set GiBs)
+	// would let one answer that never ends its head hold that much of the server.
+	head := &limitedReader{r: &countedReader{t, up, &t.received}}
+	ur := bufio.NewReader(head)
 	for {
+		head.n = maxResponseHeader
 		resp, err := http.ReadResponse(ur, req)
+		head.n = 1<<63 - 1
 		if err != nil {
 			if errors.Is(err, errCapped) {
 				writeStatus(c, http.StatusForbidden, capped)

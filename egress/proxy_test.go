@@ -36,11 +36,14 @@ type fakeDNS struct {
 	mu      sync.Mutex
 	answers map[string][][]netip.Addr
 	lookups map[string]int
+	asked   []string // every name asked, as asked
 }
 
 func (f *fakeDNS) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.asked = append(f.asked, host)
+	host = strings.TrimSuffix(host, ".")
 	seq := f.answers[strings.ToLower(host)]
 	if len(seq) == 0 {
 		return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
@@ -195,7 +198,7 @@ func TestProxyAllowsAndRefuses(t *testing.T) {
 		"metadata.test": {{netip.MustParseAddr("169.254.169.254")}},
 	}, lookups: map[string]int{}}
 	cfg := sandbox.Egress{Domains: []string{"allowed.test", "private.test", "metadata.test", "*.sub.test"},
-		Ports: []int{pPlain, pDenied, pSecure}, AllowPrivate: true}
+		Ports: []int{pPlain, pDenied, pSecure}, AllowPrivate: true, AllowLoopback: true}
 	h := newHarness(t, cfg, dns)
 	c := h.client(ca)
 
@@ -229,14 +232,25 @@ func TestProxyAllowsAndRefuses(t *testing.T) {
 		t.Errorf("the denied server saw %d requests", n)
 	}
 
-	// With allow_private off, a name that resolves to loopback or RFC 1918 is refused.
+	// With allow_private and allow_loopback off, a name that resolves to loopback or
+	// RFC 1918 is refused; allow_private alone opens RFC 1918, never loopback.
 	strict := cfg
-	strict.AllowPrivate = false
-	hs := newHarness(t, strict, dns)
-	for host, rule := range map[string]string{"allowed.test": "loopback", "private.test": "private"} {
-		code, body := get(t, hs.client(nil), fmt.Sprintf("http://%s:%d/", host, pPlain))
-		if code != http.StatusForbidden || !strings.Contains(body, rule+":") {
-			t.Errorf("%s without allow_private: %d %q, want rule %s", host, code, body, rule)
+	strict.AllowPrivate, strict.AllowLoopback = false, false
+	privateOnly := cfg
+	privateOnly.AllowLoopback = false
+	for _, tc := range []struct {
+		what       string
+		cfg        sandbox.Egress
+		host, rule string
+	}{
+		{"strict", strict, "allowed.test", "loopback"},
+		{"strict", strict, "private.test", "private"},
+		{"allow_private only", privateOnly, "allowed.test", "loopback"},
+	} {
+		hs := newHarness(t, tc.cfg, dns)
+		code, body := get(t, hs.client(nil), fmt.Sprintf("http://%s:%d/", tc.host, pPlain))
+		if code != http.StatusForbidden || !strings.Contains(body, tc.rule+":") {
+			t.Errorf("%s, %s: %d %q, want rule %s", tc.what, tc.host, code, body, tc.rule)
 		}
 	}
 
@@ -262,7 +276,7 @@ func TestTunnelSNIMismatch(t *testing.T) {
 	defer secure.Close()
 	p := port(t, secure.URL)
 	dns := &fakeDNS{answers: map[string][][]netip.Addr{"allowed.test": {{loopback}}}, lookups: map[string]int{}}
-	h := newHarness(t, sandbox.Egress{Domains: []string{"allowed.test"}, Ports: []int{p}, AllowPrivate: true}, dns)
+	h := newHarness(t, sandbox.Egress{Domains: []string{"allowed.test"}, Ports: []int{p}, AllowPrivate: true, AllowLoopback: true}, dns)
 
 	c, br := h.connect(t, fmt.Sprintf("allowed.test:%d", p))
 	defer c.Close()
@@ -314,7 +328,7 @@ func TestTunnelInTunnel(t *testing.T) {
 	defer denied.Close()
 	pa, pd := port(t, allowed.URL), port(t, denied.URL)
 	dns := &fakeDNS{answers: map[string][][]netip.Addr{"allowed.test": {{loopback}}, "denied.test": {{loopback}}}, lookups: map[string]int{}}
-	h := newHarness(t, sandbox.Egress{Domains: []string{"allowed.test"}, Ports: []int{pa, pd}, AllowPrivate: true}, dns)
+	h := newHarness(t, sandbox.Egress{Domains: []string{"allowed.test"}, Ports: []int{pa, pd}, AllowPrivate: true, AllowLoopback: true}, dns)
 	c, br := h.connect(t, fmt.Sprintf("allowed.test:%d", pa))
 	defer c.Close()
 	inner := fmt.Sprintf("denied.test:%d", pd)
@@ -342,7 +356,7 @@ func TestRebinding(t *testing.T) {
 	p := port(t, srv.URL)
 	meta := netip.MustParseAddr("169.254.169.254")
 	dns := &fakeDNS{answers: map[string][][]netip.Addr{"rebind.test": {{loopback}, {meta}}}, lookups: map[string]int{}}
-	h := newHarness(t, sandbox.Egress{Domains: []string{"rebind.test"}, Ports: []int{p}, AllowPrivate: true}, dns)
+	h := newHarness(t, sandbox.Egress{Domains: []string{"rebind.test"}, Ports: []int{p}, AllowPrivate: true, AllowLoopback: true}, dns)
 	c := h.client(nil)
 	if code, body := get(t, c, fmt.Sprintf("http://rebind.test:%d/", p)); code != 200 {
 		t.Fatalf("first answer (allowed): %d %q", code, body)
@@ -362,6 +376,26 @@ func TestRebinding(t *testing.T) {
 	}
 }
 
+// TestLookupIsRooted: the proxy asks its resolver for the name it checked, rooted, so
+// a search list cannot append a suffix the allowlist does not name (x.sub.test that
+// does not exist becoming x.sub.test.corp.internal), and a spelling the program chose
+// (upper case, a trailing dot) is not what is looked up.
+func TestLookupIsRooted(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "ok") }))
+	defer srv.Close()
+	p := port(t, srv.URL)
+	dns := &fakeDNS{answers: map[string][][]netip.Addr{"x.sub.test": {{loopback}}}, lookups: map[string]int{}}
+	h := newHarness(t, sandbox.Egress{Domains: []string{"*.sub.test", "intranet"}, Ports: []int{p}, AllowLoopback: true}, dns)
+	for _, host := range []string{"x.sub.test", "X.Sub.Test.", "missing.sub.test", "intranet"} {
+		get(t, h.client(nil), fmt.Sprintf("http://%s:%d/", host, p))
+	}
+	dns.mu.Lock()
+	defer dns.mu.Unlock()
+	if want := []string{"x.sub.test.", "x.sub.test.", "missing.sub.test.", "intranet"}; fmt.Sprint(dns.asked) != fmt.Sprint(want) {
+		t.Errorf("the resolver was asked for %q, want %q", dns.asked, want)
+	}
+}
+
 func TestByteCap(t *testing.T) {
 	const size = 4 << 20
 	big := bytes.Repeat([]byte("x"), size)
@@ -369,7 +403,7 @@ func TestByteCap(t *testing.T) {
 	defer srv.Close()
 	p := port(t, srv.URL)
 	dns := &fakeDNS{answers: map[string][][]netip.Addr{"big.test": {{loopback}}}, lookups: map[string]int{}}
-	h := newHarness(t, sandbox.Egress{Domains: []string{"big.test"}, Ports: []int{p}, AllowPrivate: true, MaxBytes: 1 << 20}, dns)
+	h := newHarness(t, sandbox.Egress{Domains: []string{"big.test"}, Ports: []int{p}, AllowPrivate: true, AllowLoopback: true, MaxBytes: 1 << 20}, dns)
 	resp, err := h.client(nil).Get(fmt.Sprintf("http://big.test:%d/", p))
 	var n int64
 	if err == nil {
@@ -396,7 +430,7 @@ func TestHostileClients(t *testing.T) {
 	defer srv.Close()
 	p := port(t, srv.URL)
 	dns := &fakeDNS{answers: map[string][][]netip.Addr{"ok.test": {{loopback}}}, lookups: map[string]int{}}
-	h := newHarness(t, sandbox.Egress{Domains: []string{"ok.test"}, Ports: []int{p}, AllowPrivate: true, MaxConnections: 16}, dns,
+	h := newHarness(t, sandbox.Egress{Domains: []string{"ok.test"}, Ports: []int{p}, AllowPrivate: true, AllowLoopback: true, MaxConnections: 16}, dns,
 		func(p *Proxy) { p.headerTimeout = 2 * time.Second })
 	good := func() {
 		t.Helper()
@@ -529,7 +563,7 @@ func BenchmarkRequestViaProxy(b *testing.B) {
 	defer srv.Close()
 	p := port(b, srv.URL)
 	dns := &fakeDNS{answers: map[string][][]netip.Addr{"ok.test": {{loopback}}}, lookups: map[string]int{}}
-	h := newHarness(b, sandbox.Egress{Domains: []string{"ok.test"}, Ports: []int{p}, AllowPrivate: true, MaxBytes: 1 << 40}, dns)
+	h := newHarness(b, sandbox.Egress{Domains: []string{"ok.test"}, Ports: []int{p}, AllowPrivate: true, AllowLoopback: true, MaxBytes: 1 << 40}, dns)
 	c := h.client(nil)
 	u := fmt.Sprintf("http://ok.test:%d/", p)
 	b.ResetTimer()
@@ -568,7 +602,7 @@ func BenchmarkTLSViaProxy(b *testing.B) {
 	defer srv.Close()
 	p := port(b, srv.URL)
 	dns := &fakeDNS{answers: map[string][][]netip.Addr{"ok.test": {{loopback}}}, lookups: map[string]int{}}
-	h := newHarness(b, sandbox.Egress{Domains: []string{"ok.test"}, Ports: []int{p}, AllowPrivate: true, MaxBytes: 1 << 40}, dns)
+	h := newHarness(b, sandbox.Egress{Domains: []string{"ok.test"}, Ports: []int{p}, AllowPrivate: true, AllowLoopback: true, MaxBytes: 1 << 40}, dns)
 	c := h.client(ca)
 	u := fmt.Sprintf("https://ok.test:%d/", p)
 	b.ResetTimer()

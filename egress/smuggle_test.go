@@ -31,7 +31,7 @@ func TestForwardOneExchange(t *testing.T) {
 	defer srv.Close()
 	p := port(t, srv.URL)
 	dns := &fakeDNS{answers: map[string][][]netip.Addr{"ok.test": {{loopback}}, "evil.test": {{loopback}}}, lookups: map[string]int{}}
-	h := newHarness(t, sandbox.Egress{Domains: []string{"ok.test"}, Ports: []int{p}, AllowPrivate: true}, dns)
+	h := newHarness(t, sandbox.Egress{Domains: []string{"ok.test"}, Ports: []int{p}, AllowPrivate: true, AllowLoopback: true}, dns)
 	ok := fmt.Sprintf("ok.test:%d", p)
 	for _, raw := range []string{
 		"GET http://" + ok + "/a HTTP/1.1\r\nHost: " + ok + "\r\n\r\nGET http://evil.test:" + fmt.Sprint(p) + "/evil HTTP/1.1\r\nHost: evil.test\r\n\r\n",

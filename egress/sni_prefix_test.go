@@ -37,7 +37,7 @@ func (p *prefixConn) Write(b []byte) (int, error) {
 func TestTunnelRecordBeforeHello(t *testing.T) {
 	p, got := countingSink(t, 5*time.Second)
 	dns := &fakeDNS{answers: map[string][][]netip.Addr{"allowed.test": {{loopback}}}, lookups: map[string]int{}}
-	h := newHarness(t, sandbox.Egress{Domains: []string{"allowed.test"}, Ports: []int{p}, AllowPrivate: true}, dns)
+	h := newHarness(t, sandbox.Egress{Domains: []string{"allowed.test"}, Ports: []int{p}, AllowPrivate: true, AllowLoopback: true}, dns)
 	for _, rec := range [][]byte{
 		{21, 3, 1, 0, 2, 1, 112}, // a warning alert (unrecognized_name)
 		{20, 3, 3, 0, 1, 1},      // change cipher spec

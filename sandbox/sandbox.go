@@ -46,9 +46,15 @@ type Egress struct {
 	// or IP literals, which are refused unless listed.
 	Domains []string `json:"domains"`
 	Ports   []int    `json:"ports"`
-	// AllowPrivate lets names resolve to loopback, RFC 1918, link-local, CGNAT and ULA
-	// addresses. Cloud metadata, unspecified and multicast addresses stay refused.
+	// AllowPrivate lets names resolve to other hosts' private addresses: RFC 1918,
+	// link-local, CGNAT, ULA and documentation ranges. It does not open this host
+	// (AllowLoopback). Cloud metadata, unspecified and multicast addresses stay refused.
 	AllowPrivate bool `json:"allow_private"`
+	// AllowLoopback lets names (and listed IP literals) reach this host on the listed
+	// ports: loopback, and the host's own interface addresses (an own address in a
+	// private range takes AllowPrivate too). Those reach every local service, the
+	// server's own HTTP transport included, so it is a choice of its own.
+	AllowLoopback bool `json:"allow_loopback"`
 	// MaxBytes caps the bytes of one call, both directions, every connection together.
 	MaxBytes int64 `json:"max_bytes"`
 	// MaxConnections caps the connections of one call open at once.

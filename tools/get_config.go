@@ -194,8 +194,8 @@ func RenderConfig(v ConfigView) string {
 		fmt.Fprintf(&b, "isolation: %s\n", v.Isolation.Tier)
 	}
 	if e := v.Egress; e != nil {
-		fmt.Fprintf(&b, "egress allowlist %s, ports %s, allow_private=%t, max %d bytes and %d connections per call\n",
-			strings.Join(e.Domains, ", "), joinPorts(e.Ports), e.AllowPrivate, e.MaxBytes, e.MaxConnections)
+		fmt.Fprintf(&b, "egress allowlist %s, ports %s, allow_private=%t, allow_loopback=%t, max %d bytes and %d connections per call\n",
+			strings.Join(e.Domains, ", "), joinPorts(e.Ports), e.AllowPrivate, e.AllowLoopback, e.MaxBytes, e.MaxConnections)
 	}
 	for _, l := range v.Languages {
 		fmt.Fprintf(&b, "language %-8s enabled=%-5t installed=%-5t %s %s\n", l.Name, l.Enabled, l.Installed, l.Interpreter, l.Version)

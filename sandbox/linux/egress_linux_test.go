@@ -34,7 +34,7 @@ import (
 
 // The allowlist's escape tests: real sandboxes, real interpreters, servers on the
 // host's loopback that the sandbox may reach only through the egress proxy. Names are
-// answered by testDNS (a rebinding name included); allow_private is on, or no loopback
+// answered by testDNS (a rebinding name included); allow_loopback is on, or no loopback
 // server could be reached at all.
 
 // testDNS answers from a table; a name with several answers gives one per lookup, in
@@ -48,6 +48,7 @@ type testDNS struct {
 func (d *testDNS) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	host = strings.TrimSuffix(host, ".") // the proxy asks for rooted names
 	seq := d.answers[strings.ToLower(host)]
 	if len(seq) == 0 {
 		return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
@@ -129,7 +130,7 @@ func newEgressServers(t *testing.T) *egressServers {
 
 func (e *egressServers) egress(maxBytes int64) *sandbox.Egress {
 	return &sandbox.Egress{Domains: []string{"allowed.test", "index.test", "metadata.test", "rebind.test"},
-		Ports: []int{e.port(e.plain), e.port(e.secure), e.port(e.denied), 80}, AllowPrivate: true, MaxBytes: maxBytes}
+		Ports: []int{e.port(e.plain), e.port(e.secure), e.port(e.denied), 80}, AllowPrivate: true, AllowLoopback: true, MaxBytes: maxBytes}
 }
 
 // testCert makes a CA for this test and a certificate it signed for names.
