@@ -3,6 +3,7 @@ package serve
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -402,7 +403,8 @@ func slowBody(t *testing.T, addr, path, auth string) string {
 		n, err := conn.Read(buf)
 		got.Write(buf[:n])
 		if err != nil {
-			if ne, ok := err.(net.Error); ok && ne.Timeout() {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
 				return ""
 			}
 			return got.String()
