@@ -269,10 +269,33 @@ func TestEgressPrivateIsNotThisHost(t *testing.T) {
 func endlessHead(t *testing.T) (int, *atomic.Int64) {
 	t.Helper()
 	var sent atomic.Int64
+	port := tcpDestination(t, 30*time.Second, func(c net.Conn) {
+		buf := make([]byte, 4096)
+		_, _ = c.Read(buf)
+		n, _ := c.Write([]byte("HTTP/1.1 200 OK\r\nX-Long: "))
+		sent.Add(int64(n))
+		chunk := []byte(strings.Repeat("a", 64<<10))
+		for i := 0; i < 4096; i++ {
+			n, err := c.Write(chunk)
+			sent.Add(int64(n))
+			if err != nil {
+				return
+			}
+		}
+		_, _ = c.Read(buf) // silence: the head never ends
+	})
+	return port, &sent
+}
+
+// tcpDestination listens on loopback until the test ends and serves each connection
+// with serve, under a deadline of d; it returns the port.
+func tcpDestination(t *testing.T, d time.Duration, serve func(net.Conn)) int {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { ln.Close() })
 	go func() {
 		for {
 			c, err := ln.Accept()
@@ -281,25 +304,12 @@ func endlessHead(t *testing.T) (int, *atomic.Int64) {
 			}
 			go func() {
 				defer c.Close()
-				_ = c.SetDeadline(time.Now().Add(30 * time.Second))
-				buf := make([]byte, 4096)
-				_, _ = c.Read(buf)
-				n, _ := c.Write([]byte("HTTP/1.1 200 OK\r\nX-Long: "))
-				sent.Add(int64(n))
-				chunk := []byte(strings.Repeat("a", 64<<10))
-				for i := 0; i < 4096; i++ {
-					n, err := c.Write(chunk)
-					sent.Add(int64(n))
-					if err != nil {
-						return
-					}
-				}
-				_, _ = c.Read(buf) // silence: the head never ends
+				_ = c.SetDeadline(time.Now().Add(d))
+				serve(c)
 			}()
 		}
 	}()
-	t.Cleanup(func() { ln.Close() })
-	return ln.Addr().(*net.TCPAddr).Port, &sent
+	return ln.Addr().(*net.TCPAddr).Port
 }
 
 // TestEgressHostileDestination: an allowed destination that answers a forwarded
@@ -355,32 +365,16 @@ print(json.dumps(out))
 func TestEgressUploadCapped(t *testing.T) {
 	sb := egressSandbox(t)
 	var got atomic.Int64
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
+	port := tcpDestination(t, 20*time.Second, func(c net.Conn) {
+		buf := make([]byte, 64<<10)
 		for {
-			c, err := ln.Accept()
+			n, err := c.Read(buf)
+			got.Add(int64(n))
 			if err != nil {
 				return
 			}
-			go func() {
-				defer c.Close()
-				_ = c.SetDeadline(time.Now().Add(20 * time.Second))
-				buf := make([]byte, 64<<10)
-				for {
-					n, err := c.Read(buf)
-					got.Add(int64(n))
-					if err != nil {
-						return
-					}
-				}
-			}()
 		}
-	}()
-	port := ln.Addr().(*net.TCPAddr).Port
+	})
 	egressDNS.mu.Lock()
 	egressDNS.answers["sink.test"] = []netip.Addr{netip.MustParseAddr("127.0.0.1")}
 	egressDNS.mu.Unlock()
