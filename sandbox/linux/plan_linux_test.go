@@ -390,18 +390,7 @@ func TestIoctlMasks(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			masks := complementMasks(tc.denied)
-			matches := func(x uint64) int {
-				n := 0
-				for _, m := range masks {
-					if m.mask>>32 != 0 {
-						t.Fatalf("mask %#x looks at the upper half, which the kernel ignores", m.mask)
-					}
-					if x&m.mask == m.value {
-						n++
-					}
-				}
-				return n
-			}
+			matches := func(x uint64) int { return maskMatches(t, masks, x) }
 			r := rand.New(rand.NewPCG(1, 2))
 			for _, d := range tc.denied {
 				for i := 0; i < 100; i++ {
@@ -431,6 +420,22 @@ func TestIoctlMasks(t *testing.T) {
 	}
 }
 
+// maskMatches counts the masked values x matches, as the filter's argument rules compare
+// (the kernel passes the lower 32 bits only, so a mask may not look above them).
+func maskMatches(t *testing.T, masks []maskedValue, x uint64) int {
+	t.Helper()
+	n := 0
+	for _, m := range masks {
+		if m.mask>>32 != 0 {
+			t.Fatalf("mask %#x looks at the upper half, which the kernel ignores", m.mask)
+		}
+		if x&m.mask == m.value {
+			n++
+		}
+	}
+	return n
+}
+
 // TestFcntlMasks: every fcntl command of Linux 6.18 but F_NOTIFY and F_SETLEASE is
 // allowed, by exactly one match, whatever the upper 32 bits hold; the denied ones and
 // the commands Linux does not have match none.
@@ -441,18 +446,7 @@ func TestFcntlMasks(t *testing.T) {
 		unix.F_GETLEASE, 1027 /* F_DUPFD_QUERY */, 1028 /* F_CREATED_QUERY */, 1029 /* F_CANCELLK */, unix.F_DUPFD_CLOEXEC,
 		unix.F_SETPIPE_SZ, unix.F_GETPIPE_SZ, unix.F_ADD_SEALS, unix.F_GET_SEALS,
 		unix.F_GET_RW_HINT, unix.F_SET_RW_HINT, unix.F_GET_FILE_RW_HINT, unix.F_SET_FILE_RW_HINT}
-	matches := func(x uint64) int {
-		n := 0
-		for _, m := range allowedFcntls {
-			if m.mask>>32 != 0 {
-				t.Fatalf("mask %#x looks at the upper half, which the kernel ignores", m.mask)
-			}
-			if x&m.mask == m.value {
-				n++
-			}
-		}
-		return n
-	}
+	matches := func(x uint64) int { return maskMatches(t, allowedFcntls, x) }
 	r := rand.New(rand.NewPCG(3, 4))
 	for _, c := range known {
 		for i := 0; i < 100; i++ {
