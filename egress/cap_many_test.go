@@ -26,7 +26,10 @@ func TestByteCapManyConnections(t *testing.T) {
 		MaxBytes: maxBytes, MaxConnections: 8}, dns)
 	chunk := bytes.Repeat([]byte("y"), 16<<10)
 	var wg sync.WaitGroup
-	sem := make(chan struct{}, 6) // under the connection cap
+	// Well under the connection cap: the proxy frees a tunnel's slot just after it closes
+	// the client's side, so a client that reconnects at once can find its last few
+	// tunnels still counted (with 6 of 8, a 403 connection-cap once in CI under load).
+	sem := make(chan struct{}, 4)
 	for range 64 {
 		wg.Add(1)
 		sem <- struct{}{}
