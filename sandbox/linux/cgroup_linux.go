@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -765,6 +766,16 @@ func (c *cgroup) stats() cgroupStats {
 // v2 (cpu.stat is a core file), on v1 where cpuacct is mounted.
 func (c *cgroup) countsCPU() bool {
 	return c.version == 2 || (c.version == 1 && c.m.acct != "")
+}
+
+// cpuRate is how many CPUs' worth of time the cgroup's processes can use per second of
+// wall clock: one under the cgroup's CPU quota; every CPU of the server's where the cpu
+// controller is missing (v1 without it mounted, v2 without it delegated).
+func (c *cgroup) cpuRate() int {
+	if (c.version == 1 && c.dirs["cpu"] != "") || (c.version == 2 && slices.Contains(c.m.ctrls, "cpu")) {
+		return 1
+	}
+	return max(runtime.NumCPU(), 1)
 }
 
 // cpu is the CPU time every process of the cgroup has used so far, the exited ones

@@ -548,15 +548,15 @@ func (l *launch) supervise(ctx context.Context) bool {
 // cpuWatch enforces the CPU-time limit on the run as a whole, where the cgroup counts
 // it: RLIMIT_CPU holds per process, so a program spreading its work over processes
 // (children that exit unwaited-for, a pool of workers) would otherwise spend the limit
-// once per process until the wall clock. The cgroup's one-CPU quota means the run cannot
-// use CPU faster than time passes, so the first read is due when the limit could first be
-// reached, and each later one when the rest could: a run that ends sooner costs no read
-// at all. Nil where nothing counts the run's CPU time (no cgroup).
+// once per process until the wall clock. The run cannot use CPU faster than its rate
+// (one CPU under the cgroup's quota), so the first read is due when the limit could first
+// be reached, and each later one when the rest could: a run that ends sooner costs no
+// read at all. Nil where nothing counts the run's CPU time (no cgroup).
 func (l *launch) cpuWatch() *time.Timer {
 	if l.cg == nil || !l.cg.countsCPU() {
 		return nil
 	}
-	return time.NewTimer(l.spec.Limits.CPU)
+	return time.NewTimer(l.spec.Limits.CPU / time.Duration(l.cg.cpuRate()))
 }
 
 // checkCPU ends the run once its CPU time has reached the limit, and otherwise sets
@@ -571,7 +571,7 @@ func (l *launch) checkCPU(t *time.Timer) {
 		l.stop(sandbox.StatusTimeout, fmt.Sprintf("killed at the CPU-time limit of %s", lim))
 		return
 	}
-	t.Reset(max(lim-used, cpuRecheck))
+	t.Reset(max((lim-used)/time.Duration(l.cg.cpuRate()), cpuRecheck))
 }
 
 // stop records why the run is being ended (first reason wins) and kills the init.
