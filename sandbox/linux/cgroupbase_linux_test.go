@@ -75,13 +75,13 @@ func TestCgroupCPURate(t *testing.T) {
 	all := max(runtime.NumCPU(), 1)
 	for _, tc := range []struct {
 		name string
-		cg   cgroup
+		cg   *cgroup
 		want int
 	}{
-		{"v1 with cpu", cgroup{version: 1, m: &cgroups{}, dirs: map[string]string{"memory": "/m", "pids": "/p", "cpu": "/c"}}, 1},
-		{"v1 without cpu", cgroup{version: 1, m: &cgroups{}, dirs: map[string]string{"memory": "/m", "pids": "/p"}}, all},
-		{"v2 with cpu", cgroup{version: 2, m: &cgroups{ctrls: []string{"memory", "pids", "cpu"}}}, 1},
-		{"v2 without cpu", cgroup{version: 2, m: &cgroups{ctrls: []string{"memory", "pids"}}}, all},
+		{"v1 with cpu", &cgroup{version: 1, m: &cgroups{}, dirs: map[string]string{"memory": "/m", "pids": "/p", "cpu": "/c"}}, 1},
+		{"v1 without cpu", &cgroup{version: 1, m: &cgroups{}, dirs: map[string]string{"memory": "/m", "pids": "/p"}}, all},
+		{"v2 with cpu", &cgroup{version: 2, m: &cgroups{ctrls: []string{"memory", "pids", "cpu"}}}, 1},
+		{"v2 without cpu", &cgroup{version: 2, m: &cgroups{ctrls: []string{"memory", "pids"}}}, all},
 	} {
 		if got := tc.cg.cpuRate(); got != tc.want {
 			t.Errorf("%s: rate %d, want %d", tc.name, got, tc.want)
