@@ -597,3 +597,43 @@ func TestCPULimitUnwaitedChildren(t *testing.T) {
 	}
 	t.Logf("unwaited spinners: %s, cpu %s, wall %s", res.Detail, res.CPU, res.Wall)
 }
+
+// The run's CPU time is the cgroup's count, so the program must not be able to reset it:
+// writing 0 to cpuacct.usage (v1) zeroes a cgroup's count. The namespace tier mounts no
+// cgroupfs; the Landlock tier sees the host's, read-only to it (Landlock, and files the
+// run's uid does not own).
+func TestCPUCountNotWritable(t *testing.T) {
+	recordTier(t)
+	t.Parallel()
+	const code = `
+import os
+paths = ["/sys/fs/cgroup/cpuacct/cpuacct.usage", "/sys/fs/cgroup/cpu,cpuacct/cpuacct.usage"]
+try:
+    for l in open("/proc/self/cgroup").read().split("\n"):
+        f = l.split(":", 2)
+        if len(f) == 3 and "cpuacct" in f[1].split(","):
+            for m in ("/sys/fs/cgroup/cpuacct", "/sys/fs/cgroup/cpu,cpuacct", "/sys/fs/cgroup/" + f[1]):
+                paths.append(m + f[2] + "/cpuacct.usage")
+except OSError:
+    pass
+for p in paths:
+    try:
+        with open(p, "w") as fh:
+            fh.write("0")
+        print("RESET", p)
+    except OSError:
+        pass
+import time
+t = time.process_time()
+while time.process_time() - t < 0.3:
+    pass
+`
+	spec := pySpec(code, newMarker())
+	res := run(t, spec)
+	if bytes.Contains(res.Stdout.Head, []byte("RESET")) {
+		t.Errorf("the program reset its cgroup's CPU count: %s", res.Stdout.Head)
+	}
+	if res.Status != sandbox.StatusOK || res.CPU < 280*time.Millisecond {
+		t.Errorf("a program that spins 300 ms: %s, cpu %s", brief(res), res.CPU)
+	}
+}
