@@ -15,8 +15,9 @@ import (
 	"github.com/airlock-mcp/airlock/internal/sandboxtest"
 )
 
-// v1Controllers are the cgroup v1 controllers a sandbox gets a cgroup in.
-var v1Controllers = []string{"memory", "pids", "cpu"}
+// v1Controllers are the cgroup v1 controllers a sandbox gets a cgroup in (cpuacct for the
+// run's CPU time; where it shares cpu's hierarchy the cpu cgroup is it).
+var v1Controllers = []string{"memory", "pids", "cpu", "cpuacct"}
 
 // freshCgroups makes a new, empty cgroup in each v1 controller for one `airlock run`,
 // so that anything it leaves shows up as a subdirectory. It skips loudly where that is

@@ -132,13 +132,15 @@ func SharedCgroupBases(pid int) []string {
 }
 
 // CgroupParents are the cgroups of pid in the v1 hierarchies airlock uses (memory,
-// pids, cpu): where a server started there makes its bases. Unlike CgroupBases it does
-// not need a base to exist already (an airlock process removes the base it made, empty,
-// when it exits).
+// pids, cpu, cpuacct): where a server started there makes its bases. Unlike CgroupBases
+// it does not need a base to exist already (an airlock process removes the base it made,
+// empty, when it exits).
 func CgroupParents(pid int) []string {
 	var out []string
 	for _, h := range hierarchies(pid) {
-		if slices.ContainsFunc(h.controllers, func(c string) bool { return c == "memory" || c == "pids" || c == "cpu" }) {
+		if slices.ContainsFunc(h.controllers, func(c string) bool {
+			return c == "memory" || c == "pids" || c == "cpu" || c == "cpuacct"
+		}) {
 			out = append(out, filepath.Join(h.mount, h.path))
 		}
 	}

@@ -261,7 +261,8 @@ func TestNetworkRulesOnlyWhenEnabled(t *testing.T) {
 func TestProfileNarrowed(t *testing.T) {
 	for _, network := range []bool{false, true} {
 		r := rules(mustRender(t, fixed(network)))
-		for _, broad := range []string{`(subpath "/usr")`, `(sysctl-name-prefix "kern.proc.pid.")`, `(sysctl-name-prefix "kern.proc.pgrp.")`, "(allow ipc-posix-shm)", "(allow ipc-posix-shm*)"} {
+		for _, broad := range []string{`(subpath "/usr")`, `(sysctl-name-prefix "kern.proc.pid.")`, `(sysctl-name-prefix "kern.proc.pgrp.")`, "(allow ipc-posix-shm)", "(allow ipc-posix-shm*)",
+			"(allow ipc-posix-sem)", "(allow ipc-posix-sem*)"} {
 			if strings.Contains(r, broad) {
 				t.Errorf("network=%v: profile contains %s", network, broad)
 			}
@@ -282,7 +283,8 @@ func TestProfileNarrowed(t *testing.T) {
 // Interpreters the review found denied: Rosetta's runtime and cache, the xcode-select link.
 func TestProfileRuntimes(t *testing.T) {
 	r := rules(mustRender(t, fixed(false)))
-	for _, want := range []string{`(subpath "/Library/Apple/usr/libexec/oah")`, `(subpath "/private/var/db/oah")`, `(literal "/private/var/db/xcode_select_link")`, `(subpath "/usr/lib")`, `(ipc-posix-name-prefix "/psm_")`} {
+	for _, want := range []string{`(subpath "/Library/Apple/usr/libexec/oah")`, `(subpath "/private/var/db/oah")`, `(literal "/private/var/db/xcode_select_link")`, `(subpath "/usr/lib")`, `(ipc-posix-name-prefix "/psm_")`,
+		`(allow ipc-posix-sem* (ipc-posix-name-prefix "/mp-")`} {
 		if !strings.Contains(r, want) {
 			t.Errorf("profile lacks %s", want)
 		}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"runtime"
 	"testing"
 )
 
@@ -65,5 +66,25 @@ func TestReadCgroupCounters(t *testing.T) {
 	}
 	if got := readInt(filepath.Join(dir, "absent")); got != 0 {
 		t.Errorf("readInt of a missing file = %d, want 0", got)
+	}
+}
+
+// A run's CPU time is checked by the rate its cgroup lets it use CPU (cpuWatch): one CPU
+// under the quota, every CPU where no cpu controller sets one.
+func TestCgroupCPURate(t *testing.T) {
+	all := max(runtime.NumCPU(), 1)
+	for _, tc := range []struct {
+		name string
+		cg   *cgroup
+		want int
+	}{
+		{"v1 with cpu", &cgroup{version: 1, m: &cgroups{}, dirs: map[string]string{"memory": "/m", "pids": "/p", "cpu": "/c"}}, 1},
+		{"v1 without cpu", &cgroup{version: 1, m: &cgroups{}, dirs: map[string]string{"memory": "/m", "pids": "/p"}}, all},
+		{"v2 with cpu", &cgroup{version: 2, m: &cgroups{ctrls: []string{"memory", "pids", "cpu"}}}, 1},
+		{"v2 without cpu", &cgroup{version: 2, m: &cgroups{ctrls: []string{"memory", "pids"}}}, all},
+	} {
+		if got := tc.cg.cpuRate(); got != tc.want {
+			t.Errorf("%s: rate %d, want %d", tc.name, got, tc.want)
+		}
 	}
 }

@@ -30,6 +30,8 @@ const (
 	drainGrace = 2 * time.Second
 	// progressEvery is the interval of Spec.Progress callbacks.
 	progressEvery = time.Second
+	// cpuRecheck is the shortest wait between two reads of a run's CPU time (cpuWatch).
+	cpuRecheck = 10 * time.Millisecond
 )
 
 // launch is one sandbox seen from the parent, from its start to its result.
@@ -496,6 +498,8 @@ func (l *launch) supervise(ctx context.Context) bool {
 		defer t.Stop()
 		tick = t.C
 	}
+	var cpuCheck <-chan time.Time
+	var cpuTimer *time.Timer
 	startedCh := l.startedCh
 	for {
 		select {
@@ -517,6 +521,12 @@ func (l *launch) supervise(ctx context.Context) bool {
 			t := time.NewTimer(l.spec.Limits.Wall)
 			defer t.Stop()
 			wall = t.C
+			if cpuTimer = l.cpuWatch(); cpuTimer != nil {
+				defer cpuTimer.Stop()
+				cpuCheck = cpuTimer.C
+			}
+		case <-cpuCheck:
+			l.checkCPU(cpuTimer)
 		case <-setup.C:
 			l.stop(sandbox.StatusSandboxError, fmt.Sprintf("sandbox setup did not finish within %s", setupTimeout))
 		case <-wall:
@@ -533,6 +543,35 @@ func (l *launch) supervise(ctx context.Context) bool {
 			}
 		}
 	}
+}
+
+// cpuWatch enforces the CPU-time limit on the run as a whole, where the cgroup counts
+// it: RLIMIT_CPU holds per process, so a program spreading its work over processes
+// (children that exit unwaited-for, a pool of workers) would otherwise spend the limit
+// once per process until the wall clock. The run cannot use CPU faster than its rate
+// (one CPU under the cgroup's quota), so the first read is due when the limit could first
+// be reached, and each later one when the rest could: a run that ends sooner costs no
+// read at all. Nil where nothing counts the run's CPU time (no cgroup).
+func (l *launch) cpuWatch() *time.Timer {
+	if l.cg == nil || !l.cg.countsCPU() {
+		return nil
+	}
+	return time.NewTimer(l.spec.Limits.CPU / time.Duration(l.cg.cpuRate()))
+}
+
+// checkCPU ends the run once its CPU time has reached the limit, and otherwise sets
+// the next check (t) for when the rest of it could be used up.
+func (l *launch) checkCPU(t *time.Timer) {
+	l.mu.Lock()
+	before := l.cpuBefore
+	l.mu.Unlock()
+	lim := l.spec.Limits.CPU
+	used := l.cg.cpu() - before
+	if used >= lim {
+		l.stop(sandbox.StatusTimeout, fmt.Sprintf("killed at the CPU-time limit of %s", lim))
+		return
+	}
+	t.Reset(max((lim-used)/time.Duration(l.cg.cpuRate()), cpuRecheck))
 }
 
 // stop records why the run is being ended (first reason wins) and kills the init.

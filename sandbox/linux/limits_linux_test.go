@@ -435,7 +435,7 @@ func TestProcessesInTheirCgroup(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, ctrl := range []string{"memory", "pids", "cpu"} {
+		for _, ctrl := range s.cg.ctrls { // memory, pids, and cpu, cpuacct where mounted
 			found := false
 			for _, line := range strings.Split(string(b), "\n") {
 				f := strings.SplitN(line, ":", 3)
@@ -552,4 +552,88 @@ func TestRunCgroupLimits(t *testing.T) {
 	}
 	syscall.Kill(prog, syscall.SIGKILL)
 	<-done
+}
+
+// unwaitedSpinners is python that spends CPU in children it never waits for: with SIGCHLD
+// ignored the kernel reaps them at once and drops their times (no parent's, nor the init's,
+// rusage ever holds them), and each child stays far below RLIMIT_CPU, which is per
+// process.
+const unwaitedSpinners = `
+import os, signal, time
+signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+r, w = os.pipe()
+deadline = time.monotonic() + 20
+while time.monotonic() < deadline:
+    if os.fork() == 0:
+        os.close(r)
+        t = time.process_time()
+        while time.process_time() - t < 0.1:
+            pass
+        os.write(w, b"x")
+        os._exit(0)
+    os.read(r, 1)
+`
+
+// The CPU-time limit is the run's, not each process's: children that spin and exit
+// unwaited-for (their CPU time never reaches any rusage) are still counted, and the run
+// ends at the limit, not at the wall clock; the CPU reported is what they used.
+func TestCPULimitUnwaitedChildren(t *testing.T) {
+	recordTier(t)
+	t.Parallel()
+	s := testSandbox(t)
+	if s.cg.version == 0 {
+		// By design, as for sessions (needSessions): without a cgroup nothing counts a
+		// run's processes together.
+		t.Skipf("SKIPPING: NO USABLE CGROUPS HERE (%s): the CPU-time limit is per process (RLIMIT_CPU) and the wall clock bounds the run", s.cg.reason)
+	}
+	spec := pySpec(unwaitedSpinners, newMarker())
+	spec.Limits = sandbox.Limits{CPU: time.Second, Wall: 15 * time.Second}
+	res := run(t, spec)
+	if res.Status != sandbox.StatusTimeout || !strings.Contains(res.Detail, "CPU-time limit") {
+		t.Fatalf("want the CPU-time limit to end it (wall 15 s): %s", brief(res))
+	}
+	if res.CPU < 900*time.Millisecond {
+		t.Errorf("reported %s of CPU for a run stopped at its CPU-time limit of 1s", res.CPU)
+	}
+	t.Logf("unwaited spinners: %s, cpu %s, wall %s", res.Detail, res.CPU, res.Wall)
+}
+
+// The run's CPU time is the cgroup's count, so the program must not be able to reset it:
+// writing 0 to cpuacct.usage (v1) zeroes a cgroup's count. The namespace tier mounts no
+// cgroupfs; the Landlock tier sees the host's, read-only to it (Landlock, and files the
+// run's uid does not own).
+func TestCPUCountNotWritable(t *testing.T) {
+	recordTier(t)
+	t.Parallel()
+	const code = `
+import os
+paths = ["/sys/fs/cgroup/cpuacct/cpuacct.usage", "/sys/fs/cgroup/cpu,cpuacct/cpuacct.usage"]
+try:
+    for l in open("/proc/self/cgroup").read().split("\n"):
+        f = l.split(":", 2)
+        if len(f) == 3 and "cpuacct" in f[1].split(","):
+            for m in ("/sys/fs/cgroup/cpuacct", "/sys/fs/cgroup/cpu,cpuacct", "/sys/fs/cgroup/" + f[1]):
+                paths.append(m + f[2] + "/cpuacct.usage")
+except OSError:
+    pass
+for p in paths:
+    try:
+        with open(p, "w") as fh:
+            fh.write("0")
+        print("RESET", p)
+    except OSError:
+        pass
+import time
+t = time.process_time()
+while time.process_time() - t < 0.3:
+    pass
+`
+	spec := pySpec(code, newMarker())
+	res := run(t, spec)
+	if bytes.Contains(res.Stdout.Head, []byte("RESET")) {
+		t.Errorf("the program reset its cgroup's CPU count: %s", res.Stdout.Head)
+	}
+	if res.Status != sandbox.StatusOK || res.CPU < 280*time.Millisecond {
+		t.Errorf("a program that spins 300 ms: %s, cpu %s", brief(res), res.CPU)
+	}
 }

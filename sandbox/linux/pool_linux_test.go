@@ -279,12 +279,20 @@ func TestPoolCountersAreReadAtTheEnd(t *testing.T) {
 	if res.ExitCode != 3 || !strings.Contains(res.Detail, "process limit") {
 		t.Errorf("forks up to the process limit: %s exit %d %q", res.Status, res.ExitCode, res.Detail)
 	}
+	// The CPU-time count (the run as a whole: TestCPULimitUnwaitedChildren) starts at
+	// the call, not at the interpreter's start in the pool.
+	lowerCPU := limits
+	lowerCPU.CPU = time.Second
+	res = pooled(unwaitedSpinners, lowerCPU)
+	if res.Status != sandbox.StatusTimeout || !strings.Contains(res.Detail, "CPU-time limit") || res.CPU < 900*time.Millisecond {
+		t.Errorf("children spinning unwaited-for under a 1 s CPU-time limit: %s %q, cpu %s, wall %s", res.Status, res.Detail, res.CPU, res.Wall)
+	}
 }
 
 // A pooled run reports the call's own time: not the CPU its sandbox spent loading the
 // interpreter before the call (the pool's work), and a wall clock from the program's
 // release. Both accountings are checked where the host has them: the cgroup's (v2
-// cpu.stat) and the init's rusage (no cgroup, or v1).
+// cpu.stat, v1 cpuacct) and the init's rusage (no cgroup).
 func TestPoolReportsTheCallsOwnTime(t *testing.T) {
 	langs := poolLanguages(t)
 	limits := sandbox.Limits{Wall: 30 * time.Second, CPU: 30 * time.Second, Memory: 256 << 20, Pids: 32, Output: 1 << 20}
@@ -295,8 +303,8 @@ func TestPoolReportsTheCallsOwnTime(t *testing.T) {
 		t.Run("cgroups="+mode, func(t *testing.T) {
 			s, err := New(sandbox.Options{Cgroups: mode})
 			sandboxtest.Require(t, err)
-			// Where cgroup v2 is in use its cpu.stat is the figure; elsewhere (v1, off)
-			// the init's rusage.
+			// Where a cgroup counts CPU time (v2 cpu.stat, v1 cpuacct) that is the
+			// figure; without one (off) the init's rusage.
 			t.Logf("cgroup version %d", s.cg.version)
 			defer s.Close()
 			cold, err := s.Run(context.Background(), withDefaults(spec("pass")))

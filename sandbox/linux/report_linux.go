@@ -99,10 +99,10 @@ func (s *Sandbox) Probe(ctx context.Context) (sandbox.Report, error) {
 		cg.Fix = cgroupFix(s.root, container()) + "; until then memory is bounded by RLIMIT_AS and processes by RLIMIT_NPROC"
 	case 1:
 		cg.Active = ok
-		cg.Detail = "cgroup v1, controllers " + strings.Join(s.cg.ctrls, ",") + ": memory (no swap), pids, cpu quota 1 CPU, peak memory and OOM kills"
+		cg.Detail = "cgroup v1, controllers " + strings.Join(s.cg.ctrls, ",") + ": memory (no swap), pids, cpu quota 1 CPU, peak memory and OOM kills" + v1CPUTime(s.cg.acct)
 	case 2:
 		cg.Active = ok
-		cg.Detail = "cgroup v2 at " + s.cg.v2 + ", controllers " + strings.Join(s.cg.ctrls, ",") + ": memory (swap 0, oom.group), pids, cpu quota 1 CPU"
+		cg.Detail = "cgroup v2 at " + s.cg.v2 + ", controllers " + strings.Join(s.cg.ctrls, ",") + ": memory (swap 0, oom.group), pids, cpu quota 1 CPU, the run's CPU time"
 	}
 	rep.Layers = append(rep.Layers, cg)
 	mem := sandbox.Layer{Name: "memory-limit", Active: ok, Required: true}
@@ -131,4 +131,13 @@ func landlockABI() int {
 		return 0
 	}
 	return int(r)
+}
+
+// v1CPUTime is what the cgroup v1 layer's detail says of the run's CPU time: counted
+// by cpuacct, or, without it, only per process.
+func v1CPUTime(acct string) string {
+	if acct != "" {
+		return ", the run's CPU time (cpuacct)"
+	}
+	return "; no cpuacct controller: the CPU-time limit holds per process, and the CPU time reported misses children reaped unwaited-for"
 }

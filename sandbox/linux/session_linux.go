@@ -28,8 +28,8 @@ package linux
 //
 // Sessions need cgroups (v2, or v1 as root): the memory and pids limits hold for the
 // whole session, and the processes to interrupt are the cgroup's. A call's CPU time is
-// the cgroup's (v2), or the sum over the cgroup's processes and what they reaped (v1,
-// whose cpuacct airlock does not join).
+// the cgroup's count (v2's cpu.stat, v1's cpuacct), or, on a v1 host without cpuacct,
+// the sum over the cgroup's processes and what they reaped.
 
 import (
 	"context"
@@ -476,11 +476,12 @@ func (ss *session) processes() ([]int, error) {
 	return out, nil
 }
 
-// cpu is the CPU time the session has used so far: the cgroup's on v2; on v1 the sum,
-// over the cgroup's processes (the init included), of their own time and their reaped
-// children's, which a process's exit moves into its reaper's.
+// cpu is the CPU time the session has used so far: the cgroup's count where it keeps
+// one; else (v1 without cpuacct) the sum, over the cgroup's processes (the init
+// included), of their own time and their reaped children's, which a process's exit
+// moves into its reaper's, and which misses a child reaped unwaited-for.
 func (ss *session) cpu() time.Duration {
-	if ss.l.cg.version == 2 {
+	if ss.l.cg.countsCPU() {
 		return ss.l.cg.cpu()
 	}
 	dir, _ := ss.procsDir()

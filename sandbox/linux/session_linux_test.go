@@ -179,6 +179,23 @@ func TestSessionCPULimitPerCall(t *testing.T) {
 	}
 }
 
+// A call's CPU time counts the children it never waits for (SIGCHLD ignored: reaped at
+// once, their times in no rusage). On cgroup v1 the server summed the session's
+// processes' times, which missed them: 2.5 s of CPU counted as 160 ms, and such a call
+// ran to its wall-clock limit.
+func TestSessionCPULimitUnwaitedChildren(t *testing.T) {
+	ss := openSession(t, sessionSpec(t, "python"))
+	lim := sandbox.Limits{Wall: 15 * time.Second, CPU: time.Second}
+	res, err := ss.Call(context.Background(), sandbox.SessionCall{Code: []byte(unwaitedSpinners), Limits: filled(lim)})
+	if err != nil || res.Status != sandbox.StatusTimeout || !strings.Contains(res.Detail, "CPU-time limit") {
+		t.Fatalf("want the CPU-time limit to end the call (wall 15 s): %v %s", err, brief(res))
+	}
+	if res.CPU < 900*time.Millisecond {
+		t.Errorf("reported %s of CPU for a call stopped at its CPU-time limit of 1s", res.CPU)
+	}
+	t.Logf("unwaited spinners in a session: %s, cpu %s, wall %s", res.Detail, res.CPU, res.Wall)
+}
+
 // Output past the flood ceiling kills the call's processes, not the server's memory.
 func TestSessionOutputFlood(t *testing.T) {
 	ss := openSession(t, sessionSpec(t, "python"))
