@@ -20,6 +20,8 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/airlock-mcp/airlock/internal/rawio"
 )
 
 // StdioOptions tune the stdio transport.
@@ -78,6 +80,12 @@ func Stdio(ctx context.Context, s *server.MCPServer, in io.Reader, out io.Writer
 		if polled := pollable(f); polled != nil {
 			defer polled.Close()
 			in = polled
+			// Plain read(2)s (internal/rawio): the request's read no longer wakes the
+			// runtime's sysmon thread, which then polled through the ≈ 0.2 ms of JSON
+			// and tool work before the call's first system call.
+			if r, err := rawio.NewReader(polled); err == nil {
+				in = r
+			}
 		}
 	}
 	lines := make(chan []byte)

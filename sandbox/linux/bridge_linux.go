@@ -53,7 +53,7 @@ func reportPair() (*reportConn, int, error) {
 }
 
 // Read reads report bytes and keeps any descriptors passed with them (takeFD). It
-// receives with a plain recvmsg(2) on the poller, as rawReader reads (fds_linux.go).
+// receives with a plain recvmsg(2) on the poller, as internal/rawio reads.
 func (r *reportConn) Read(b []byte) (int, error) {
 	rc, err := r.c.SyscallConn()
 	if err != nil {

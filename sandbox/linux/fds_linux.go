@@ -91,49 +91,9 @@ func pipeSize(f *os.File) (int, error) {
 	return size, ferr
 }
 
-// rawReader reads a non-blocking descriptor of the runtime's poller with plain read(2)s
-// (RawSyscall), which never block on such a descriptor. A read through os.File enters
-// the runtime's system-call bookkeeping (entersyscall), which wakes the runtime's sysmon
-// thread if it was asleep because the server had been idle; it then polls every 20 µs
-// until the server is idle again. A run's output and reports arrive while the server is
-// otherwise idle: read this way, sysmon woke 22 times per call instead of 30 under 8
-// concurrent calls, and the server used ≈ 0.15 ms less CPU per call (sysmon's thread
-// had been a quarter of it).
-type rawReader struct{ rc syscall.RawConn }
-
-func newRawReader(f *os.File) (rawReader, error) {
-	rc, err := f.SyscallConn()
-	return rawReader{rc}, err
-}
-
-func (r rawReader) Read(p []byte) (int, error) {
-	if len(p) == 0 {
-		return 0, nil
-	}
-	var n uintptr
-	var errno syscall.Errno
-	err := r.rc.Read(func(fd uintptr) bool {
-		for {
-			n, _, errno = unix.RawSyscall(unix.SYS_READ, fd, uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
-			if errno != unix.EINTR {
-				return errno != unix.EAGAIN
-			}
-		}
-	})
-	switch {
-	case err != nil:
-		return 0, err
-	case errno != 0:
-		return 0, os.NewSyscallError("read", errno)
-	case n == 0:
-		return 0, io.EOF
-	}
-	return int(n), nil
-}
-
 // recvmsgRaw receives one message from the socket behind rc with plain recvmsg(2)s
-// through the poller (rawReader says why), waiting while there is none; io.EOF at the end
-// of the stream.
+// through the poller (internal/rawio says why), waiting while there is none; io.EOF at
+// the end of the stream.
 func recvmsgRaw(rc syscall.RawConn, b, oob []byte, flags int) (n, oobn int, err error) {
 	var iov unix.Iovec
 	if len(b) > 0 {

@@ -10,58 +10,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// rawReader reads what was written, then EOF once the writer is gone; a Close while a
-// Read waits ends that Read (drain's last resort).
-func TestRawReader(t *testing.T) {
-	r, w, err := childPipe("test", true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	rr, err := newRawReader(r)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := unix.Write(w, []byte("hello")); err != nil {
-		t.Fatal(err)
-	}
-	buf := make([]byte, 16)
-	if n, err := rr.Read(buf); err != nil || string(buf[:n]) != "hello" {
-		t.Fatalf("read %q, %v; want hello", buf[:n], err)
-	}
-	got := make(chan error, 1)
-	go func() {
-		_, err := rr.Read(buf) // nothing written yet: waits on the poller
-		got <- err
-	}()
-	time.Sleep(20 * time.Millisecond)
-	unix.Close(w)
-	if err := <-got; !errors.Is(err, io.EOF) {
-		t.Fatalf("after the writer closed: %v, want EOF", err)
-	}
-
-	r2, w2, err := childPipe("test", true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(w2)
-	rr2, _ := newRawReader(r2)
-	go func() {
-		_, err := rr2.Read(buf)
-		got <- err
-	}()
-	time.Sleep(20 * time.Millisecond)
-	r2.Close()
-	select {
-	case err := <-got:
-		if err == nil || errors.Is(err, io.EOF) {
-			t.Fatalf("read of a closed pipe: %v, want the closed file's error", err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("a waiting read did not end when its file was closed")
-	}
-}
-
 // The report socket's reader keeps a descriptor passed with a report (the bridge's
 // listener) and sees the end of the stream.
 func TestReportConnPassesDescriptors(t *testing.T) {

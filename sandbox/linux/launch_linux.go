@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/airlock-mcp/airlock/egress"
+	"github.com/airlock-mcp/airlock/internal/rawio"
 	"github.com/airlock-mcp/airlock/sandbox"
 )
 
@@ -606,7 +607,7 @@ func (l *launch) pump(r *os.File, c *sandbox.Capture) {
 	bp := pumpBuffers.Get().(*[]byte)
 	defer pumpBuffers.Put(bp)
 	buf := *bp
-	rr, err := newRawReader(r)
+	rr, err := rawio.NewReader(r)
 	if err != nil {
 		return
 	}
@@ -629,7 +630,7 @@ func (l *launch) pump(r *os.File, c *sandbox.Capture) {
 
 // readReports reads the init's reports until the socket's end. The socket is closed
 // by finish, with the other pipes: a system call here, at the end of the stream, would
-// wake the runtime's sysmon thread once more per run (rawReader in fds_linux.go).
+// wake the runtime's sysmon thread once more per run (internal/rawio says why).
 func (l *launch) readReports(r *reportConn, done chan<- struct{}) {
 	defer close(done)
 	// Small: frames are read whole (io.ReadFull), a large one straight into its own

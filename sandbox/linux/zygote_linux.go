@@ -366,7 +366,7 @@ func signalPidfd(f *os.File, sig syscall.Signal) {
 
 // pidfdSignal is pidfd_send_signal(2) as a plain system call, which never blocks. Through
 // x/sys it entered the runtime's system-call bookkeeping, which wakes sysmon when the
-// server was idle (rawReader in fds_linux.go says why): a finished sandbox's teardown,
+// server was idle (internal/rawio says why): a finished sandbox's teardown,
 // started by a timer while the server is otherwise idle, woke it once per run for this
 // one system call.
 func pidfdSignal(fd uintptr, sig syscall.Signal) error {
@@ -383,7 +383,7 @@ func pidfdSignal(fd uintptr, sig syscall.Signal) error {
 func waitPidfd(f *os.File) error { return waitPidfdPolling(f, pollNow) }
 
 // pollNow is ppoll(2) with a timeout of 0, which never blocks, as a plain system call
-// (rawReader in fds_linux.go says why). ppoll, not poll: arm64 has no poll.
+// (internal/rawio says why). ppoll, not poll: arm64 has no poll.
 func pollNow(fds []unix.PollFd, _ int) (int, error) {
 	var zero unix.Timespec
 	n, _, errno := unix.RawSyscall6(unix.SYS_PPOLL, uintptr(unsafe.Pointer(&fds[0])), uintptr(len(fds)),
