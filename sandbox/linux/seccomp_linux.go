@@ -460,14 +460,24 @@ func syscallNumber(name string) (int, bool) {
 // run that is the run's own directories; with the server's uid (or one shared by every
 // run: sharedUID) it is every file of that uid on the host, outside the granted paths
 // too: the server's state directory, the user's home, another run's directory, which a
-// run could make world-writable. There every syscall that changes metadata is refused,
-// by path or by descriptor (a descriptor of a granted read-only file of that uid is
+// run could make world-writable. There every syscall that changes metadata is refused
+// (these, and xattrSyscalls, refused for every run of the tier), by path or by descriptor (a descriptor of a granted read-only file of that uid is
 // enough for fchmod), and chmod, touch of an old file, and copying a mode with the file
 // fail with EPERM (probe: file-metadata).
 var metadataSyscalls = []string{
 	"chmod", "fchmod", "fchmodat", "fchmodat2", "chown", "fchown", "lchown", "fchownat",
-	"utime", "utimes", "futimesat", "utimensat", "setxattr", "lsetxattr", "fsetxattr",
-	"removexattr", "lremovexattr", "fremovexattr",
+	"utime", "utimes", "futimesat", "utimensat",
+}
+
+// xattrSyscalls change extended attributes: refused in this tier whatever the uids. A
+// user xattr needs only write permission on the file, not its ownership, so with a uid
+// of its own a run could still store data (64 KiB a name) in every host file and
+// directory anyone may write, outside the granted paths (a 0666 file in /tmp or
+// /dev/shm, a 0777 directory), for a later run of another tenant to read: the kernel
+// checks no open for it, and Landlock covers opens (TestWorldWritableHostFiles).
+// setxattrat and removexattrat (Linux 6.13) are not in the allowlist: ENOSYS.
+var xattrSyscalls = []string{
+	"setxattr", "lsetxattr", "fsetxattr", "removexattr", "lremovexattr", "fremovexattr",
 }
 
 // metadataIoctls change a file's inode flags (nodump: gone from backups; sync; noatime),
@@ -506,6 +516,9 @@ func compileProgramFilter(arch seccomp.ScmpArch, sharedUID bool) (*bpf, error) {
 	b.rule("prlimit64", eperm, cond(0, seccomp.CompareNotEqual, 0), cond(2, seccomp.CompareNotEqual, 0))
 	b.rule("setpriority", eperm, cond(1, seccomp.CompareNotEqual, 0))
 	b.rule("setpriority", eperm, cond(0, seccomp.CompareGreater, unix.PRIO_PGRP))
+	for _, name := range xattrSyscalls {
+		b.rule(name, eperm)
+	}
 	if sharedUID {
 		for _, name := range metadataSyscalls {
 			b.rule(name, eperm)
