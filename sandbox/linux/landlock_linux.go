@@ -48,7 +48,7 @@ const cfgLandlock = C.CFG_LANDLOCK
 // landlockWeaker is what this tier gives up against the namespace tier, each piece as
 // probe lists it: the verdict is degraded, never isolated.
 var landlockWeaker = []sandbox.Layer{
-	{Name: "pid-namespace", Detail: "no own pid view: host processes are listable in /proc with their command lines, and the host's /proc files the namespace tier masks (cmdline, modules, interrupts …) are readable; their memory, environment and fds stay closed (Landlock's ptrace rule and the per-run uid)"},
+	{Name: "pid-namespace", Detail: "no own pid view: host processes are listable in /proc with their command lines (another run's args among them: pass secrets through stdin or files), and the host's /proc files the namespace tier masks (cmdline, modules, interrupts …) are readable; their memory, environment and fds stay closed (Landlock's ptrace rule and the per-run uid)"},
 	{Name: "mount-namespace", Detail: "no fresh mount table: /proc/self/mountinfo shows the host's; paths are the host's (the workspace is <run dir>/workspace, not /workspace)"},
 	{Name: "uts-namespace", Detail: "no private hostname: the host's name is visible"},
 	{Name: "ipc-namespace", Detail: "no own IPC namespace: System V IPC and POSIX message queues are refused (seccomp, EPERM) rather than private; abstract unix sockets are scoped by Landlock"},
