@@ -348,6 +348,73 @@ func TestWorldWritableHostFiles(t *testing.T) {
 	}
 }
 
+// probeXattrRead tries to read the extended attributes of a host file (argv[2]) by
+// path, without following a symlink, and through an O_PATH descriptor, which Landlock
+// does not check. It prints {attempt: what came back, or errno}.
+const probeXattrRead = `
+import errno, json, os, sys
+f = sys.argv[2]
+out = {}
+def attempt(name, fn):
+    try:
+        out[name] = repr(fn())
+    except OSError as e:
+        out[name] = errno.errorcode.get(e.errno, str(e.errno))
+attempt("getxattr", lambda: os.getxattr(f, "user.origin"))
+attempt("lgetxattr", lambda: os.getxattr(f, "user.origin", follow_symlinks=False))
+attempt("listxattr", lambda: os.listxattr(f))
+attempt("llistxattr", lambda: os.listxattr(f, follow_symlinks=False))
+def by_path_fd(fn):
+    def go():
+        fd = os.open(f, os.O_PATH)
+        try:
+            return fn(fd)
+        finally:
+            os.close(fd)
+    return go
+attempt("fgetxattr O_PATH", by_path_fd(lambda fd: os.getxattr(fd, "user.origin")))
+attempt("flistxattr O_PATH", by_path_fd(os.listxattr))
+print(json.dumps(out))
+`
+
+// TestHostXattrsUnreadable: a program cannot read the extended attributes of a host
+// file it may not read, or list them. Landlock checks opens, and getxattr and
+// listxattr open nothing: in the Landlock tier a run read a world-readable host file's
+// user xattrs outside the granted paths (a browser's user.xdg.origin.url on a download:
+// the URL it came from, a token with it), and under an unprivileged server those of
+// every file of the server's user, mode 0600 or not. The namespace tier does not show
+// the host's files.
+func TestHostXattrsUnreadable(t *testing.T) {
+	recordTier(t)
+	top := t.TempDir()
+	for _, d := range []string{filepath.Dir(top), top} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	file := filepath.Join(top, "download.pdf")
+	if err := os.WriteFile(file, []byte("host"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	const origin = "https://intranet.example/report?token=airlock-secret"
+	if err := unix.Setxattr(file, "user.origin", []byte(origin), 0); err != nil {
+		t.Skipf("this file system has no user extended attributes (%v): nothing to attempt", err)
+	}
+	spec := pySpec(probeXattrRead, newMarker())
+	spec.Argv = append(spec.Argv, file)
+	var got map[string]string
+	runJSON(t, spec, &got)
+	t.Logf("as uid %d: %v", os.Geteuid(), got)
+	for name, v := range got {
+		if strings.Contains(v, "airlock-secret") || strings.Contains(v, "user.origin") {
+			t.Errorf("%s: the program read a host file's extended attributes: %s", name, v)
+		}
+	}
+	if len(got) != 6 {
+		t.Errorf("%d attempts reported, want 6: %v", len(got), got)
+	}
+}
+
 // probeInodeFlags tries, through a descriptor of a readable file (argv[2]) that the
 // run's uid may own, what the kernel lets a file's owner do with any descriptor: set
 // its inode flags (FS_IOC_SETFLAGS, FS_IOC_FSSETXATTR) and take a lease, which holds

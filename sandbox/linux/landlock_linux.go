@@ -454,9 +454,9 @@ func (s *Sandbox) landlockLayers(ok bool, fail string, rules int) []sandbox.Laye
 	out = append(out, uids)
 	if !s.ids.isolated() {
 		out = append(out, sandbox.Layer{Name: "file-metadata", Fix: uids.Fix,
-			Detail: "chmod, chown, utime, extended attributes and the inode-flag ioctls (FS_IOC_SETFLAGS, FS_IOC_FSSETXATTR, fs-verity) refused (EPERM) in the run's own files too: Landlock does not cover metadata, and the runs' uid owns files outside the granted paths (the server's, another run's, an interpreter's prefix in its home)"})
+			Detail: "chmod, chown, utime and the inode-flag ioctls (FS_IOC_SETFLAGS, FS_IOC_FSSETXATTR, fs-verity) refused (EPERM) in the run's own files too: Landlock does not cover metadata, and the runs' uid owns files outside the granted paths (the server's, another run's, an interpreter's prefix in its home)"})
 	}
-	layer("seccomp", true, true, fmt.Sprintf("the namespace tier's filter, %d rules, default ENOSYS; sockets: AF_UNIX only; and the program's own on top, %d rules: no other process's limits, niceness or scheduling, no extended attribute changes (a user xattr needs only write permission: the host's world-writable files)", rules, t.program.rules), "install libseccomp (apt-get install libseccomp2)")
+	layer("seccomp", true, true, fmt.Sprintf("the namespace tier's filter, %d rules, default ENOSYS; sockets: AF_UNIX only; and the program's own on top, %d rules: no other process's limits, niceness or scheduling, no extended attributes, read or changed (EOPNOTSUPP: Landlock checks neither, so the host's files' would be readable and the world-writable ones' writable)", rules, t.program.rules), "install libseccomp (apt-get install libseccomp2)")
 	layer("no-new-privs", true, true, "set before Landlock and the filter; setuid binaries and file capabilities are inert", "")
 	layer("capabilities", true, true, "every capability set of the program empty; the bounding set emptied under a root server", "")
 	layer("process-tree", true, true, "init and spawner are child subreapers: every descendant (setsid, double fork, fork chains) is killed and reaped to a fixed point; a root server's per-run uid is swept with kill(-1)", "")
