@@ -7,6 +7,8 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"golang.org/x/text/unicode/norm"
+
 	"github.com/airlock-mcp/airlock/sandbox"
 )
 
@@ -92,9 +94,7 @@ func Files(in []FileInput, caps FileCaps) ([]sandbox.File, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%w: files[%d] %s: %w", ErrInvalidRequest, i, quote(f.Path), err)
 		}
-		// Keyed case-folded: macOS file systems are case-insensitive by default, so
-		// "A.txt" would overwrite "a.txt" there.
-		key := strings.ToLower(p)
+		key := nameKey(p)
 		if j, dup := seen[key]; dup {
 			return nil, fmt.Errorf("%w: files[%d] %s: same path as files[%d]", ErrInvalidRequest, i, quote(p), j)
 		}
@@ -119,6 +119,13 @@ func Files(in []FileInput, caps FileCaps) ([]sandbox.File, error) {
 	}
 	return out, nil
 }
+
+// nameKey is what two paths share when a file system would make them one file. macOS's
+// (APFS, HFS+) are case-insensitive and normalization-insensitive by default: "A.txt"
+// and "a.txt", "café" composed and decomposed, "s" and the long s "ſ" name one file there,
+// so the second input would fail to be created. Upper then lower case folds the runes
+// whose lower case is not their folding (ſ, the Kelvin sign).
+func nameKey(p string) string { return strings.ToLower(strings.ToUpper(norm.NFD.String(p))) }
 
 func cleanPath(p string, maxLen int) (string, error) {
 	switch {

@@ -48,6 +48,11 @@ func TestFilesRejects(t *testing.T) {
 		{"long path", []FileInput{f(strings.Repeat("a/", 20) + "b")}, "path is 41 bytes, the limit is 40"},
 		{"duplicate", []FileInput{f("a.txt"), f("./a.txt")}, "same path as files[0]"},
 		{"case duplicate", []FileInput{f("A.txt"), f("a.txt")}, "same path as files[0]"},
+		// macOS's file systems are normalization-insensitive too: one file there.
+		{"NFC and NFD", []FileInput{f("caf\u00e9.txt"), f("cafe\u0301.txt")}, "same path as files[0]"},
+		{"Kelvin sign", []FileInput{f("k.txt"), f("\u212a.txt")}, "same path as files[0]"},
+		{"long s", []FileInput{f("s.txt"), f("\u017f.txt")}, "same path as files[0]"},
+		{"NFD directory of a file", []FileInput{f("caf\u00e9"), f("cafe\u0301/x")}, "its directory"},
 		{"file and dir", []FileInput{f("a"), f("a/b")}, "its directory \"a\" is files[0]"},
 		{"code file", []FileInput{f("main.py")}, "reserved for the code"},
 		{"code file other case", []FileInput{f("MAIN.JS")}, "reserved for the code"},

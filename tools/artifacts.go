@@ -44,18 +44,48 @@ const maxImageSide = 8192
 // references, an egress path around the sandbox's network isolation; its source as a
 // text/plain resource is inert, and so are HTML, XML and PDF (see active). File names are escaped (sanitize.Escape): the program
 // chose them, and a line break or BiDi control in one would forge the listing.
-func artifactContent(id, outDir string, arts []sandbox.Artifact) ([]mcp.Content, []Artifact) {
-	return artifacts(id, outDir, arts, true)
+// The content costs at most wireBudget(maxTotal) bytes in the result's JSON: a file past
+// it is listed, not returned.
+func artifactContent(id, outDir string, arts []sandbox.Artifact, maxTotal int64) ([]mcp.Content, []Artifact) {
+	return artifacts(id, outDir, arts, wireBudget(maxTotal))
 }
 
 // artifactList lists the artifacts without encoding any content.
 func artifactList(id, outDir string, arts []sandbox.Artifact) []Artifact {
-	_, list := artifacts(id, outDir, arts, false)
+	_, list := artifacts(id, outDir, arts, -1)
 	return list
 }
 
-func artifacts(id, outDir string, arts []sandbox.Artifact, withContent bool) ([]mcp.Content, []Artifact) {
+// wireBudget is what the returned content may cost as JSON: the artifact cap as base64,
+// which is what images and blobs cost. Text costs more where JSON escapes it: '<', '>'
+// and '&' (json.Marshal's HTML-safe form, which mcp-go's HTTP transport writes too) and
+// U+2028/U+2029 take six bytes each, a line feed or quote two. A program's 16 MiB of '<'
+// (the default cap) was 96 MiB on the wire and 515 MB of the server's memory for one call.
+func wireBudget(maxTotal int64) int64 { return (maxTotal + 2) / 3 * 4 }
+
+// jsonLen is how many bytes encoding/json writes for s, valid UTF-8, inside its quotes.
+func jsonLen(s string) int64 {
+	n := int64(len(s))
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '<' || c == '>' || c == '&':
+			n += 5 // \u003c
+		case c == '"' || c == '\\' || c == '\n' || c == '\r' || c == '\t' || c == '\b' || c == '\f':
+			n++
+		case c < 0x20:
+			n += 5
+		case c == 0xe2 && i+2 < len(s) && s[i+1] == 0x80 && (s[i+2] == 0xa8 || s[i+2] == 0xa9):
+			n += 3 // U+2028 and U+2029: three bytes, \u2028 six
+		}
+	}
+	return n
+}
+
+// artifacts lists arts and, where budget >= 0, encodes their content within budget bytes
+// of JSON.
+func artifacts(id, outDir string, arts []sandbox.Artifact, budget int64) ([]mcp.Content, []Artifact) {
 	var content []mcp.Content
+	withContent := budget >= 0
 	list := make([]Artifact, 0, len(arts))
 	for _, a := range arts {
 		info := Artifact{Path: sanitize.Escape(a.Path), Size: a.Size, SHA256: a.SHA256, Skipped: a.Skipped}
@@ -68,6 +98,20 @@ func artifacts(id, outDir string, arts []sandbox.Artifact, withContent bool) ([]
 			continue
 		}
 		kind, mime := classify(a.Path, a.Data)
+		var text string
+		if withContent {
+			cost := int64(base64.StdEncoding.EncodedLen(len(a.Data)))
+			if kind == kindText || kind == kindSVG {
+				text = sanitize.String(string(a.Data))
+				cost = jsonLen(text)
+			}
+			if cost > budget {
+				info.Skipped = fmt.Sprintf("%s (%d bytes as JSON, %d left)", sandbox.SkipTotalCap.Reason(), cost, budget)
+				list = append(list, info)
+				continue
+			}
+			budget -= cost
+		}
 		info.MIMEType, info.Returned = mime, true
 		if kind != kindImage {
 			info.URI = artifactURI(id, outDir, a.Path)
@@ -84,7 +128,7 @@ func artifacts(id, outDir string, arts []sandbox.Artifact, withContent bool) ([]
 				mime = "text/plain"
 			}
 			content = append(content, mcp.NewEmbeddedResource(mcp.TextResourceContents{
-				URI: info.URI, MIMEType: mime, Text: sanitize.String(string(a.Data))}))
+				URI: info.URI, MIMEType: mime, Text: text}))
 		default:
 			if active[mime] {
 				mime = "application/octet-stream"

@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/hex"
+	"encoding/json"
 	"image"
 	"image/color"
 	"image/gif"
@@ -144,7 +145,7 @@ func TestArtifactContent(t *testing.T) {
 		art("dir/we ird?#%.txt", []byte("x")),
 	}
 	arts[3].Data = nil // an empty file comes back without data, as over JSON
-	content, list := artifactContent("r1", "out", arts)
+	content, list := artifactContent("r1", "out", arts, 16<<20)
 	if len(list) != len(arts) {
 		t.Fatalf("listed %d of %d", len(list), len(arts))
 	}
@@ -193,7 +194,7 @@ func TestArtifactContent(t *testing.T) {
 }
 
 func TestArtifactPathEscaped(t *testing.T) {
-	_, list := artifactContent("r", "out", []sandbox.Artifact{art("\x1b[31mred\u202e.txt", []byte("x"))})
+	_, list := artifactContent("r", "out", []sandbox.Artifact{art("\x1b[31mred\u202e.txt", []byte("x"))}, 16<<20)
 	if list[0].Path != `\x1b[31mred\u202e.txt` {
 		t.Errorf("path = %q", list[0].Path)
 	}
@@ -294,7 +295,7 @@ func TestActiveArtifactsInert(t *testing.T) {
 		art("doc.pdf", []byte("%PDF-1.7\n/JS (app.alert(1))\n")),
 		art("plot.svg.xml", []byte(`<svg xmlns="http://www.w3.org/2000/svg" onload="alert(1)"/>`)),
 	}
-	content, list := artifactContent("r", "out", arts)
+	content, list := artifactContent("r", "out", arts, 16<<20)
 	for i, c := range content {
 		res, _ := c.(mcp.EmbeddedResource)
 		var mime string
@@ -309,5 +310,48 @@ func TestActiveArtifactsInert(t *testing.T) {
 		if mime != "text/plain" && mime != "application/octet-stream" {
 			t.Errorf("%s (listed %s) returned as %s: a client would render it", arts[i].Path, list[i].MIMEType, mime)
 		}
+	}
+}
+
+// TestJSONLen: jsonLen is what encoding/json writes, HTML-safe, for the characters a
+// program can make it escape, and for plain text.
+func TestJSONLen(t *testing.T) {
+	for _, s := range []string{"", "plain text", "<svg>&amp;</svg>", "a\nb\tc\r\"q\"\\", "\b\f\x01\x1f\x7f",
+		"line\u2028para\u2029", "\u20ac\u2027\u202a", strings.Repeat("<>&", 100), "é😀"} {
+		b, err := json.Marshal(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := jsonLen(s), int64(len(b)-2); got != want {
+			t.Errorf("jsonLen(%q) = %d, json.Marshal wrote %d", s, got, want)
+		}
+	}
+}
+
+// TestArtifactWireBudget: the returned content costs at most the artifact cap as
+// base64 in the result's JSON. Text of '<' (six bytes each as JSON) within the cap made
+// the result six times the cap; it is listed, not returned, and a blob of the same size
+// still comes back, as does the text that fits.
+func TestArtifactWireBudget(t *testing.T) {
+	const maxTotal = 3 << 10
+	lt := art("lt.txt", []byte(strings.Repeat("<", 2<<10)))
+	bin := art("rand.bin", bytes.Repeat([]byte{0xff, 0}, 1<<10))
+	small := art("small.svg", []byte(`<svg xmlns="http://www.w3.org/2000/svg"><rect width="1" height="1"/></svg>`))
+	content, list := artifactContent("r", "out", []sandbox.Artifact{lt, bin, small}, maxTotal)
+	if list[0].Returned || !strings.HasPrefix(list[0].Skipped, "total size cap reached") || list[0].SHA256 != lt.SHA256 {
+		t.Errorf("the '<' text: %+v, want listed with its hash, not returned", list[0])
+	}
+	if !list[1].Returned || !list[2].Returned || len(content) != 2 {
+		t.Errorf("the blob and the small SVG: %+v %+v, %d content items", list[1], list[2], len(content))
+	}
+	b, err := json.Marshal(content)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if int64(len(b)) > wireBudget(maxTotal)+1024 {
+		t.Errorf("the content is %d bytes of JSON, the budget %d", len(b), wireBudget(maxTotal))
+	}
+	if _, list := artifactContent("r", "out", []sandbox.Artifact{lt}, 16<<20); !list[0].Returned {
+		t.Errorf("within a larger cap the text comes back: %+v", list[0])
 	}
 }

@@ -285,6 +285,23 @@ func TestRealArtifactCaps(t *testing.T) {
 			t.Errorf("p3.bin = %+v; artifacts %+v", a, out.Artifacts)
 		}
 	})
+	// Text JSON escapes six times over ('<' is \u003c): within the caps it would make
+	// the result six times the total cap. The result costs at most the cap as base64.
+	t.Run("escaped text", func(t *testing.T) {
+		code := "for i in range(3):\n    open('out/lt%d.txt' % i, 'w').write('<' * (1024*1024))"
+		r := call(t, c, "run_code", map[string]any{"code": code})
+		out := structured(t, r)
+		b, err := json.Marshal(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if limit := d.Runner.Artifacts.MaxTotal*4/3 + 64<<10; int64(len(b)) > limit {
+			t.Errorf("the result is %d bytes of JSON, more than the cap as base64 and 64 KiB (%d)", len(b), limit)
+		}
+		if a, _ := artifactByPath(out, "lt0.txt"); a.Returned || !strings.HasPrefix(a.Skipped, "total size cap reached") {
+			t.Errorf("lt0.txt = %+v; artifacts %+v", a, out.Artifacts)
+		}
+	})
 }
 
 // TestRealPlotExample runs examples/plot.py, a pure-python PNG writer, and decodes the

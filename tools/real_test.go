@@ -36,6 +36,11 @@ func realDeps(t *testing.T) Deps {
 		_, err = sb.Probe(context.Background())
 	}
 	sandboxtest.Require(t, err)
+	// The Landlock tier's run directories and their mounts go at Close (or at the next
+	// server's start): without it every test left its own behind.
+	if w, ok := sb.(sandbox.Warmer); ok {
+		t.Cleanup(func() { _ = w.Close() })
+	}
 	reg, err := policy.Detect([]string{"python"})
 	if err != nil || len(reg.Enabled()) == 0 {
 		t.Skipf("SKIPPING real-sandbox test: no python interpreter (%v)", err)

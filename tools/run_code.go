@@ -296,7 +296,7 @@ func runCode(ctx context.Context, d Deps, req mcp.CallToolRequest, defLang strin
 		}
 		return r, nil
 	}
-	content, list := artifactContent(out.ID, out.OutDir, out.Result.Artifacts)
+	content, list := artifactContent(out.ID, out.OutDir, out.Result.Artifacts, d.Runner.Artifacts.MaxTotal)
 	res := resultOf(out, list)
 	var text strings.Builder
 	text.WriteString(renderRun(res, out.Limits))

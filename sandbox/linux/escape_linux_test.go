@@ -271,6 +271,150 @@ func TestMetadataOutsideWorkspace(t *testing.T) {
 	}
 }
 
+// probeWorldWritable tries what the kernel lets anyone who may write a file do without
+// opening it: set and remove its user extended attributes (argv[2] a file, argv[3] a
+// directory; the file again through a read-only descriptor, where the tier lets it be
+// opened). It prints {attempt: "ok" or errno}.
+const probeWorldWritable = pyAttempt + `
+f, d = sys.argv[2], sys.argv[3]
+attempt("setxattr file", lambda: os.setxattr(f, "user.airlock", b"a run's data" * 300))
+attempt("setxattr dir", lambda: os.setxattr(d, "user.airlock", b"a run's data"))
+attempt("lsetxattr file", lambda: os.setxattr(f, "user.airlock", b"x", follow_symlinks=False))
+attempt("removexattr file", lambda: os.removexattr(f, "user.kept"))
+attempt("removexattr dir", lambda: os.removexattr(d, "user.kept"))
+def by_fd():
+    fd = os.open(f, os.O_RDONLY)
+    try:
+        os.setxattr(fd, "user.airlock", b"x")
+    finally:
+        os.close(fd)
+attempt("fsetxattr read-only fd", by_fd)
+print(json.dumps(out))
+`
+
+// TestWorldWritableHostFiles: a program cannot store data in, or take it from, the
+// extended attributes of a host file or directory anyone may write (a 0666 file in
+// /tmp or /dev/shm, a 0777 directory). The kernel asks only for write permission to
+// set a user xattr, and Landlock checks opens, not xattrs: under a root server, where
+// each run has a uid of its own and the metadata refusals of a shared uid do not apply,
+// a run could write 64 KiB per name into such a host file, and a later run of another
+// tenant read it back. The namespace tier does not show the host's files.
+func TestWorldWritableHostFiles(t *testing.T) {
+	recordTier(t)
+	// Searchable by every uid, as /tmp and /dev/shm are.
+	top := t.TempDir()
+	for _, d := range []string{filepath.Dir(top), top} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	file, dir := filepath.Join(top, "shared"), filepath.Join(top, "drop")
+	if err := os.WriteFile(file, []byte("host"), 0o666); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	// Chmod, not the umask's modes.
+	for p, mode := range map[string]os.FileMode{file: 0o666, dir: 0o777} {
+		if err := os.Chmod(p, mode); err != nil {
+			t.Fatal(err)
+		}
+		if err := unix.Setxattr(p, "user.kept", []byte("1"), 0); err != nil {
+			t.Skipf("this file system has no user extended attributes (%v): nothing to attempt", err)
+		}
+	}
+	spec := pySpec(probeWorldWritable, newMarker())
+	spec.Argv = append(spec.Argv, file, dir)
+	var got map[string]string
+	runJSON(t, spec, &got)
+	t.Logf("as uid %d: %v", os.Geteuid(), got)
+	for name, v := range got {
+		if v == "ok" {
+			t.Errorf("%s: the program changed a world-writable host file's extended attributes", name)
+		}
+	}
+	if len(got) != 6 {
+		t.Errorf("%d attempts reported, want 6: %v", len(got), got)
+	}
+	buf := make([]byte, 8)
+	for _, p := range []string{file, dir} {
+		if _, err := unix.Getxattr(p, "user.airlock", buf); err == nil {
+			t.Errorf("%s: the program set an xattr on it", p)
+		}
+		if _, err := unix.Getxattr(p, "user.kept", buf); err != nil {
+			t.Errorf("%s: the program removed its xattr: %v", p, err)
+		}
+	}
+}
+
+// probeXattrRead tries to read the extended attributes of a host file (argv[2]) by
+// path, without following a symlink, and through an O_PATH descriptor, which Landlock
+// does not check. It prints {attempt: what came back, or errno}.
+const probeXattrRead = `
+import errno, json, os, sys
+f = sys.argv[2]
+out = {}
+def attempt(name, fn):
+    try:
+        out[name] = repr(fn())
+    except OSError as e:
+        out[name] = errno.errorcode.get(e.errno, str(e.errno))
+attempt("getxattr", lambda: os.getxattr(f, "user.origin"))
+attempt("lgetxattr", lambda: os.getxattr(f, "user.origin", follow_symlinks=False))
+attempt("listxattr", lambda: os.listxattr(f))
+attempt("llistxattr", lambda: os.listxattr(f, follow_symlinks=False))
+def by_path_fd(fn):
+    def go():
+        fd = os.open(f, os.O_PATH)
+        try:
+            return fn(fd)
+        finally:
+            os.close(fd)
+    return go
+attempt("fgetxattr O_PATH", by_path_fd(lambda fd: os.getxattr(fd, "user.origin")))
+attempt("flistxattr O_PATH", by_path_fd(os.listxattr))
+print(json.dumps(out))
+`
+
+// TestHostXattrsUnreadable: a program cannot read the extended attributes of a host
+// file it may not read, or list them. Landlock checks opens, and getxattr and
+// listxattr open nothing: in the Landlock tier a run read a world-readable host file's
+// user xattrs outside the granted paths (a browser's user.xdg.origin.url on a download:
+// the URL it came from, a token with it), and under an unprivileged server those of
+// every file of the server's user, mode 0600 or not. The namespace tier does not show
+// the host's files.
+func TestHostXattrsUnreadable(t *testing.T) {
+	recordTier(t)
+	top := t.TempDir()
+	for _, d := range []string{filepath.Dir(top), top} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	file := filepath.Join(top, "download.pdf")
+	if err := os.WriteFile(file, []byte("host"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	const origin = "https://intranet.example/report?token=airlock-secret"
+	if err := unix.Setxattr(file, "user.origin", []byte(origin), 0); err != nil {
+		t.Skipf("this file system has no user extended attributes (%v): nothing to attempt", err)
+	}
+	spec := pySpec(probeXattrRead, newMarker())
+	spec.Argv = append(spec.Argv, file)
+	var got map[string]string
+	runJSON(t, spec, &got)
+	t.Logf("as uid %d: %v", os.Geteuid(), got)
+	for name, v := range got {
+		if strings.Contains(v, "airlock-secret") || strings.Contains(v, "user.origin") {
+			t.Errorf("%s: the program read a host file's extended attributes: %s", name, v)
+		}
+	}
+	if len(got) != 6 {
+		t.Errorf("%d attempts reported, want 6: %v", len(got), got)
+	}
+}
+
 // probeInodeFlags tries, through a descriptor of a readable file (argv[2]) that the
 // run's uid may own, what the kernel lets a file's owner do with any descriptor: set
 // its inode flags (FS_IOC_SETFLAGS, FS_IOC_FSSETXATTR) and take a lease, which holds

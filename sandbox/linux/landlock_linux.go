@@ -48,7 +48,7 @@ const cfgLandlock = C.CFG_LANDLOCK
 // landlockWeaker is what this tier gives up against the namespace tier, each piece as
 // probe lists it: the verdict is degraded, never isolated.
 var landlockWeaker = []sandbox.Layer{
-	{Name: "pid-namespace", Detail: "no own pid view: host processes are listable in /proc with their command lines, and the host's /proc files the namespace tier masks (cmdline, modules, interrupts …) are readable; their memory, environment and fds stay closed (Landlock's ptrace rule and the per-run uid)"},
+	{Name: "pid-namespace", Detail: "no own pid view: host processes are listable in /proc with their command lines (another run's args among them: pass secrets through stdin or files), and the host's /proc files the namespace tier masks (cmdline, modules, interrupts …) are readable; their memory, environment and fds stay closed (Landlock's ptrace rule and the per-run uid)"},
 	{Name: "mount-namespace", Detail: "no fresh mount table: /proc/self/mountinfo shows the host's; paths are the host's (the workspace is <run dir>/workspace, not /workspace)"},
 	{Name: "uts-namespace", Detail: "no private hostname: the host's name is visible"},
 	{Name: "ipc-namespace", Detail: "no own IPC namespace: System V IPC and POSIX message queues are refused (seccomp, EPERM) rather than private; abstract unix sockets are scoped by Landlock"},
@@ -454,9 +454,9 @@ func (s *Sandbox) landlockLayers(ok bool, fail string, rules int) []sandbox.Laye
 	out = append(out, uids)
 	if !s.ids.isolated() {
 		out = append(out, sandbox.Layer{Name: "file-metadata", Fix: uids.Fix,
-			Detail: "chmod, chown, utime, extended attributes and the inode-flag ioctls (FS_IOC_SETFLAGS, FS_IOC_FSSETXATTR, fs-verity) refused (EPERM) in the run's own files too: Landlock does not cover metadata, and the runs' uid owns files outside the granted paths (the server's, another run's, an interpreter's prefix in its home)"})
+			Detail: "chmod, chown, utime and the inode-flag ioctls (FS_IOC_SETFLAGS, FS_IOC_FSSETXATTR, fs-verity) refused (EPERM) in the run's own files too: Landlock does not cover metadata, and the runs' uid owns files outside the granted paths (the server's, another run's, an interpreter's prefix in its home)"})
 	}
-	layer("seccomp", true, true, fmt.Sprintf("the namespace tier's filter, %d rules, default ENOSYS; sockets: AF_UNIX only; and the program's own on top, %d rules: no other process's limits, niceness or scheduling", rules, t.program.rules), "install libseccomp (apt-get install libseccomp2)")
+	layer("seccomp", true, true, fmt.Sprintf("the namespace tier's filter, %d rules, default ENOSYS; sockets: AF_UNIX only; and the program's own on top, %d rules: no other process's limits, niceness or scheduling, no extended attributes, read or changed (EOPNOTSUPP: Landlock checks neither, so the host's files' would be readable and the world-writable ones' writable)", rules, t.program.rules), "install libseccomp (apt-get install libseccomp2)")
 	layer("no-new-privs", true, true, "set before Landlock and the filter; setuid binaries and file capabilities are inert", "")
 	layer("capabilities", true, true, "every capability set of the program empty; the bounding set emptied under a root server", "")
 	layer("process-tree", true, true, "init and spawner are child subreapers: every descendant (setsid, double fork, fork chains) is killed and reaped to a fixed point; a root server's per-run uid is swept with kill(-1)", "")

@@ -335,6 +335,8 @@ var tierGuarantees = []struct{ test, guarantee string }{
 	{"TestNoServerFilesInTree", "files: nothing of the server listable outside the system dirs"},
 	{"TestWriteOutsideWorkspace", "files: writes only to the workspace and tmp"},
 	{"TestMetadataOutsideWorkspace", "files: no mode, owner, time or xattr change outside the workspace"},
+	{"TestHostXattrsUnreadable", "files: no host file's extended attributes read or listed"},
+	{"TestWorldWritableHostFiles", "files: no xattr stored in a world-writable host file or directory"},
 	{"TestInodeFlagsOutsideWorkspace", "files: no inode flag (nodump, sync) or lease on a readable host file"},
 	{"TestDeviceNodesUnchanged", "files: the host's /dev/null and the like usable, their times unchanged"},
 	{"TestMountFlags", "files: own mount table, read-only and nosuid"},

@@ -463,11 +463,37 @@ func syscallNumber(name string) (int, bool) {
 // run could make world-writable. There every syscall that changes metadata is refused,
 // by path or by descriptor (a descriptor of a granted read-only file of that uid is
 // enough for fchmod), and chmod, touch of an old file, and copying a mode with the file
-// fail with EPERM (probe: file-metadata).
+// fail with EPERM (probe: file-metadata). Extended attributes are refused in every run of
+// the tier (xattrSyscalls).
 var metadataSyscalls = []string{
 	"chmod", "fchmod", "fchmodat", "fchmodat2", "chown", "fchown", "lchown", "fchownat",
-	"utime", "utimes", "futimesat", "utimensat", "setxattr", "lsetxattr", "fsetxattr",
-	"removexattr", "lremovexattr", "fremovexattr",
+	"utime", "utimes", "futimesat", "utimensat",
+}
+
+// xattrSyscalls change extended attributes: refused in this tier whatever the uids, as
+// on a file system without them (EOPNOTSUPP: cp -a then keeps the mode with fchmod, where
+// EPERM failed it, "preserving permissions"; shutil.copystat passes over it). A
+// user xattr needs only write permission on the file, not its ownership, so with a uid
+// of its own a run could still store data (64 KiB a name) in every host file and
+// directory anyone may write, outside the granted paths (a 0666 file in /tmp or
+// /dev/shm, a 0777 directory), for a later run of another tenant to read: the kernel
+// checks no open for it, and Landlock covers opens (TestWorldWritableHostFiles).
+// setxattrat and removexattrat (Linux 6.13) are not in the allowlist: ENOSYS.
+var xattrSyscalls = []string{
+	"setxattr", "lsetxattr", "fsetxattr", "removexattr", "lremovexattr", "fremovexattr",
+}
+
+// xattrReadSyscalls read extended attributes: in this tier they fail as changes do, as on
+// a file system without them.
+// Reading opens nothing, so Landlock does not check it: a run read the user xattrs of a
+// host file it may not open, outside the granted paths (a browser's
+// user.xdg.origin.url on a download, the URL with its token), and under an unprivileged
+// server those of every file of the server's user (TestHostXattrsUnreadable). The
+// descriptor forms too: a newer kernel may take an O_PATH descriptor, which Landlock
+// does not check either. getxattrat and listxattrat (Linux 6.13) are not in the
+// allowlist: ENOSYS.
+var xattrReadSyscalls = []string{
+	"getxattr", "lgetxattr", "fgetxattr", "listxattr", "llistxattr", "flistxattr",
 }
 
 // metadataIoctls change a file's inode flags (nodump: gone from backups; sync; noatime),
@@ -506,6 +532,10 @@ func compileProgramFilter(arch seccomp.ScmpArch, sharedUID bool) (*bpf, error) {
 	b.rule("prlimit64", eperm, cond(0, seccomp.CompareNotEqual, 0), cond(2, seccomp.CompareNotEqual, 0))
 	b.rule("setpriority", eperm, cond(1, seccomp.CompareNotEqual, 0))
 	b.rule("setpriority", eperm, cond(0, seccomp.CompareGreater, unix.PRIO_PGRP))
+	noXattrs := seccomp.ActErrno.SetReturnCode(int16(unix.EOPNOTSUPP))
+	for _, name := range append(slices.Clone(xattrSyscalls), xattrReadSyscalls...) {
+		b.rule(name, noXattrs)
+	}
 	if sharedUID {
 		for _, name := range metadataSyscalls {
 			b.rule(name, eperm)
