@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"math"
 	"net"
@@ -20,6 +21,7 @@ import (
 	"github.com/BurntSushi/toml"
 
 	"github.com/airlock-mcp/airlock/egress"
+	"github.com/airlock-mcp/airlock/internal/trust"
 	"github.com/airlock-mcp/airlock/policy"
 	"github.com/airlock-mcp/airlock/sandbox"
 	"github.com/airlock-mcp/airlock/session"
@@ -346,9 +348,9 @@ func Load(path string, getenv func(string) string, flags map[string]string) (Con
 }
 
 func (c *Config) loadFile(path string) error {
-	data, err := os.ReadFile(path)
+	data, err := readPrivate(path)
 	if err != nil {
-		return fmt.Errorf("read config: %w", err)
+		return err
 	}
 	md, err := toml.NewDecoder(bytes.NewReader(data)).Decode(c)
 	if err != nil {
@@ -363,6 +365,30 @@ func (c *Config) loadFile(path string) error {
 		return fmt.Errorf("config %s: unknown keys: %s", path, strings.Join(keys, ", "))
 	}
 	return nil
+}
+
+// readPrivate reads the configuration file, refusing one that a user other than root or
+// the server's could have written: its content chooses the network, the limits, the
+// tokens, the files the server appends its logs to, so such a user would choose this
+// server's isolation (a file in /tmp of theirs, or one left group-writable).
+func readPrivate(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("read config: %w", err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("read config: %w", err)
+	}
+	if err := trust.Private("config "+path, fi); err != nil {
+		return nil, err
+	}
+	data, err := io.ReadAll(f)
+	if err != nil {
+		return nil, fmt.Errorf("read config: %w", err)
+	}
+	return data, nil
 }
 
 // Validate checks every field and names the first bad one.
@@ -603,7 +629,8 @@ func (s *Size) UnmarshalText(b []byte) error {
 		}
 	}
 	n, err := strconv.ParseInt(str, 10, 64)
-	if err != nil || n > math.MaxInt64/mult {
+	// Both ends: "-17179869183GiB" wrapped around to 1GiB, a limit the operator never wrote.
+	if err != nil || n > math.MaxInt64/mult || n < math.MinInt64/mult {
 		return fmt.Errorf("bad size %q", string(b))
 	}
 	*s = Size(n * mult)

@@ -320,6 +320,44 @@ func TestSizeUnits(t *testing.T) {
 	if err := s.UnmarshalText([]byte("9999999999GiB")); err == nil {
 		t.Error("overflowing size accepted")
 	}
+	// -(2^34)+1 GiB is 2^30 modulo 2^64: a negative size must not wrap into a positive one.
+	if err := s.UnmarshalText([]byte("-17179869183GiB")); err == nil {
+		t.Errorf("a negative size that wraps around accepted as %d", s)
+	}
+}
+
+// TestConfigFileOthersCouldWrite: the configuration file chooses the server's
+// isolation, so one another user could have written is refused, as the tokens file is.
+func TestConfigFileOthersCouldWrite(t *testing.T) {
+	for _, mode := range []os.FileMode{0o620, 0o602, 0o666} {
+		p := writeFile(t, "network = \"host\"\n")
+		if err := os.Chmod(p, mode); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Load(p, env(nil), nil); err == nil || !strings.Contains(err.Error(), "chmod go-w") {
+			t.Errorf("a config file of mode %04o: %v, want it refused", mode, err)
+		}
+	}
+	for _, mode := range []os.FileMode{0o600, 0o644, 0o400} {
+		p := writeFile(t, "network = \"none\"\n")
+		if err := os.Chmod(p, mode); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Load(p, env(nil), nil); err != nil {
+			t.Errorf("a config file of mode %04o: %v", mode, err)
+		}
+	}
+	if os.Geteuid() != 0 {
+		t.Log("not root: another user's config file is not tried (the root run tries it)")
+		return
+	}
+	p := writeFile(t, "network = \"host\"\n")
+	if err := os.Chown(p, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(p, env(nil), nil); err == nil || !strings.Contains(err.Error(), "belongs to uid 65534") {
+		t.Errorf("another user's config file: %v, want it refused", err)
+	}
 }
 
 func TestClientExamplesAreValidJSON(t *testing.T) {
