@@ -387,6 +387,29 @@ func TestE2EStartupErrors(t *testing.T) {
 	}
 }
 
+// TestE2EHostNetworkRefusalSaysWhy: serve refuses network = "host" (its startup probes
+// reach the host's loopback, as that mode allows), and the refusal names the setting and
+// the fix, not "run airlock probe", whose report blames the sandbox.
+func TestE2EHostNetworkRefusalSaysWhy(t *testing.T) {
+	bin := needSandbox(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "serve", "--network", "host", "--audit", "off")
+	cmd.Stdin = strings.NewReader("")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	err := cmd.Run()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 3 {
+		t.Fatalf("err=%v, want exit 3; stderr %s", err, stderr.String())
+	}
+	for _, want := range []string{"isolation weakened by configuration", `refusing to serve`, `network = "host" shares this host's network`, `set network = "allowlist"`} {
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("stderr lacks %q: %s", want, stderr.String())
+		}
+	}
+}
+
 func TestE2ERunCommand(t *testing.T) {
 	bin := needSandbox(t)
 	for _, tc := range []struct {

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/airlock-mcp/airlock/config"
 	"github.com/airlock-mcp/airlock/runner/runnertest"
 	"github.com/airlock-mcp/airlock/sandbox"
 )
@@ -518,5 +519,48 @@ func TestEnvironmentTypoRefused(t *testing.T) {
 	env[len(env)-1] = "AIRLOCK_AUTH_TOKN=" // set but empty, as unset: Load ignores it too
 	if err := envTypo(env); err != nil {
 		t.Errorf("test and CI knobs: %v", err)
+	}
+}
+
+// TestWeakeningsAreSaid: a setting that opens the sandbox is the operator's choice, and
+// said on stderr where they look, not only in get_config: `airlock run --network host`
+// ran with the host's network without a word.
+func TestWeakeningsAreSaid(t *testing.T) {
+	r := run(t, nil, "print(1)", "run", "--audit", "off", "--network", "host", "-")
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	if !strings.Contains(r.stderr, "isolation weakened by configuration") || !strings.Contains(r.stderr, `network = \"host\"`) {
+		t.Errorf("stderr does not say the network is the host's: %q", r.stderr)
+	}
+	if quiet := run(t, nil, "print(1)", "run", "--audit", "off", "-"); strings.Contains(quiet.stderr, "weakened") {
+		t.Errorf("the defaults said to be weakened: %q", quiet.stderr)
+	}
+	for _, tc := range []struct {
+		cfg  config.Config
+		want []string
+	}{
+		{func() config.Config {
+			c := config.Default()
+			c.Network, c.Egress.AllowLoopback, c.Egress.AllowPrivate = "allowlist", true, true
+			return c
+		}(), []string{"egress.allow_loopback", "egress.allow_private"}},
+		{func() config.Config {
+			c := config.Default()
+			c.Audit.Path = "off"
+			c.Sandbox.AllowDegraded = true
+			return c
+		}(),
+			[]string{"sandbox.allow_degraded", `audit.path = "off"`}},
+	} {
+		got := strings.Join(weakenings(tc.cfg, true), "; ")
+		for _, w := range tc.want {
+			if !strings.Contains(got, w) {
+				t.Errorf("weakenings %q lack %q", got, w)
+			}
+		}
+	}
+	if w := weakenings(config.Default(), true); len(w) != 0 {
+		t.Errorf("the defaults weaken: %q", w)
 	}
 }
