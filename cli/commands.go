@@ -77,6 +77,7 @@ func serveCmd(ctx context.Context, args []string, stdio IO) int {
 	if addr != "" {
 		return serveHTTP(ctx, cfg, deps, httpListen{addr: addr, sse: *sseAddr != "", clients: clients}, stdio, log)
 	}
+	deps.Transport = "stdio"
 	if err := startupCheck(ctx, deps, cfg, log); err != nil {
 		fmt.Fprintf(stdio.Stderr, "airlock: refusing to serve: %v\n", err)
 		return exitRefused
