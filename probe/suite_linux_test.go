@@ -212,6 +212,22 @@ func TestUnsandboxedFailsEveryProbe(t *testing.T) {
 	}
 }
 
+// TestEnvLeakedAtStartIsCaught: the engine's processes that start programs (the zygote)
+// start once, with the server, so a leak of the server's environment passes on what it
+// held then, not a secret planted at the probe's time. env-secret must still fail: it
+// judges the program's environment against the server's own, on the host.
+func TestEnvLeakedAtStartIsCaught(t *testing.T) {
+	t.Setenv("AIRLOCK_TEST_SERVER_SECRET", "s3cret-"+randHex(8))
+	s := NewSuite(newRunner(t, unsandboxed{startEnv: os.Environ()}))
+	r := run(t, s, Filter{Probes: []string{"env-secret"}}).Probes[0]
+	if r.Status != Failed {
+		t.Fatalf("env-secret: %s against a backend that passes on the server's start environment, want failed: %s", r.Status, r.Detail)
+	}
+	if !strings.Contains(r.Detail, "AIRLOCK_TEST_SERVER_SECRET") || strings.Contains(r.Detail, "s3cret-") {
+		t.Errorf("the detail must name the leaked variables, never their values: %s", r.Detail)
+	}
+}
+
 func TestNoWallTimeout(t *testing.T) {
 	s := NewSuite(newRunner(t, unsandboxed{noWall: true}))
 	for _, r := range run(t, s, Filter{Probes: []string{"cpu-timeout"}}).Probes {
