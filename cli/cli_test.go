@@ -564,3 +564,12 @@ func TestWeakeningsAreSaid(t *testing.T) {
 		t.Errorf("the defaults weaken: %q", w)
 	}
 }
+
+// TestRunFlagAfterTheFile: a flag after the file is not read (Go's flags stop at the
+// first argument), so the run is refused, and the refusal says why and what to do.
+func TestRunFlagAfterTheFile(t *testing.T) {
+	r := run(t, nil, "", "run", "prog.py", "--timeout", "5")
+	if r.code != exitUsage || !strings.Contains(r.stderr, "--timeout comes after the file") || !strings.Contains(r.stderr, "before prog.py") {
+		t.Errorf("exit %d, stderr %q", r.code, r.stderr)
+	}
+}
