@@ -269,7 +269,9 @@ func judgeListener(a *attempt, res sandbox.Result, rep *programReport) (Status, 
 }
 
 // dnsServers hands the program the host's resolvers plus two public ones: an answer from
-// any of them means the sandbox reaches the network.
+// any of them means the sandbox reaches the network. The host's are named by their place
+// in resolv.conf in what the program reports (labels): the report goes to any client of
+// probe_sandbox, and the addresses are the host's network, not the sandbox's.
 func dnsServers(a *attempt) error {
 	servers := []string{}
 	if f, err := os.Open("/etc/resolv.conf"); err == nil {
@@ -281,7 +283,12 @@ func dnsServers(a *attempt) error {
 		}
 		f.Close()
 	}
+	labels := make([]string, len(servers))
+	for i := range servers {
+		labels[i] = fmt.Sprintf("host resolver %d", i+1)
+	}
 	a.args["servers"] = append(servers, "1.1.1.1", "8.8.8.8")
+	a.args["labels"] = append(labels, "1.1.1.1", "8.8.8.8")
 	return nil
 }
 

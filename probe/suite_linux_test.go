@@ -394,3 +394,29 @@ func TestLandlockTierVerdicts(t *testing.T) {
 		}
 	}
 }
+
+// TestDNSProbeHidesTheHostsResolvers: probe_sandbox's report goes to any client; the
+// dns probe's detail names the host's resolvers by their place, not their addresses (the
+// host's network, which the sandbox is there to hide).
+func TestDNSProbeHidesTheHostsResolvers(t *testing.T) {
+	a := &attempt{args: map[string]any{}}
+	if err := dnsServers(a); err != nil {
+		t.Fatal(err)
+	}
+	servers := a.args["servers"].([]string)
+	if len(servers) <= 2 {
+		t.Log("no nameserver in /etc/resolv.conf: only the public ones are tried")
+	}
+	r := run(t, NewSuite(newRunner(t, realSandbox(t))), Filter{Probes: []string{"dns"}}).Probes[0]
+	if r.Status != Passed {
+		t.Fatalf("dns: %s: %s", r.Status, r.Detail)
+	}
+	for _, s := range servers[:len(servers)-2] {
+		if strings.Contains(r.Detail, s) {
+			t.Errorf("the detail shows the host's resolver %s: %s", s, r.Detail)
+		}
+	}
+	if len(servers) > 2 && !strings.Contains(r.Detail, "host resolver 1") {
+		t.Errorf("the detail does not account for the host's resolvers: %s", r.Detail)
+	}
+}
