@@ -138,3 +138,17 @@ func TestLimiterAloneGetsEverySlot(t *testing.T) {
 		t.Fatalf("running %d waiting %d after every release", l.Running(), l.Waiting())
 	}
 }
+
+// BenchmarkLimiterAcquire is a call's take and give-back of a free slot, the path every
+// call takes when the server is not full.
+func BenchmarkLimiterAcquire(b *testing.B) {
+	l := NewLimiter(4, 64, time.Second)
+	ctx := context.Background()
+	for b.Loop() {
+		rel, err := l.Acquire(ctx, "alice")
+		if err != nil {
+			b.Fatal(err)
+		}
+		rel()
+	}
+}
