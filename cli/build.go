@@ -129,6 +129,12 @@ func weakenings(cfg config.Config, server bool) []string {
 	case sandbox.NetworkHost:
 		w = append(w, `network = "host": programs share this host's network (its loopback services, the LAN, cloud metadata)`)
 	case sandbox.NetworkAllowlist:
+		for _, d := range cfg.SandboxEgress().Domains {
+			// "*.com" lists every name of a top-level domain: most of the internet.
+			if suffix, ok := strings.CutPrefix(d, "*."); ok && !strings.Contains(suffix, ".") {
+				w = append(w, fmt.Sprintf("egress.domains %q admits every name under a top-level domain", d))
+			}
+		}
 		if cfg.Egress.AllowLoopback {
 			w = append(w, "egress.allow_loopback: listed names and addresses may reach this host's own services")
 		}

@@ -547,6 +547,11 @@ func TestWeakeningsAreSaid(t *testing.T) {
 		}(), []string{"egress.allow_loopback", "egress.allow_private"}},
 		{func() config.Config {
 			c := config.Default()
+			c.Network, c.Egress.Domains = "allowlist", []string{"pypi.org", "*.COM"}
+			return c
+		}(), []string{`egress.domains "*.com" admits every name under a top-level domain`}},
+		{func() config.Config {
+			c := config.Default()
 			c.Audit.Path = "off"
 			c.Sandbox.AllowDegraded = true
 			return c
