@@ -12,6 +12,7 @@ import (
 	"net"
 	"os"
 	"path"
+	"reflect"
 	"runtime"
 	"slices"
 	"strconv"
@@ -364,7 +365,58 @@ func (c *Config) loadFile(path string) error {
 		}
 		return fmt.Errorf("config %s: unknown keys: %s", path, strings.Join(keys, ", "))
 	}
+	// The decoder matches keys case-insensitively, while TOML's are case-sensitive: a
+	// file saying network = "none" and, further down, NETWORK = "host" is two keys to
+	// TOML (no duplicate refused) and to a reader, and got the host's network.
+	var folded []string
+	for _, k := range md.Keys() {
+		if !exactKey(reflect.TypeFor[Config](), k) {
+			folded = append(folded, k.String())
+		}
+	}
+	if len(folded) > 0 {
+		return fmt.Errorf("config %s: keys are case-sensitive (lowercase), and these are a setting's only under case folding: %s",
+			path, strings.Join(folded, ", "))
+	}
 	return nil
+}
+
+// exactKey reports whether every part of k names a field of t by its toml tag exactly
+// (a map's keys are the operator's names, taken as written).
+func exactKey(t reflect.Type, k toml.Key) bool {
+	for _, part := range k {
+		switch t.Kind() {
+		case reflect.Struct:
+			f, ok := fieldByTag(t, part)
+			if !ok {
+				return false
+			}
+			t = f.Type
+		case reflect.Map, reflect.Slice:
+			t = t.Elem()
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// fieldByTag is t's field whose toml name is exactly name, looking into embedded
+// structs as the decoder does.
+func fieldByTag(t reflect.Type, name string) (reflect.StructField, bool) {
+	for i := range t.NumField() {
+		f := t.Field(i)
+		tag, _, _ := strings.Cut(f.Tag.Get("toml"), ",")
+		switch {
+		case tag == "" && f.Anonymous && f.Type.Kind() == reflect.Struct:
+			if g, ok := fieldByTag(f.Type, name); ok {
+				return g, true
+			}
+		case tag == name, tag == "" && f.Name == name:
+			return f, true
+		}
+	}
+	return reflect.StructField{}, false
 }
 
 // readPrivate reads the configuration file, refusing one that a user other than root or

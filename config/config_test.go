@@ -212,6 +212,11 @@ func TestLoadErrors(t *testing.T) {
 		{"bad size", "max_code_bytes = \"lots\"\n", nil, "bad size"},
 		{"bad duration", "[concurrency]\nqueue_timeout = \"soon\"\n", nil, "bad duration"},
 		{"bad env int", "", map[string]string{"AIRLOCK_MAX_PARALLEL": "many"}, "concurrency.max_parallel (from AIRLOCK_MAX_PARALLEL)"},
+		// Two keys to TOML and to a reader; one field to a case-folding decoder, the last
+		// one's value winning.
+		{"key under case folding", "network = \"none\"\nNETWORK = \"host\"\n", nil, "keys are case-sensitive (lowercase), and these are a setting's only under case folding: NETWORK"},
+		{"nested key under case folding", "[sandbox]\ncgroups = \"require\"\nCgroups = \"off\"\n", nil, "sandbox.Cgroups"},
+		{"table under case folding", "[Limits.default]\nmemory = \"512MiB\"\n", nil, "Limits"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
