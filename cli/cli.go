@@ -17,6 +17,7 @@ import (
 	"strings"
 
 	"github.com/airlock-mcp/airlock/config"
+	"github.com/airlock-mcp/airlock/internal/trust"
 	"github.com/airlock-mcp/airlock/sandbox"
 	"github.com/airlock-mcp/airlock/sandbox/host"
 )
@@ -337,7 +338,7 @@ func setupLog(cfg config.Config, stdio IO) (func(), error) {
 	var w = stdio.Stderr
 	closeFn := func() {}
 	if cfg.Log.File != "" {
-		f, err := os.OpenFile(cfg.Log.File, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+		f, err := trust.OpenAppend(cfg.Log.File)
 		if err != nil {
 			return nil, fmt.Errorf("open log file: %w", err)
 		}

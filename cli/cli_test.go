@@ -578,3 +578,24 @@ func TestRunFlagAfterTheFile(t *testing.T) {
 		t.Errorf("exit %d, stderr %q", r.code, r.stderr)
 	}
 }
+
+// TestLogFileDoesNotFollowASymlink: log.file is appended to by the server (root, often);
+// a symlink planted there would choose the file.
+func TestLogFileDoesNotFollowASymlink(t *testing.T) {
+	dir := t.TempDir()
+	victim := filepath.Join(dir, "victim")
+	if err := os.WriteFile(victim, []byte("precious\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(dir, "airlock.log")
+	if err := os.Symlink(victim, link); err != nil {
+		t.Fatal(err)
+	}
+	r := run(t, nil, "", "config", "--log-file", link, "--log-level", "debug")
+	if r.code == 0 || !strings.Contains(r.stderr, "symlink") {
+		t.Errorf("exit %d, stderr %q: want a refusal naming the symlink", r.code, r.stderr)
+	}
+	if b, _ := os.ReadFile(victim); string(b) != "precious\n" {
+		t.Errorf("the symlink's target was written: %q", b)
+	}
+}

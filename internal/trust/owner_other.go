@@ -17,3 +17,8 @@ func Owner(os.FileInfo) bool { return false }
 func foreignOwner(os.FileInfo) (uint32, bool) { return 0, false }
 
 func writableByOthers(fs.FileMode) bool { return false }
+
+// noFollow: no O_NOFOLLOW here; the settings' paths are taken as they are.
+const noFollow = 0
+
+func isLoop(error) bool { return false }

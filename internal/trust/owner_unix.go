@@ -3,10 +3,15 @@
 package trust
 
 import (
+	"errors"
 	"io/fs"
 	"os"
 	"syscall"
 )
+
+const noFollow = syscall.O_NOFOLLOW
+
+func isLoop(err error) bool { return errors.Is(err, syscall.ELOOP) }
 
 // Owner reports whether fi belongs to root or to this process's effective uid.
 func Owner(fi os.FileInfo) bool {

@@ -22,3 +22,15 @@ func Private(what string, fi os.FileInfo) error {
 	}
 	return nil
 }
+
+// OpenAppend opens path for appending, creating it 0600, and never through a symlink at
+// its last component: the server (root, often) appends its log and audit lines there, and
+// whoever could plant a symlink in the file's directory would choose the file they land
+// in (/etc/passwd, a cron file). A path that is a symlink fails with ELOOP, named.
+func OpenAppend(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND|noFollow, 0o600)
+	if err != nil && isLoop(err) {
+		return nil, fmt.Errorf("%s is a symlink, which the server does not follow to append to: give the file's own path: %w", path, err)
+	}
+	return f, err
+}
