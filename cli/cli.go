@@ -303,11 +303,26 @@ func (c *common) load(stdio IO) (config.Config, bool) {
 	if err == nil {
 		err = cfg.Validate()
 	}
+	if _, onArgv := flags["http.auth_token"]; err == nil && onArgv {
+		err = tokenOnArgv(cfg, stdio.Stderr)
+	}
 	if err != nil {
 		fmt.Fprintf(stdio.Stderr, "airlock: invalid configuration:\n  %s\n", strings.ReplaceAll(err.Error(), "\n", "\n  "))
 		return config.Config{}, false
 	}
 	return cfg, true
+}
+
+// tokenOnArgv is what a token given as --auth-token costs: the command line is every
+// local user's to read (ps), and in the Landlock tier, which has no pid namespace, every
+// program's: one printed the server's token to its client, who could then call as the
+// "default" client. There it is refused; elsewhere said (on w: logging is not set up yet).
+func tokenOnArgv(cfg config.Config, w io.Writer) error {
+	if cfg.Sandbox.Isolation == sandbox.IsolationLandlock {
+		return errors.New(`http.auth_token (from flag --auth-token): in the Landlock tier every program can read the server's command line: pass the token in AIRLOCK_AUTH_TOKEN or use http.tokens_file`)
+	}
+	fmt.Fprintln(w, "airlock: warning: the auth token is on the command line, which every local user can read (ps): pass it in AIRLOCK_AUTH_TOKEN or use http.tokens_file")
+	return nil
 }
 
 // envTypo refuses a set AIRLOCK_* variable that is no setting's but is near one's name: a

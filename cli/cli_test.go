@@ -599,3 +599,20 @@ func TestLogFileDoesNotFollowASymlink(t *testing.T) {
 		t.Errorf("the symlink's target was written: %q", b)
 	}
 }
+
+// TestTokenOnTheCommandLine: the Landlock tier has no pid namespace, so every program can
+// read the server's command line, --auth-token included (seen: a run printed it).
+func TestTokenOnTheCommandLine(t *testing.T) {
+	r := run(t, nil, "", "config", "--isolation", "landlock", "--auth-token", "s3cret-s3cret-s3cret")
+	if r.code != exitUsage || !strings.Contains(r.stderr, "AIRLOCK_AUTH_TOKEN") || !strings.Contains(r.stderr, "Landlock tier") {
+		t.Errorf("landlock with --auth-token: exit %d, stderr %q: want it refused with the fix", r.code, r.stderr)
+	}
+	r = run(t, nil, "", "config", "--auth-token", "s3cret-s3cret-s3cret")
+	if r.code != 0 || !strings.Contains(r.stderr, "every local user can read") {
+		t.Errorf("--auth-token: exit %d, stderr %q: want a warning", r.code, r.stderr)
+	}
+	t.Setenv("AIRLOCK_AUTH_TOKEN", "s3cret-s3cret-s3cret")
+	if r := run(t, nil, "", "config", "--isolation", "landlock"); r.code != 0 || strings.Contains(r.stderr, "command line") {
+		t.Errorf("the token in the environment: exit %d, stderr %q", r.code, r.stderr)
+	}
+}
