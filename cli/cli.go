@@ -337,9 +337,21 @@ func envTypo(environ []string) error {
 	}
 	for _, kv := range environ {
 		k, v, _ := strings.Cut(kv, "=")
-		name, ok := strings.CutPrefix(k, "AIRLOCK_")
-		if !ok || v == "" || slices.Contains(known, name) {
+		const prefix = "AIRLOCK_"
+		if len(k) <= len(prefix) || !strings.EqualFold(k[:len(prefix)], prefix) || v == "" {
 			continue
+		}
+		name := k[len(prefix):]
+		if k[:len(prefix)] == prefix && slices.Contains(known, name) {
+			continue
+		}
+		// Environment variables are case-sensitive: AIRLOCK_auth_token (or
+		// airlock_network) is no setting's, and was ignored as silently as a misspelt one.
+		if i := slices.IndexFunc(known, func(n string) bool { return strings.EqualFold(n, name) }); i >= 0 {
+			return fmt.Errorf("unknown environment variable %s, which would be ignored (names are uppercase); did you mean AIRLOCK_%s?", k, known[i])
+		}
+		if k[:len(prefix)] != prefix {
+			continue // another program's airlock_* name, nowhere near a setting
 		}
 		if hint := suggest(name, "AIRLOCK_", known); hint != "" {
 			return fmt.Errorf("unknown environment variable %s, which would be ignored%s", k, hint)

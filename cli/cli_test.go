@@ -499,7 +499,9 @@ func TestRunOutForceReplacesTheFile(t *testing.T) {
 // server served every local user without a token (TestE2EStartupErrors runs the binary
 // so). The test and CI knobs, which are no setting's, still pass.
 func TestEnvironmentTypoRefused(t *testing.T) {
-	for _, typo := range []string{"AIRLOCK_AUTH_TOKN", "AIRLOCK_TOKEN_FILE", "AIRLOCK_NETWROK", "AIRLOCK_ISOLATON", "AIRLOCK_ALLOW_DEGRADE"} {
+	for _, typo := range []string{"AIRLOCK_AUTH_TOKN", "AIRLOCK_TOKEN_FILE", "AIRLOCK_NETWROK", "AIRLOCK_ISOLATON", "AIRLOCK_ALLOW_DEGRADE",
+		// Names are case-sensitive: these were ignored as silently.
+		"AIRLOCK_auth_token", "airlock_network", "Airlock_Tokens_File"} {
 		t.Run(typo, func(t *testing.T) {
 			t.Setenv(typo, "x")
 			err := envTypo(os.Environ())
