@@ -26,6 +26,7 @@ import (
 
 	"github.com/airlock-mcp/airlock/internal/sandboxtest"
 	"github.com/airlock-mcp/airlock/internal/soak"
+	"github.com/airlock-mcp/airlock/tools"
 )
 
 var (
@@ -103,7 +104,9 @@ func resultText(r *mcp.CallToolResult) string {
 	return b.String()
 }
 
-func exercise(t *testing.T, c *client.Client, wantVersion string) {
+// exercise drives one client through the tools; get_config must name the transport and
+// the address really served (want.Transport, want.HTTP.Addr).
+func exercise(t *testing.T, c *client.Client, wantVersion string, want tools.ConfigView) {
 	t.Helper()
 	ctx := context.Background()
 	var progress atomic.Int64
@@ -152,6 +155,14 @@ func exercise(t *testing.T, c *client.Client, wantVersion string) {
 			t.Fatal(err)
 		}
 		b, _ := json.Marshal(r.StructuredContent)
+		var v tools.ConfigView
+		if err := json.Unmarshal(b, &v); err != nil {
+			t.Fatal(err)
+		}
+		if v.Transport != want.Transport || v.HTTP.Addr != want.HTTP.Addr || v.HTTP.AuthRequired != want.HTTP.AuthRequired {
+			t.Fatalf("get_config says transport %q at %q (auth %t), want %q at %q (auth %t)", v.Transport, v.HTTP.Addr,
+				v.HTTP.AuthRequired, want.Transport, want.HTTP.Addr, want.HTTP.AuthRequired)
+		}
 		if strings.Contains(string(b), `"running":0`) {
 			break
 		}
@@ -183,7 +194,7 @@ func TestE2EStdio(t *testing.T) {
 			tr := transport.NewStdioWithOptions(bin, os.Environ(), []string{"serve"}, transport.WithCommandStderrWriter(&stderr))
 			c := client.NewClient(tr, tc.opts...)
 			defer c.Close()
-			exercise(t, c, tc.version)
+			exercise(t, c, tc.version, tools.ConfigView{Transport: "stdio"})
 			if t.Failed() {
 				t.Logf("server stderr:\n%s", stderr.String())
 			}
@@ -230,7 +241,10 @@ func TestE2EHTTP(t *testing.T) {
 			}
 			c := client.NewClient(tr, tc.opts...)
 			defer c.Close()
-			exercise(t, c, tc.version)
+			// The listener's address, port chosen: not http.addr's 127.0.0.1:8765.
+			want := tools.ConfigView{Transport: "http"}
+			want.HTTP.Addr = strings.TrimSuffix(strings.TrimPrefix(url, "http://"), "/mcp")
+			exercise(t, c, tc.version, want)
 		})
 	}
 }
@@ -384,6 +398,29 @@ func TestE2EStartupErrors(t *testing.T) {
 				t.Errorf("wrote to stdout: %q", stdout.String())
 			}
 		})
+	}
+}
+
+// TestE2EHostNetworkRefusalSaysWhy: serve refuses network = "host" (its startup probes
+// reach the host's loopback, as that mode allows), and the refusal names the setting and
+// the fix, not "run airlock probe", whose report blames the sandbox.
+func TestE2EHostNetworkRefusalSaysWhy(t *testing.T) {
+	bin := needSandbox(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "serve", "--network", "host", "--audit", "off")
+	cmd.Stdin = strings.NewReader("")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	err := cmd.Run()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 3 {
+		t.Fatalf("err=%v, want exit 3; stderr %s", err, stderr.String())
+	}
+	for _, want := range []string{"isolation weakened by configuration", `refusing to serve`, `network = "host" shares this host's network`, `set network = "allowlist"`} {
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("stderr lacks %q: %s", want, stderr.String())
+		}
 	}
 }
 

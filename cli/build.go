@@ -82,6 +82,11 @@ func build(ctx context.Context, cfg config.Config, strict bool, newSandbox func(
 	if sbErr != nil && strict {
 		return tools.Deps{}, sbErr
 	}
+	if w := weakenings(cfg, one == nil); strict && len(w) > 0 {
+		// Each is the operator's choice, so none refuses; each must still be said where
+		// the operator looks, not only in get_config.
+		slog.Warn("isolation weakened by configuration", "component", "cli", "settings", strings.Join(w, "; "))
+	}
 	if strict && len(reg.Enabled()) == 0 {
 		return tools.Deps{}, fmt.Errorf("languages: none of %s is installed on this host", strings.Join(cfg.Languages.Enabled, ", "))
 	}
@@ -112,6 +117,38 @@ func build(ctx context.Context, cfg config.Config, strict bool, newSandbox func(
 		r.Audit = a
 	}
 	return tools.Deps{Runner: r, Prober: probe.NewSuite(r), Config: cfg, Version: version()}, sbErr
+}
+
+// weakenings lists the settings in effect that open the sandbox beyond the defaults'
+// isolation, or take away its record, in the operator's words. What the backend itself
+// reports as an inactive layer (cgroups, host-uids) is logged with the layers. A one-shot
+// run (server false) has its result for a record, and is not told of the audit log.
+func weakenings(cfg config.Config, server bool) []string {
+	var w []string
+	switch sandbox.Network(cfg.Network) {
+	case sandbox.NetworkHost:
+		w = append(w, `network = "host": programs share this host's network (its loopback services, the LAN, cloud metadata)`)
+	case sandbox.NetworkAllowlist:
+		for _, d := range cfg.SandboxEgress().Domains {
+			// "*.com" lists every name of a top-level domain: most of the internet.
+			if suffix, ok := strings.CutPrefix(d, "*."); ok && !strings.Contains(suffix, ".") {
+				w = append(w, fmt.Sprintf("egress.domains %q admits every name under a top-level domain", d))
+			}
+		}
+		if cfg.Egress.AllowLoopback {
+			w = append(w, "egress.allow_loopback: listed names and addresses may reach this host's own services")
+		}
+		if cfg.Egress.AllowPrivate {
+			w = append(w, "egress.allow_private: listed names may resolve to other hosts' private addresses")
+		}
+	}
+	if cfg.Sandbox.AllowDegraded {
+		w = append(w, "sandbox.allow_degraded: serves when optional layers are missing or startup probes cannot run")
+	}
+	if server && cfg.Audit.Path == "off" {
+		w = append(w, `audit.path = "off": no record of the runs`)
+	}
+	return w
 }
 
 // oneShot is what build is told of a one-shot run: the backend serves one call and is

@@ -17,6 +17,7 @@ import (
 	"strings"
 
 	"github.com/airlock-mcp/airlock/config"
+	"github.com/airlock-mcp/airlock/internal/trust"
 	"github.com/airlock-mcp/airlock/sandbox"
 	"github.com/airlock-mcp/airlock/sandbox/host"
 )
@@ -302,11 +303,26 @@ func (c *common) load(stdio IO) (config.Config, bool) {
 	if err == nil {
 		err = cfg.Validate()
 	}
+	if _, onArgv := flags["http.auth_token"]; err == nil && onArgv {
+		err = tokenOnArgv(cfg, stdio.Stderr)
+	}
 	if err != nil {
 		fmt.Fprintf(stdio.Stderr, "airlock: invalid configuration:\n  %s\n", strings.ReplaceAll(err.Error(), "\n", "\n  "))
 		return config.Config{}, false
 	}
 	return cfg, true
+}
+
+// tokenOnArgv is what a token given as --auth-token costs: the command line is every
+// local user's to read (ps), and in the Landlock tier, which has no pid namespace, every
+// program's: one printed the server's token to its client, who could then call as the
+// "default" client. There it is refused; elsewhere said (on w: logging is not set up yet).
+func tokenOnArgv(cfg config.Config, w io.Writer) error {
+	if cfg.Sandbox.Isolation == sandbox.IsolationLandlock {
+		return errors.New(`http.auth_token (from flag --auth-token): in the Landlock tier every program can read the server's command line: pass the token in AIRLOCK_AUTH_TOKEN or use http.tokens_file`)
+	}
+	fmt.Fprintln(w, "airlock: warning: the auth token is on the command line, which every local user can read (ps): pass it in AIRLOCK_AUTH_TOKEN or use http.tokens_file")
+	return nil
 }
 
 // envTypo refuses a set AIRLOCK_* variable that is no setting's but is near one's name: a
@@ -321,9 +337,21 @@ func envTypo(environ []string) error {
 	}
 	for _, kv := range environ {
 		k, v, _ := strings.Cut(kv, "=")
-		name, ok := strings.CutPrefix(k, "AIRLOCK_")
-		if !ok || v == "" || slices.Contains(known, name) {
+		const prefix = "AIRLOCK_"
+		if len(k) <= len(prefix) || !strings.EqualFold(k[:len(prefix)], prefix) || v == "" {
 			continue
+		}
+		name := k[len(prefix):]
+		if k[:len(prefix)] == prefix && slices.Contains(known, name) {
+			continue
+		}
+		// Environment variables are case-sensitive: AIRLOCK_auth_token (or
+		// airlock_network) is no setting's, and was ignored as silently as a misspelt one.
+		if i := slices.IndexFunc(known, func(n string) bool { return strings.EqualFold(n, name) }); i >= 0 {
+			return fmt.Errorf("unknown environment variable %s, which would be ignored (names are uppercase); did you mean AIRLOCK_%s?", k, known[i])
+		}
+		if k[:len(prefix)] != prefix {
+			continue // another program's airlock_* name, nowhere near a setting
 		}
 		if hint := suggest(name, "AIRLOCK_", known); hint != "" {
 			return fmt.Errorf("unknown environment variable %s, which would be ignored%s", k, hint)
@@ -337,7 +365,7 @@ func setupLog(cfg config.Config, stdio IO) (func(), error) {
 	var w = stdio.Stderr
 	closeFn := func() {}
 	if cfg.Log.File != "" {
-		f, err := os.OpenFile(cfg.Log.File, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+		f, err := trust.OpenAppend(cfg.Log.File)
 		if err != nil {
 			return nil, fmt.Errorf("open log file: %w", err)
 		}

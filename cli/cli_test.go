@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/airlock-mcp/airlock/config"
 	"github.com/airlock-mcp/airlock/runner/runnertest"
 	"github.com/airlock-mcp/airlock/sandbox"
 )
@@ -498,7 +499,9 @@ func TestRunOutForceReplacesTheFile(t *testing.T) {
 // server served every local user without a token (TestE2EStartupErrors runs the binary
 // so). The test and CI knobs, which are no setting's, still pass.
 func TestEnvironmentTypoRefused(t *testing.T) {
-	for _, typo := range []string{"AIRLOCK_AUTH_TOKN", "AIRLOCK_TOKEN_FILE", "AIRLOCK_NETWROK", "AIRLOCK_ISOLATON", "AIRLOCK_ALLOW_DEGRADE"} {
+	for _, typo := range []string{"AIRLOCK_AUTH_TOKN", "AIRLOCK_TOKEN_FILE", "AIRLOCK_NETWROK", "AIRLOCK_ISOLATON", "AIRLOCK_ALLOW_DEGRADE",
+		// Names are case-sensitive: these were ignored as silently.
+		"AIRLOCK_auth_token", "airlock_network", "Airlock_Tokens_File"} {
 		t.Run(typo, func(t *testing.T) {
 			t.Setenv(typo, "x")
 			err := envTypo(os.Environ())
@@ -518,5 +521,100 @@ func TestEnvironmentTypoRefused(t *testing.T) {
 	env[len(env)-1] = "AIRLOCK_AUTH_TOKN=" // set but empty, as unset: Load ignores it too
 	if err := envTypo(env); err != nil {
 		t.Errorf("test and CI knobs: %v", err)
+	}
+}
+
+// TestWeakeningsAreSaid: a setting that opens the sandbox is the operator's choice, and
+// said on stderr where they look, not only in get_config: `airlock run --network host`
+// ran with the host's network without a word.
+func TestWeakeningsAreSaid(t *testing.T) {
+	r := run(t, nil, "print(1)", "run", "--audit", "off", "--network", "host", "-")
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	if !strings.Contains(r.stderr, "isolation weakened by configuration") || !strings.Contains(r.stderr, `network = \"host\"`) {
+		t.Errorf("stderr does not say the network is the host's: %q", r.stderr)
+	}
+	if quiet := run(t, nil, "print(1)", "run", "--audit", "off", "-"); strings.Contains(quiet.stderr, "weakened") {
+		t.Errorf("the defaults said to be weakened: %q", quiet.stderr)
+	}
+	for _, tc := range []struct {
+		cfg  config.Config
+		want []string
+	}{
+		{func() config.Config {
+			c := config.Default()
+			c.Network, c.Egress.AllowLoopback, c.Egress.AllowPrivate = "allowlist", true, true
+			return c
+		}(), []string{"egress.allow_loopback", "egress.allow_private"}},
+		{func() config.Config {
+			c := config.Default()
+			c.Network, c.Egress.Domains = "allowlist", []string{"pypi.org", "*.COM"}
+			return c
+		}(), []string{`egress.domains "*.com" admits every name under a top-level domain`}},
+		{func() config.Config {
+			c := config.Default()
+			c.Audit.Path = "off"
+			c.Sandbox.AllowDegraded = true
+			return c
+		}(),
+			[]string{"sandbox.allow_degraded", `audit.path = "off"`}},
+	} {
+		got := strings.Join(weakenings(tc.cfg, true), "; ")
+		for _, w := range tc.want {
+			if !strings.Contains(got, w) {
+				t.Errorf("weakenings %q lack %q", got, w)
+			}
+		}
+	}
+	if w := weakenings(config.Default(), true); len(w) != 0 {
+		t.Errorf("the defaults weaken: %q", w)
+	}
+}
+
+// TestRunFlagAfterTheFile: a flag after the file is not read (Go's flags stop at the
+// first argument), so the run is refused, and the refusal says why and what to do.
+func TestRunFlagAfterTheFile(t *testing.T) {
+	r := run(t, nil, "", "run", "prog.py", "--timeout", "5")
+	if r.code != exitUsage || !strings.Contains(r.stderr, "--timeout comes after the file") || !strings.Contains(r.stderr, "before prog.py") {
+		t.Errorf("exit %d, stderr %q", r.code, r.stderr)
+	}
+}
+
+// TestLogFileDoesNotFollowASymlink: log.file is appended to by the server (root, often);
+// a symlink planted there would choose the file.
+func TestLogFileDoesNotFollowASymlink(t *testing.T) {
+	dir := t.TempDir()
+	victim := filepath.Join(dir, "victim")
+	if err := os.WriteFile(victim, []byte("precious\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(dir, "airlock.log")
+	if err := os.Symlink(victim, link); err != nil {
+		t.Fatal(err)
+	}
+	r := run(t, nil, "", "config", "--log-file", link, "--log-level", "debug")
+	if r.code == 0 || !strings.Contains(r.stderr, "symlink") {
+		t.Errorf("exit %d, stderr %q: want a refusal naming the symlink", r.code, r.stderr)
+	}
+	if b, _ := os.ReadFile(victim); string(b) != "precious\n" {
+		t.Errorf("the symlink's target was written: %q", b)
+	}
+}
+
+// TestTokenOnTheCommandLine: the Landlock tier has no pid namespace, so every program can
+// read the server's command line, --auth-token included (seen: a run printed it).
+func TestTokenOnTheCommandLine(t *testing.T) {
+	r := run(t, nil, "", "config", "--isolation", "landlock", "--auth-token", "s3cret-s3cret-s3cret")
+	if r.code != exitUsage || !strings.Contains(r.stderr, "AIRLOCK_AUTH_TOKEN") || !strings.Contains(r.stderr, "Landlock tier") {
+		t.Errorf("landlock with --auth-token: exit %d, stderr %q: want it refused with the fix", r.code, r.stderr)
+	}
+	r = run(t, nil, "", "config", "--auth-token", "s3cret-s3cret-s3cret")
+	if r.code != 0 || !strings.Contains(r.stderr, "every local user can read") {
+		t.Errorf("--auth-token: exit %d, stderr %q: want a warning", r.code, r.stderr)
+	}
+	t.Setenv("AIRLOCK_AUTH_TOKEN", "s3cret-s3cret-s3cret")
+	if r := run(t, nil, "", "config", "--isolation", "landlock"); r.code != 0 || strings.Contains(r.stderr, "command line") {
+		t.Errorf("the token in the environment: exit %d, stderr %q", r.code, r.stderr)
 	}
 }

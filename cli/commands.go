@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/airlock-mcp/airlock/config"
@@ -77,6 +78,7 @@ func serveCmd(ctx context.Context, args []string, stdio IO) int {
 	if addr != "" {
 		return serveHTTP(ctx, cfg, deps, httpListen{addr: addr, sse: *sseAddr != "", clients: clients}, stdio, log)
 	}
+	deps.Transport = "stdio"
 	if err := startupCheck(ctx, deps, cfg, log); err != nil {
 		fmt.Fprintf(stdio.Stderr, "airlock: refusing to serve: %v\n", err)
 		return exitRefused
@@ -136,7 +138,13 @@ func runCmd(ctx context.Context, args []string, stdio IO) int {
 	}
 	go warmEncoders()
 	if c.fs.NArg() > 1 {
-		fmt.Fprintln(stdio.Stderr, "airlock run: give one FILE, or - for stdin")
+		msg := "give one FILE, or - for stdin"
+		if rest := c.fs.Args()[1:]; strings.HasPrefix(rest[0], "-") && rest[0] != "-" {
+			// Go's flags stop at the first argument that is not one: a flag after the file
+			// was not taken, and the run must not go ahead without it.
+			msg = fmt.Sprintf("%s comes after the file, where flags are not read: put the flags before %s", rest[0], c.fs.Arg(0))
+		}
+		fmt.Fprintf(stdio.Stderr, "airlock run: %s\n", msg)
 		return exitUsage
 	}
 	cfg, closeLog, ok := c.loadAndLog(stdio)

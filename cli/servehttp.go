@@ -46,6 +46,12 @@ func serveHTTP(ctx context.Context, cfg config.Config, deps tools.Deps, l httpLi
 		return exitFailed
 	}
 	base := "http://" + ln.Addr().String()
+	// get_config says where this server really listens: the flag's address, not
+	// http.addr (which no transport reads), and the port chosen for ":0".
+	deps.Config.HTTP.Addr, deps.Transport = ln.Addr().String(), "http"
+	if l.sse {
+		deps.Transport = "sse"
+	}
 	st := serve.NewState()
 	h := serve.Handler(serve.New(deps), base, serve.HTTPOptions{Clients: l.clients, AllowedOrigins: cfg.HTTP.AllowedOrigins,
 		MaxBodyBytes: int64(cfg.HTTP.MaxBodyBytes), SSE: l.sse, Stateless: cfg.HTTP.Stateless,

@@ -37,8 +37,14 @@ func startupCheck(ctx context.Context, deps tools.Deps, cfg config.Config, log *
 	log.Info("startup probes", "verdict", rep.Verdict, "passed", rep.Totals.Passed,
 		"failed", rep.Totals.Failed, "errors", rep.Totals.Errored, "duration", time.Since(start).Round(time.Millisecond))
 	if len(failed) > 0 {
-		return fmt.Errorf("%w: escape probes succeeded at startup: %s; run `airlock probe` for the fixes",
-			sandbox.ErrUnavailable, strings.Join(failed, "; "))
+		fix := "run `airlock probe` for the fixes"
+		if sandbox.Network(cfg.Network) == sandbox.NetworkHost {
+			// The probes reach the host's loopback because the operator shared it: the
+			// cause is the setting, not a broken sandbox.
+			fix = `network = "host" shares this host's network, which the startup probes refuse to serve: set network = "allowlist" (with egress.domains) or "none"`
+		}
+		return fmt.Errorf("%w: escape probes succeeded at startup: %s; %s",
+			sandbox.ErrUnavailable, strings.Join(failed, "; "), fix)
 	}
 	if cfg.Sandbox.Isolation == sandbox.IsolationLandlock {
 		// Chosen by the operator, and said on every result: never entered silently.

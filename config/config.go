@@ -6,11 +6,13 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"math"
 	"net"
 	"os"
 	"path"
+	"reflect"
 	"runtime"
 	"slices"
 	"strconv"
@@ -20,6 +22,7 @@ import (
 	"github.com/BurntSushi/toml"
 
 	"github.com/airlock-mcp/airlock/egress"
+	"github.com/airlock-mcp/airlock/internal/trust"
 	"github.com/airlock-mcp/airlock/policy"
 	"github.com/airlock-mcp/airlock/sandbox"
 	"github.com/airlock-mcp/airlock/session"
@@ -346,9 +349,9 @@ func Load(path string, getenv func(string) string, flags map[string]string) (Con
 }
 
 func (c *Config) loadFile(path string) error {
-	data, err := os.ReadFile(path)
+	data, err := readPrivate(path)
 	if err != nil {
-		return fmt.Errorf("read config: %w", err)
+		return err
 	}
 	md, err := toml.NewDecoder(bytes.NewReader(data)).Decode(c)
 	if err != nil {
@@ -362,7 +365,82 @@ func (c *Config) loadFile(path string) error {
 		}
 		return fmt.Errorf("config %s: unknown keys: %s", path, strings.Join(keys, ", "))
 	}
+	// The decoder matches keys case-insensitively, while TOML's are case-sensitive: a
+	// file saying network = "none" and, further down, NETWORK = "host" is two keys to
+	// TOML (no duplicate refused) and to a reader, and got the host's network.
+	var folded []string
+	for _, k := range md.Keys() {
+		if !exactKey(reflect.TypeFor[Config](), k) {
+			folded = append(folded, k.String())
+		}
+	}
+	if len(folded) > 0 {
+		return fmt.Errorf("config %s: keys are case-sensitive (lowercase), and these are a setting's only under case folding: %s",
+			path, strings.Join(folded, ", "))
+	}
 	return nil
+}
+
+// exactKey reports whether every part of k names a field of t by its toml tag exactly
+// (a map's keys are the operator's names, taken as written).
+func exactKey(t reflect.Type, k toml.Key) bool {
+	for _, part := range k {
+		switch t.Kind() {
+		case reflect.Struct:
+			f, ok := fieldByTag(t, part)
+			if !ok {
+				return false
+			}
+			t = f.Type
+		case reflect.Map, reflect.Slice:
+			t = t.Elem()
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// fieldByTag is t's field whose toml name is exactly name, looking into embedded
+// structs as the decoder does.
+func fieldByTag(t reflect.Type, name string) (reflect.StructField, bool) {
+	for i := range t.NumField() {
+		f := t.Field(i)
+		tag, _, _ := strings.Cut(f.Tag.Get("toml"), ",")
+		switch {
+		case tag == "" && f.Anonymous && f.Type.Kind() == reflect.Struct:
+			if g, ok := fieldByTag(f.Type, name); ok {
+				return g, true
+			}
+		case tag == name, tag == "" && f.Name == name:
+			return f, true
+		}
+	}
+	return reflect.StructField{}, false
+}
+
+// readPrivate reads the configuration file, refusing one that a user other than root or
+// the server's could have written: its content chooses the network, the limits, the
+// tokens, the files the server appends its logs to, so such a user would choose this
+// server's isolation (a file in /tmp of theirs, or one left group-writable).
+func readPrivate(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("read config: %w", err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("read config: %w", err)
+	}
+	if err := trust.Private("config "+path, fi); err != nil {
+		return nil, err
+	}
+	data, err := io.ReadAll(f)
+	if err != nil {
+		return nil, fmt.Errorf("read config: %w", err)
+	}
+	return data, nil
 }
 
 // Validate checks every field and names the first bad one.
@@ -603,7 +681,8 @@ func (s *Size) UnmarshalText(b []byte) error {
 		}
 	}
 	n, err := strconv.ParseInt(str, 10, 64)
-	if err != nil || n > math.MaxInt64/mult {
+	// Both ends: "-17179869183GiB" wrapped around to 1GiB, a limit the operator never wrote.
+	if err != nil || n > math.MaxInt64/mult || n < math.MinInt64/mult {
 		return fmt.Errorf("bad size %q", string(b))
 	}
 	*s = Size(n * mult)

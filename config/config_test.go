@@ -212,6 +212,11 @@ func TestLoadErrors(t *testing.T) {
 		{"bad size", "max_code_bytes = \"lots\"\n", nil, "bad size"},
 		{"bad duration", "[concurrency]\nqueue_timeout = \"soon\"\n", nil, "bad duration"},
 		{"bad env int", "", map[string]string{"AIRLOCK_MAX_PARALLEL": "many"}, "concurrency.max_parallel (from AIRLOCK_MAX_PARALLEL)"},
+		// Two keys to TOML and to a reader; one field to a case-folding decoder, the last
+		// one's value winning.
+		{"key under case folding", "network = \"none\"\nNETWORK = \"host\"\n", nil, "keys are case-sensitive (lowercase), and these are a setting's only under case folding: NETWORK"},
+		{"nested key under case folding", "[sandbox]\ncgroups = \"require\"\nCgroups = \"off\"\n", nil, "sandbox.Cgroups"},
+		{"table under case folding", "[Limits.default]\nmemory = \"512MiB\"\n", nil, "Limits"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -319,6 +324,44 @@ func TestSizeUnits(t *testing.T) {
 	var s Size
 	if err := s.UnmarshalText([]byte("9999999999GiB")); err == nil {
 		t.Error("overflowing size accepted")
+	}
+	// -(2^34)+1 GiB is 2^30 modulo 2^64: a negative size must not wrap into a positive one.
+	if err := s.UnmarshalText([]byte("-17179869183GiB")); err == nil {
+		t.Errorf("a negative size that wraps around accepted as %d", s)
+	}
+}
+
+// TestConfigFileOthersCouldWrite: the configuration file chooses the server's
+// isolation, so one another user could have written is refused, as the tokens file is.
+func TestConfigFileOthersCouldWrite(t *testing.T) {
+	for _, mode := range []os.FileMode{0o620, 0o602, 0o666} {
+		p := writeFile(t, "network = \"host\"\n")
+		if err := os.Chmod(p, mode); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Load(p, env(nil), nil); err == nil || !strings.Contains(err.Error(), "chmod go-w") {
+			t.Errorf("a config file of mode %04o: %v, want it refused", mode, err)
+		}
+	}
+	for _, mode := range []os.FileMode{0o600, 0o644, 0o400} {
+		p := writeFile(t, "network = \"none\"\n")
+		if err := os.Chmod(p, mode); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Load(p, env(nil), nil); err != nil {
+			t.Errorf("a config file of mode %04o: %v", mode, err)
+		}
+	}
+	if os.Geteuid() != 0 {
+		t.Log("not root: another user's config file is not tried (the root run tries it)")
+		return
+	}
+	p := writeFile(t, "network = \"host\"\n")
+	if err := os.Chown(p, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(p, env(nil), nil); err == nil || !strings.Contains(err.Error(), "belongs to uid 65534") {
+		t.Errorf("another user's config file: %v, want it refused", err)
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/airlock-mcp/airlock/internal/trust"
 	"github.com/airlock-mcp/airlock/sandbox"
 )
 
@@ -267,14 +268,14 @@ func swappable(path string) string {
 			return ""
 		}
 		fi, err := os.Lstat(parent)
-		if err != nil || !trustedOwner(fi) {
+		if err != nil || !trust.Owner(fi) {
 			return parent
 		}
 		if fi.Mode().Perm()&0o022 != 0 {
 			if fi.Mode()&os.ModeSticky == 0 {
 				return parent
 			}
-			if own, err := os.Lstat(p); err != nil || !trustedOwner(own) {
+			if own, err := os.Lstat(p); err != nil || !trust.Owner(own) {
 				return p
 			}
 		}

@@ -68,6 +68,9 @@ type attempt struct {
 	hits     []string // connections the host's listeners accepted
 	files    map[string]string
 	hostCred string // Uid: line of the sandboxed process, read on the host
+	// sandboxEnv are the NAME=value pairs the sandbox gives every program itself (the
+	// language's and the egress proxy's), which may equal the server's by chance.
+	sandboxEnv map[string]bool
 }
 
 func (a *attempt) onCleanup(f func()) { a.cleanups = append(a.cleanups, f) }
@@ -266,6 +269,6 @@ var catalogue = []probeDef{
 	{name: "capabilities", category: "identity", program: "identity", only: onLinux, why: "capability sets are linux's", judge: byProgram, fix: userFix},
 	{name: "no-new-privs", category: "identity", program: "identity", only: onLinux, why: "no_new_privs is linux's", judge: byProgram,
 		fix: "no_new_privs must be set before exec: an airlock engine defect; report it"},
-	{name: "env-secret", category: "identity", program: "identity", setup: envSecret, judge: byProgram, fix: engineFix},
+	{name: "env-secret", category: "identity", program: "identity", setup: envSecret, judge: judgeEnv, fix: engineFix},
 	{name: "fd-leak", category: "identity", program: "identity", setup: leakFD, judge: byProgram, fix: engineFix},
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -268,7 +269,9 @@ func judgeListener(a *attempt, res sandbox.Result, rep *programReport) (Status, 
 }
 
 // dnsServers hands the program the host's resolvers plus two public ones: an answer from
-// any of them means the sandbox reaches the network.
+// any of them means the sandbox reaches the network. The host's are named by their place
+// in resolv.conf in what the program reports (labels): the report goes to any client of
+// probe_sandbox, and the addresses are the host's network, not the sandbox's.
 func dnsServers(a *attempt) error {
 	servers := []string{}
 	if f, err := os.Open("/etc/resolv.conf"); err == nil {
@@ -280,7 +283,12 @@ func dnsServers(a *attempt) error {
 		}
 		f.Close()
 	}
+	labels := make([]string, len(servers))
+	for i := range servers {
+		labels[i] = fmt.Sprintf("host resolver %d", i+1)
+	}
 	a.args["servers"] = append(servers, "1.1.1.1", "8.8.8.8")
+	a.args["labels"] = append(labels, "1.1.1.1", "8.8.8.8")
 	return nil
 }
 
@@ -354,6 +362,40 @@ func envSecret(a *attempt) error {
 	}
 	a.onCleanup(func() { os.Unsetenv(name) })
 	return nil
+}
+
+// initEnv are the variables every sandbox's init sets itself (program_linux.c's base
+// environment; the darwin plan's), whose values a server's may share by chance
+// (TMPDIR=/tmp, LANG=C.UTF-8).
+var initEnv = []string{"PATH", "HOME", "TMPDIR", "LANG", "USER", "LOGNAME"}
+
+// judgeEnv fails a program that sees the planted secret, or any variable of the server's
+// own environment with the server's value that the sandbox does not set itself: the
+// processes that start programs are started with the server, so a leak of theirs passes
+// on the server's environment of then, which the planted secret is not in. The detail
+// names the variables, never their values (they may be the server's secrets).
+func judgeEnv(a *attempt, res sandbox.Result, rep *programReport) (Status, string) {
+	if rep == nil {
+		return Errored, noReport(res)
+	}
+	server := map[string]bool{}
+	for _, kv := range os.Environ() {
+		server[kv] = true
+	}
+	var leaked []string
+	for _, f := range rep.Found {
+		pair := f.Path + "=" + f.Data
+		switch {
+		case strings.HasPrefix(f.Path, "AIRLOCK_PROBE_SECRET"):
+			leaked = append(leaked, f.Path)
+		case server[pair] && !a.sandboxEnv[pair] && !slices.Contains(initEnv, f.Path):
+			leaked = append(leaked, f.Path)
+		}
+	}
+	if len(leaked) > 0 {
+		return Failed, fmt.Sprintf("the server's environment reached the program: %s", strings.Join(leaked, ", "))
+	}
+	return byProgram(a, res, rep)
 }
 
 // leakFD opens a descriptor in the server without O_CLOEXEC for the length of the run,

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/airlock-mcp/airlock/egress"
 	"github.com/airlock-mcp/airlock/policy"
 	"github.com/airlock-mcp/airlock/runner"
 	"github.com/airlock-mcp/airlock/sandbox"
@@ -43,6 +44,8 @@ type Suite struct {
 	notes   []string // how the probe runs differ from run_code, said in every report
 	env     hostEnv
 	envs    *policy.Environments // reported, not used by the probes
+	// sandboxEnv are the variables the sandbox sets for the probe language itself.
+	sandboxEnv map[string]bool
 }
 
 // NewSuite prepares the catalogue for r. Three things differ from a run_code call, each
@@ -59,6 +62,10 @@ func NewSuite(r *runner.Runner) *Suite {
 		}
 	}
 	s.langErr = err
+	s.sandboxEnv = map[string]bool{}
+	for _, kv := range append(slices.Clone(lang.Env), egress.Env()...) {
+		s.sandboxEnv[kv] = true
+	}
 	lang.Enabled = true
 	s.base.Languages = fixedLanguage{lang}
 	if !r.Imports.Empty() {
@@ -225,7 +232,8 @@ func (s *Suite) verdict(ctx context.Context, p *probeDef, sr sandbox.Report, f F
 	if timeout == 0 {
 		timeout = 5 * time.Second
 	}
-	a := &attempt{args: map[string]any{}, limits: r.Bounds.Clamp(policy.Request{Timeout: timeout}), env: s.env, network: r.Network}
+	a := &attempt{args: map[string]any{}, limits: r.Bounds.Clamp(policy.Request{Timeout: timeout}), env: s.env, network: r.Network,
+		sandboxEnv: s.sandboxEnv}
 	defer a.cleanup()
 	if p.setup != nil {
 		if err := p.setup(a); err != nil {

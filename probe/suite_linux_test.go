@@ -212,6 +212,22 @@ func TestUnsandboxedFailsEveryProbe(t *testing.T) {
 	}
 }
 
+// TestEnvLeakedAtStartIsCaught: the engine's processes that start programs (the zygote)
+// start once, with the server, so a leak of the server's environment passes on what it
+// held then, not a secret planted at the probe's time. env-secret must still fail: it
+// judges the program's environment against the server's own, on the host.
+func TestEnvLeakedAtStartIsCaught(t *testing.T) {
+	t.Setenv("AIRLOCK_TEST_SERVER_SECRET", "s3cret-"+randHex(8))
+	s := NewSuite(newRunner(t, unsandboxed{startEnv: os.Environ()}))
+	r := run(t, s, Filter{Probes: []string{"env-secret"}}).Probes[0]
+	if r.Status != Failed {
+		t.Fatalf("env-secret: %s against a backend that passes on the server's start environment, want failed: %s", r.Status, r.Detail)
+	}
+	if !strings.Contains(r.Detail, "AIRLOCK_TEST_SERVER_SECRET") || strings.Contains(r.Detail, "s3cret-") {
+		t.Errorf("the detail must name the leaked variables, never their values: %s", r.Detail)
+	}
+}
+
 func TestNoWallTimeout(t *testing.T) {
 	s := NewSuite(newRunner(t, unsandboxed{noWall: true}))
 	for _, r := range run(t, s, Filter{Probes: []string{"cpu-timeout"}}).Probes {
@@ -376,5 +392,31 @@ func TestLandlockTierVerdicts(t *testing.T) {
 		if l, ok := (sandbox.Report{Layers: rep.Layers}).Layer(name); !ok || !l.Active || !l.Required {
 			t.Errorf("layer %s: %+v, want active and required", name, l)
 		}
+	}
+}
+
+// TestDNSProbeHidesTheHostsResolvers: probe_sandbox's report goes to any client; the
+// dns probe's detail names the host's resolvers by their place, not their addresses (the
+// host's network, which the sandbox is there to hide).
+func TestDNSProbeHidesTheHostsResolvers(t *testing.T) {
+	a := &attempt{args: map[string]any{}}
+	if err := dnsServers(a); err != nil {
+		t.Fatal(err)
+	}
+	servers := a.args["servers"].([]string)
+	if len(servers) <= 2 {
+		t.Log("no nameserver in /etc/resolv.conf: only the public ones are tried")
+	}
+	r := run(t, NewSuite(newRunner(t, realSandbox(t))), Filter{Probes: []string{"dns"}}).Probes[0]
+	if r.Status != Passed {
+		t.Fatalf("dns: %s: %s", r.Status, r.Detail)
+	}
+	for _, s := range servers[:len(servers)-2] {
+		if strings.Contains(r.Detail, s) {
+			t.Errorf("the detail shows the host's resolver %s: %s", s, r.Detail)
+		}
+	}
+	if len(servers) > 2 && !strings.Contains(r.Detail, "host resolver 1") {
+		t.Errorf("the detail does not account for the host's resolvers: %s", r.Detail)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -20,9 +21,13 @@ import (
 // environment and descriptors, no namespaces, no seccomp, no limits and an uncapped
 // output buffer. It kills the process group at the wall timeout unless noWall is set,
 // and runs as cred when set (to model a non-root server without no_new_privs).
+//
+// With startEnv set, the programs get that environment instead of the test process's at
+// each run: the server's environment as a zygote started once would have passed it on.
 type unsandboxed struct {
-	noWall bool
-	cred   *syscall.Credential
+	noWall   bool
+	cred     *syscall.Credential
+	startEnv []string
 }
 
 func (u unsandboxed) Probe(context.Context) (sandbox.Report, error) {
@@ -48,7 +53,11 @@ func (u unsandboxed) Run(ctx context.Context, spec sandbox.Spec) (sandbox.Result
 	var stdout, stderr bytes.Buffer
 	cmd := exec.Command(spec.Argv[0], spec.Argv[1:]...)
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), spec.Env...)
+	env := os.Environ()
+	if u.startEnv != nil {
+		env = u.startEnv
+	}
+	cmd.Env = append(slices.Clone(env), spec.Env...)
 	cmd.Stdin = bytes.NewReader(spec.Stdin)
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	// A detached grandchild keeps the pipes open; do not wait for it.

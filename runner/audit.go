@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/airlock-mcp/airlock/internal/trust"
 	"github.com/airlock-mcp/airlock/sandbox"
 )
 
@@ -154,7 +155,7 @@ func privateDir(dir string) error {
 // unwritable log is an error here, at startup, not at the first run.
 func OpenAudit(path string, maxBytes int64) (*Audit, error) {
 	return openAudit(path, maxBytes, func(p string) (auditFile, error) {
-		return os.OpenFile(p, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+		return trust.OpenAppend(p)
 	})
 }
 

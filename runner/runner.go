@@ -503,7 +503,7 @@ func (r *Runner) admit(ctx context.Context, principal string) (done func(), err 
 	if err != nil {
 		return nil, err
 	}
-	release, err := r.Limiter.Acquire(ctx)
+	release, err := r.Limiter.Acquire(ctx, principal)
 	if err != nil {
 		mine()
 		return nil, err

@@ -140,14 +140,14 @@ func TestBusy(t *testing.T) {
 
 func TestQueueFullIsBusyAtOnce(t *testing.T) {
 	l := NewLimiter(1, 0, time.Hour)
-	rel, err := l.Acquire(context.Background())
+	rel, err := l.Acquire(context.Background(), "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer rel()
 	t0 := time.Now()
 	// An hour-long queue timeout: anything but an immediate answer would be a hang.
-	if _, err := l.Acquire(context.Background()); !errors.Is(err, ErrBusy) || time.Since(t0) > 5*time.Second {
+	if _, err := l.Acquire(context.Background(), ""); !errors.Is(err, ErrBusy) || time.Since(t0) > 5*time.Second {
 		t.Fatalf("err = %v after %v, want immediate busy", err, time.Since(t0))
 	}
 }

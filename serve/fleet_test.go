@@ -472,6 +472,20 @@ func TestTokensFile(t *testing.T) {
 			t.Errorf("a tokens file of mode %04o: %v", mode, err)
 		}
 	}
+	// Another user's file may say 0600: they may still chmod it and write.
+	if os.Geteuid() != 0 {
+		t.Log("not root: the other owner's tokens file is not tried (the root run tries it)")
+	} else {
+		if err := os.Chown(path, 65534, 65534); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := NewClients("", path); err == nil || !strings.Contains(err.Error(), "belongs to uid 65534") {
+			t.Errorf("a tokens file of another user's: %v, want it refused", err)
+		}
+		if err := c.Reload(); err == nil {
+			t.Error("a tokens file of another user's reloaded")
+		}
+	}
 	for name, bad := range map[string]string{
 		"two fields": "alice\n", "bad name": "al/ice aaaaaaaaaaaaaaaaaaaa\n", "empty": "# nothing\n",
 		"duplicate name":  "a aaaaaaaaaaaaaaaaaaaa\na bbbbbbbbbbbbbbbbbbbb\n",

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+
+	"github.com/airlock-mcp/airlock/internal/trust"
 )
 
 // minTokenBytes refuses tokens short enough to guess: 16 bytes of base64 is 96 bits.
@@ -84,8 +86,9 @@ func (c *Clients) Reload() error {
 	return nil
 }
 
-// private refuses a tokens file that anyone but its owner may write: a local user who
-// can add a line can add a client, and run code as it. One that other users may read is
+// private refuses a tokens file that anyone but its owner may write, or whose owner is
+// neither root nor the server's user (who may chmod it and write): a local user who can
+// add a line can add a client, and run code as it. One that other users may read is
 // served with a warning, not refused: each token read is a client to run code as (ssh
 // refuses such a private key), but Kubernetes mounts a Secret 0644 unless its defaultMode
 // says otherwise, and podman before 4.8 ignores defaultMode, so inside a container the
@@ -101,6 +104,10 @@ func private(f *os.File) error {
 	m := fi.Mode().Perm()
 	if m&0o022 != 0 {
 		return fmt.Errorf("mode %04o lets other users change the tokens (and add their own): chmod 600 it (640 or 440 to share it with a group)", m)
+	}
+	// Its owner may chmod it and write, whatever the mode says.
+	if err := trust.Private("the tokens file", fi); err != nil {
+		return err
 	}
 	if m&0o004 != 0 {
 		slog.Default().Warn("the tokens file is readable by every user of this host: chmod 600 it (640 or 440 to share it with a group)",

@@ -81,12 +81,25 @@ type ConfigView struct {
 		AllowDegraded bool   `json:"allow_degraded"`
 		// Isolation is the configured tier: "auto", "namespaces" or "landlock".
 		Isolation string `json:"isolation"`
+		// UIDRange is the configured block of host ids ("off": every sandbox runs as
+		// host_user; empty: the backend's default); the host-uids layer says what is in
+		// effect.
+		UIDRange string `json:"uid_range,omitempty"`
 	} `json:"sandbox"`
-	HTTP struct {
+	// Transport is what this server serves MCP on: stdio, http (Streamable HTTP) or sse;
+	// empty outside a server (airlock config).
+	Transport string `json:"transport,omitempty"`
+	HTTP      struct {
+		// Addr is the address an HTTP server really listens on (the --http or --sse
+		// flag's); empty on stdio; the configured http.addr outside a server.
 		Addr           string   `json:"addr"`
 		AuthRequired   bool     `json:"auth_required"`
 		AllowedOrigins []string `json:"allowed_origins"`
 		MaxBodyBytes   int64    `json:"max_body_bytes"`
+		Stateless      bool     `json:"stateless"`
+		// ClientMaxParallel bounds one token's calls in flight (0: no bound beyond the
+		// fair share of the slots).
+		ClientMaxParallel int `json:"client_max_parallel"`
 	} `json:"http"`
 }
 
@@ -152,9 +165,15 @@ func EffectiveConfig(ctx context.Context, d Deps) ConfigView {
 	}
 	v.Sessions = sessionsView(r)
 	v.Sandbox.HostUser, v.Sandbox.Cgroups, v.Sandbox.AllowDegraded = c.Sandbox.HostUser, c.Sandbox.Cgroups, c.Sandbox.AllowDegraded
-	v.Sandbox.Isolation = c.Sandbox.Isolation
+	v.Sandbox.Isolation, v.Sandbox.UIDRange = c.Sandbox.Isolation, c.Sandbox.UIDRange
+	v.Transport = d.Transport
 	v.HTTP.Addr = c.HTTP.Addr
+	v.HTTP.Stateless, v.HTTP.ClientMaxParallel = c.HTTP.Stateless, c.HTTP.ClientMaxParallel
 	v.HTTP.AuthRequired = c.HTTP.AuthToken != "" || c.HTTP.TokensFile != ""
+	if d.Transport == "stdio" {
+		// Nothing listens, and no token is asked of the stdio client.
+		v.HTTP.Addr, v.HTTP.AuthRequired = "", false
+	}
 	v.HTTP.AllowedOrigins = nonNil(c.HTTP.AllowedOrigins)
 	v.HTTP.MaxBodyBytes = int64(c.HTTP.MaxBodyBytes)
 	return v

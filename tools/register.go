@@ -16,6 +16,10 @@ type Deps struct {
 	Prober  Prober
 	Config  config.Config
 	Version string
+	// Transport is what the server serves MCP on: "stdio", "http" (Streamable HTTP) or
+	// "sse"; "" outside a server (airlock config). With http or sse, Config.HTTP.Addr is
+	// the address really listened on.
+	Transport string
 }
 
 // All lists every tool, in the order tools/list presents them after sorting by name.

@@ -63,10 +63,14 @@ def env_secret():
     keys = [k for k in os.environ if k.startswith(prefix)]
     data, _ = read("/proc/self/environ", 1 << 20)
     raw_hit = data is not None and prefix.encode() in data
+    # The host compares the whole environment with the server's own: a leak through a
+    # process started with the server (the zygote) holds what the server held then, not
+    # the secret planted for this run.
+    found = [{"path": k, "data": v[:4096]} for k, v in sorted(os.environ.items())]
     if keys or raw_hit:
-        report(False, "server secret visible in the environment: %s" % (keys or "/proc/self/environ"))
+        report(False, "server secret visible in the environment: %s" % (keys or "/proc/self/environ"), found=found)
     else:
-        report(True, "%d variables, none from the server" % len(os.environ))
+        report(True, "%d variables, none from the server" % len(os.environ), found=found)
 
 
 def fd_leak():

@@ -36,7 +36,7 @@ def dns():
     query = struct.pack(">HHHHHH", 0x4242, 0x0100, 1, 0, 0, 0) + b"\x07example\x03com\x00" + struct.pack(">HH", 1, 1)
     answered = []
     notes = []
-    for server in ARGS["servers"]:
+    for server, label in zip(ARGS["servers"], ARGS["labels"]):
         fam = socket.AF_INET6 if ":" in server else socket.AF_INET
         try:
             with socket.socket(fam, socket.SOCK_DGRAM) as s:
@@ -44,9 +44,9 @@ def dns():
                 s.sendto(query, (server, 53))
                 data, _ = s.recvfrom(512)
                 if data[:2] == b"\x42\x42":
-                    answered.append(server)
+                    answered.append(label)
         except (OSError, socket.timeout) as e:
-            notes.append("%s: %s" % (server, ename(e)))
+            notes.append("%s: %s" % (label, ename(e)))
     if answered:
         report(False, "DNS servers answered: " + ", ".join(answered))
     else:

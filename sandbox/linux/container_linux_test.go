@@ -1,6 +1,7 @@
 package linux
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -201,4 +202,24 @@ func TestSingleUIDNamespace(t *testing.T) {
 		}
 	}
 	t.Logf("refusal: %s", result)
+}
+
+// TestCgroupsOffFixNamesTheSetting: with sandbox.cgroups = "off" the cgroups layer's fix
+// is the setting, not the host's cgroup advice (which, in a container, blamed a
+// read-only cgroup file system that may well be writable).
+func TestCgroupsOffFixNamesTheSetting(t *testing.T) {
+	s, err := New(sandbox.Options{Cgroups: "off"})
+	sandboxtest.Require(t, err)
+	defer s.Close()
+	rep, err := s.Probe(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cg, ok := rep.Layer("cgroups")
+	if !ok || cg.Active {
+		t.Fatalf("cgroups layer %+v (found %t), want inactive", cg, ok)
+	}
+	if !strings.Contains(cg.Fix, `sandbox.cgroups = "auto"`) || strings.Contains(cg.Fix, "read-only") {
+		t.Errorf("the fix does not name the setting that turned cgroups off: %q", cg.Fix)
+	}
 }

@@ -97,6 +97,11 @@ func (s *Sandbox) Probe(ctx context.Context) (sandbox.Report, error) {
 	case 0:
 		cg.Detail = s.cg.reason
 		cg.Fix = cgroupFix(s.root, container()) + "; until then memory is bounded by RLIMIT_AS and processes by RLIMIT_NPROC"
+		if s.opts.Cgroups == "off" {
+			// The host's cgroups may be fine: the operator turned them off, and the fix
+			// for the host's would send them after a cause that is not there.
+			cg.Fix = `set sandbox.cgroups = "auto" (or "require"); until then memory is bounded by RLIMIT_AS and processes by RLIMIT_NPROC`
+		}
 	case 1:
 		cg.Active = ok
 		cg.Detail = "cgroup v1, controllers " + strings.Join(s.cg.ctrls, ",") + ": memory (no swap), pids, cpu quota 1 CPU, peak memory and OOM kills" + v1CPUTime(s.cg.acct)
