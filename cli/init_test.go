@@ -67,6 +67,11 @@ func TestStartInitsAreCheap(t *testing.T) {
 			t.Errorf("%s's init made %d allocations (at most %d): it %s at start again (upstream's init; see its AIRLOCK.md in third_party)", p.pkg, n, p.max, p.upstream)
 		}
 	}
+	// expvar came only with client_golang's deprecated expvar collector, left out of the
+	// copy: its init registered /debug/vars on http.DefaultServeMux in every process.
+	if _, ok := inits["expvar"]; ok {
+		t.Error("expvar is linked again (its init publishes the command line and registers /debug/vars on http.DefaultServeMux): who imports it? see third_party/client_golang/AIRLOCK.md")
+	}
 	own := regexp.MustCompile(`^github\.com/airlock-mcp/airlock/`)
 	for pkg, allocs := range inits {
 		if own.MatchString(pkg) && allocs > 100 {
