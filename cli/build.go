@@ -99,7 +99,9 @@ func build(ctx context.Context, cfg config.Config, strict bool, newSandbox func(
 		Log: slog.Default().With("component", "runner"),
 	}
 	// Only where the backend has sessions: elsewhere run_code's schema says they are off.
-	if _, ok := sb.(sandbox.Sessions); ok && strict && cfg.Sessions.Enabled {
+	// Not for a one-shot run, whose one call opens none: its manager's reaper would be a
+	// goroutine and a ticker for nothing, and its Close one more step at the exit.
+	if _, ok := sb.(sandbox.Sessions); ok && strict && cfg.Sessions.Enabled && one == nil {
 		r.Sessions = session.New(cfg.SessionLimits(), slog.Default())
 	}
 	// The audit log is on unless audit.path is "off". A configured path that cannot be

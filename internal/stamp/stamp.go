@@ -21,6 +21,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/airlock-mcp/airlock/internal/sysfile"
 )
 
 // maxSize bounds what Load reads: a stamp is a few hundred bytes.
@@ -100,7 +102,7 @@ func (k *Key) AddFile(name, path string) {
 // AddRead records a small file's content (a sysctl, /proc/self/cgroup); a missing file
 // is recorded as missing, which is itself an input.
 func (k *Key) AddRead(path string) {
-	b, err := os.ReadFile(path)
+	b, err := sysfile.Read(path)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
 		k.Add(path, "\x00absent")

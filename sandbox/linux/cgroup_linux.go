@@ -18,6 +18,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/airlock-mcp/airlock/internal/sysfile"
 	"github.com/airlock-mcp/airlock/sandbox"
 )
 
@@ -70,7 +71,7 @@ type cgroups struct {
 // subtree with the memory and pids controllers, or else the v1 controllers when
 // running as root. It never fails; version 0 carries the reason.
 func detectCgroups() *cgroups {
-	info, err := os.ReadFile("/proc/self/mountinfo")
+	info, err := sysfile.Read("/proc/self/mountinfo")
 	if err != nil {
 		return &cgroups{reason: "cannot read mountinfo: " + err.Error()}
 	}
@@ -150,7 +151,7 @@ func ownCgroupDirs(mounts map[string]cgroupMount, own map[string]string) map[str
 
 // ownCgroups maps each controller (and "" for v2) to the server's own cgroup path.
 func ownCgroups() (map[string]string, error) {
-	b, err := os.ReadFile("/proc/self/cgroup")
+	b, err := sysfile.Read("/proc/self/cgroup")
 	if err != nil {
 		return nil, err
 	}
@@ -371,7 +372,7 @@ func (m *cgroups) ownDirs() []string {
 }
 
 func setupV2(dir string) (*cgroups, error) {
-	avail, err := os.ReadFile(filepath.Join(dir, "cgroup.controllers"))
+	avail, err := sysfile.Read(filepath.Join(dir, "cgroup.controllers"))
 	if err != nil {
 		return nil, err
 	}

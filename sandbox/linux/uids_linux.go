@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/airlock-mcp/airlock/internal/stamp"
+	"github.com/airlock-mcp/airlock/internal/sysfile"
 	"github.com/airlock-mcp/airlock/sandbox"
 )
 
@@ -310,7 +311,7 @@ func rangeUnused(files idFiles, first, size uint32) error {
 	last := uint64(first) + uint64(size) - 1
 	in := func(id uint64) bool { return id >= uint64(first) && id <= last }
 	for _, f := range []struct{ path, what string }{{files.passwd, "user"}, {files.group, "group"}} {
-		b, err := os.ReadFile(f.path)
+		b, err := sysfile.Read(f.path)
 		if err != nil {
 			return fmt.Errorf("read %s: %w", f.path, err)
 		}
@@ -325,7 +326,7 @@ func rangeUnused(files idFiles, first, size uint32) error {
 		}
 	}
 	for _, path := range []string{files.subuid, files.subgid} {
-		b, err := os.ReadFile(path)
+		b, err := sysfile.Read(path)
 		if errors.Is(err, os.ErrNotExist) {
 			continue
 		} else if err != nil {
@@ -345,7 +346,7 @@ func rangeUnused(files idFiles, first, size uint32) error {
 // and gids: a root server in a container often has only 65536 ids.
 func rangeMapped(files idFiles, first, size uint32) error {
 	for _, f := range []string{files.uidMap, files.gidMap} {
-		b, err := os.ReadFile(f)
+		b, err := sysfile.Read(f)
 		if err != nil {
 			return fmt.Errorf("read %s: %w", f, err)
 		}
@@ -372,7 +373,7 @@ func rangeMapped(files idFiles, first, size uint32) error {
 // namespace that maps one uid, and the fix; "" when it maps more. A block of ids is
 // not the fix there: no block fits, and setgroups is usually denied as well.
 func singleIDNamespace(files idFiles) string {
-	b, err := os.ReadFile(files.uidMap)
+	b, err := sysfile.Read(files.uidMap)
 	if err != nil {
 		return ""
 	}
@@ -388,7 +389,7 @@ func singleIDNamespace(files idFiles) string {
 	}
 	why := fmt.Sprintf("this server's user namespace maps a single uid (%s: %s), so no sandbox can have a host uid of its own (sandbox.uid_range)",
 		files.uidMap, strings.Join(strings.Fields(string(b)), " "))
-	if sg, err := os.ReadFile(files.setgroups); err == nil && strings.TrimSpace(string(sg)) == "deny" {
+	if sg, err := sysfile.Read(files.setgroups); err == nil && strings.TrimSpace(string(sg)) == "deny" {
 		why += ", and setgroups is denied in it (" + files.setgroups + "), so no sandbox's groups can be dropped either"
 	}
 	return why + "; " + singleIDFix
@@ -447,7 +448,7 @@ func unprivilegedIDs(files idFiles) (*hostIDs, error) {
 
 // ownSubRange is the first subordinate range of the given owner names, or 0, 0.
 func ownSubRange(path string, names []string) (uint32, uint32) {
-	b, err := os.ReadFile(path)
+	b, err := sysfile.Read(path)
 	if err != nil {
 		return 0, 0
 	}

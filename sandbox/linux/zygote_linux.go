@@ -34,12 +34,12 @@ type zygote struct {
 	oneShot bool
 
 	mu    sync.Mutex
-	sock  int           // our end of the SOCK_SEQPACKET pair; -1 when not running
-	pid   int           // the running zygote's
-	done  chan struct{} // closed when the running zygote has exited
-	leave []byte        // one-shot: the ZYG_LEAVE message, sent to every zygote started
-	lock  int           // the host-id lock sent with it; -1: none
-	left  bool          // the running zygote has the message
+	sock  int    // our end of the SOCK_SEQPACKET pair; -1 when not running
+	pid   int    // the running zygote's
+	wait  func() // returns once the running zygote has exited (and is reaped)
+	leave []byte // one-shot: the ZYG_LEAVE message, sent to every zygote started
+	lock  int    // the host-id lock sent with it; -1: none
+	left  bool   // the running zygote has the message
 }
 
 func newZygote(self string, log *slog.Logger, oneShot bool) *zygote {
@@ -89,7 +89,7 @@ func (z *zygote) start() error {
 		unix.Close(pair[0])
 		return fmt.Errorf("start the zygote: %w", err)
 	}
-	z.running(pair[0], cmd.Process.Pid, done)
+	z.running(pair[0], cmd.Process.Pid, func() { <-done })
 	return nil
 }
 
@@ -101,12 +101,11 @@ func (z *zygote) adopt() bool {
 	if sock < 0 {
 		return false
 	}
-	done := make(chan struct{})
-	go func() {
-		reap(pid)
-		close(done)
-	}()
-	z.running(sock, pid, done)
+	// Reaped when stopped, not by a goroutine blocked in wait4 from here on: that held
+	// a thread of its own for the whole run (the zygote outlives a run that goes well),
+	// one more to start and to end at the exit. One that dies early stays a zombie
+	// until then, as harmless.
+	z.running(sock, pid, func() { reap(pid) })
 	return true
 }
 
@@ -124,8 +123,8 @@ func reap(pid int) {
 
 // running records a zygote just started or adopted and tells a one-shot one what to
 // leave behind, if that is known yet. Called with z.mu held.
-func (z *zygote) running(sock, pid int, done chan struct{}) {
-	z.sock, z.pid, z.done, z.left = sock, pid, done, false
+func (z *zygote) running(sock, pid int, wait func()) {
+	z.sock, z.pid, z.wait, z.left = sock, pid, wait, false
 	if z.leave != nil {
 		// One that did not take it is finished by this process, as any other is.
 		_ = z.sendLeave()
@@ -246,7 +245,7 @@ func (z *zygote) stopLocked() {
 		return
 	}
 	unix.Close(z.sock)
-	<-z.done
+	z.wait()
 	z.sock = -1
 }
 

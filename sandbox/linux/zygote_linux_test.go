@@ -114,8 +114,10 @@ func TestOneShotZygoteFinishes(t *testing.T) {
 		}
 	}
 	s.zyg.mu.Lock()
-	pid, exited := s.zyg.pid, s.zyg.done
+	pid, wait := s.zyg.pid, s.zyg.wait
 	s.zyg.mu.Unlock()
+	exited := make(chan struct{})
+	go func() { wait(); close(exited) }()
 	if !s.zyg.detach() {
 		t.Fatal("a one-shot zygote with its list was not left to finish")
 	}

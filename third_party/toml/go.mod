@@ -1,0 +1,3 @@
+module github.com/BurntSushi/toml
+
+go 1.18
