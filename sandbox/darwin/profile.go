@@ -1,10 +1,15 @@
 package darwin
 
 import (
+	"debug/macho"
 	_ "embed"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
+	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 )
@@ -17,6 +22,8 @@ var (
 	baseProfile string
 	//go:embed network.sb
 	networkProfile string
+	//go:embed rosetta.sb
+	rosettaProfile string
 	//go:embed secrets.sb
 	secretsProfile string
 	//go:embed workspace.sb
@@ -36,7 +43,15 @@ type Params struct {
 	Exec      []string // the only binaries that may be executed (and read, and mapped)
 	Read      []string // read-only roots: the interpreter's prefix and Spec.Mounts
 	Network   bool     // allow outbound IP and DNS (sandbox.NetworkHost)
+	Rosetta   bool     // allow Rosetta 2's runtime and oahd: an executable may be x86_64 only
 }
+
+// prefixConfigs are configuration files that package managers read from an interpreter's
+// prefix, which is a read root as a whole: npm's global npmrc ($PREFIX/etc/npmrc, under
+// nvm's ~/.nvm/versions/node/<v>), pip's site configuration (sys.prefix/pip.conf) and
+// conda's (.condarc). They hold registry and index tokens; no interpreter reads them to
+// start or to run a program.
+var prefixConfigs = []string{"/etc/npmrc", "/pip.conf", "/.condarc"}
 
 // Profile canonicalises p and renders it: see Resolve and Render.
 func Profile(p Params) (text string, args []string, err error) {
@@ -83,7 +98,66 @@ func Resolve(p Params) (Params, error) {
 		}
 	}
 	out.Network = p.Network
+	out.Rosetta = p.Rosetta || needsRosetta(runtime.GOARCH, out.Exec)
 	return out, nil
+}
+
+// needsRosetta reports whether one of the executables may run under Rosetta 2: one
+// without arm64 code (x86_64 Intel Homebrew, x86 conda), one that is not a Mach-O file
+// readable here, or any of them when this process is not arm64 itself (an Intel Mac,
+// where the rules are inert, or an x86_64 airlock under Rosetta, whose children prefer
+// the x86_64 slice of a universal binary). A wrong "no" fails closed: the start-up
+// self-test runs each interpreter under the profile a call gets.
+func needsRosetta(goarch string, exec []string) bool {
+	if goarch != "arm64" {
+		return true
+	}
+	for _, e := range exec {
+		if !hasArm64(e) {
+			return true
+		}
+	}
+	return false
+}
+
+// fatMagic64 starts a universal file whose arch table has 64-bit offsets (debug/macho
+// has no name for it).
+const fatMagic64 = 0xcafebabf
+
+// hasArm64 reports whether path is a Mach-O file, thin or universal, with arm64 code. It
+// reads the headers only: debug/macho would load the whole symbol table (megabytes for
+// node) on every call.
+func hasArm64(path string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	var hdr [4096]byte // a universal header and its arch table (20 or 32 bytes each)
+	n, _ := io.ReadFull(f, hdr[:])
+	b := hdr[:n]
+	if len(b) < 8 {
+		return false
+	}
+	be, le := binary.BigEndian, binary.LittleEndian
+	switch {
+	case be.Uint32(b) == macho.MagicFat || be.Uint32(b) == fatMagic64:
+		size := 20 // fat_arch
+		if be.Uint32(b) == fatMagic64 {
+			size = 32 // fat_arch_64
+		}
+		for i, off := uint32(0), 8; i < be.Uint32(b[4:]) && off+4 <= len(b); i, off = i+1, off+size {
+			if macho.Cpu(be.Uint32(b[off:])) == macho.CpuArm64 {
+				return true
+			}
+		}
+		return false
+	case le.Uint32(b) == macho.Magic64 || le.Uint32(b) == macho.Magic32:
+		return macho.Cpu(le.Uint32(b[4:])) == macho.CpuArm64
+	case be.Uint32(b) == macho.Magic64 || be.Uint32(b) == macho.Magic32:
+		return macho.Cpu(be.Uint32(b[4:])) == macho.CpuArm64
+	}
+	return false
 }
 
 // Render builds the profile text and the sandbox-exec arguments that precede the
@@ -125,10 +199,24 @@ func Render(p Params) (text string, args []string, err error) {
 	filters(&b, "path-ancestors", read)
 	filters(&b, "path-ancestors", []string{"WORKSPACE"})
 	b.WriteString(")\n")
+	if p.Rosetta {
+		b.WriteString(rosettaProfile)
+	}
 	if p.Network {
 		b.WriteString(networkProfile)
 	}
 	b.WriteString(secretsProfile)
+	if len(read) > 0 {
+		// After the read roots, so these win; a deny without filters would deny every read.
+		b.WriteString("; Package managers' configuration inside the read roots (rendered: parameter names only).\n")
+		b.WriteString("(deny file-read* file-write*")
+		for _, r := range read {
+			for _, c := range prefixConfigs {
+				fmt.Fprintf(&b, "\n  (literal (string-append (param %q) %q))", r, c)
+			}
+		}
+		b.WriteString(")\n")
+	}
 	b.WriteString(workspaceProfile)
 	return b.String(), append(args, "-p", b.String()), nil
 }

@@ -1,6 +1,8 @@
 package darwin
 
 import (
+	"debug/macho"
+	"encoding/binary"
 	"errors"
 	"flag"
 	"os"
@@ -280,13 +282,179 @@ func TestProfileNarrowed(t *testing.T) {
 	}
 }
 
-// Interpreters the review found denied: Rosetta's runtime and cache, the xcode-select link.
+// Interpreters the review found denied: Rosetta's runtime and cache (when an executable
+// needs it), the xcode-select link.
 func TestProfileRuntimes(t *testing.T) {
-	r := rules(mustRender(t, fixed(false)))
+	p := fixed(false)
+	p.Rosetta = true
+	r := rules(mustRender(t, p))
 	for _, want := range []string{`(subpath "/Library/Apple/usr/libexec/oah")`, `(subpath "/private/var/db/oah")`, `(literal "/private/var/db/xcode_select_link")`, `(subpath "/usr/lib")`, `(ipc-posix-name-prefix "/psm_")`,
-		`(allow ipc-posix-sem* (ipc-posix-name-prefix "/mp-")`} {
+		`(allow ipc-posix-sem* (ipc-posix-name-prefix "/mp-")`, `(allow mach-lookup (global-name "com.apple.oahd"))`} {
 		if !strings.Contains(r, want) {
 			t.Errorf("profile lacks %s", want)
+		}
+	}
+}
+
+// A native interpreter never enters Rosetta: its runtime and oahd's service stay out of
+// reach unless an executable is x86_64 only.
+func TestProfileRosettaOnlyWhenNeeded(t *testing.T) {
+	for _, network := range []bool{false, true} {
+		r := rules(mustRender(t, fixed(network)))
+		for _, rule := range []string{"com.apple.oahd", "/oah"} {
+			if strings.Contains(r, rule) {
+				t.Errorf("network=%v, native executables: profile contains %s", network, rule)
+			}
+		}
+	}
+}
+
+// writeMachO writes a Mach-O file with one thin image per cpu (a universal file when
+// there are several), with no load commands: enough for debug/macho to read its header.
+func writeMachO(t *testing.T, path string, cpus ...macho.Cpu) {
+	t.Helper()
+	thin := func(cpu macho.Cpu) []byte {
+		b := binary.LittleEndian.AppendUint32(nil, macho.Magic64)
+		for _, v := range []uint32{uint32(cpu), 0, uint32(macho.TypeExec), 0, 0, 0, 0} {
+			b = binary.LittleEndian.AppendUint32(b, v)
+		}
+		return b
+	}
+	var out []byte
+	if len(cpus) == 1 {
+		out = thin(cpus[0])
+	} else {
+		const align = 12
+		out = binary.BigEndian.AppendUint32(nil, macho.MagicFat)
+		out = binary.BigEndian.AppendUint32(out, uint32(len(cpus)))
+		for i, cpu := range cpus {
+			for _, v := range []uint32{uint32(cpu), 0, uint32((i + 1) << align), uint32(len(thin(cpu))), align} {
+				out = binary.BigEndian.AppendUint32(out, v)
+			}
+		}
+		for i, cpu := range cpus {
+			out = append(out, make([]byte, (i+1)<<align-len(out))...)
+			out = append(out, thin(cpu)...)
+		}
+	}
+	if err := os.WriteFile(path, out, 0o755); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestNeedsRosetta(t *testing.T) {
+	dir := t.TempDir()
+	path := func(name string) string { return filepath.Join(dir, name) }
+	writeMachO(t, path("arm64"), macho.CpuArm64)
+	writeMachO(t, path("x86_64"), macho.CpuAmd64)
+	writeMachO(t, path("universal"), macho.CpuAmd64, macho.CpuArm64)
+	writeMachO(t, path("fat-x86"), macho.CpuAmd64, macho.Cpu386)
+	fat64 := binary.BigEndian.AppendUint32(nil, fatMagic64)
+	fat64 = binary.BigEndian.AppendUint32(fat64, 2)
+	for _, cpu := range []macho.Cpu{macho.CpuAmd64, macho.CpuArm64} { // fat_arch_64: cpu, subtype, offset, size, align, reserved
+		fat64 = binary.BigEndian.AppendUint32(fat64, uint32(cpu))
+		fat64 = append(fat64, make([]byte, 28)...)
+	}
+	if err := os.WriteFile(path("fat64"), fat64, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path("script"), []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		goarch string
+		exec   []string
+		want   bool
+	}{
+		{"arm64", []string{path("arm64")}, false},
+		{"arm64", []string{path("universal"), path("arm64")}, false},
+		{"arm64", []string{path("x86_64")}, true},
+		{"arm64", []string{path("arm64"), path("x86_64")}, true},
+		{"arm64", []string{path("fat-x86")}, true},
+		{"arm64", []string{path("fat64")}, false},
+		{"arm64", []string{path("script")}, true},
+		{"arm64", []string{path("missing")}, true},
+		{"amd64", []string{path("arm64")}, true},
+	} {
+		if got := needsRosetta(tc.goarch, tc.exec); got != tc.want {
+			t.Errorf("needsRosetta(%s, %q) = %v, want %v", tc.goarch, tc.exec, got, tc.want)
+		}
+	}
+}
+
+// The credential stores that peers deny stay denied, after every read root, whichever
+// read root an operator adds inside the home directory (~/Library, ~/.local, a prefix
+// under ~/.nvm).
+func TestProfileSecretsDenied(t *testing.T) {
+	for _, network := range []bool{false, true} {
+		r := rules(mustRender(t, fixed(network)))
+		reads := strings.LastIndex(r, `(subpath (param "READ_`)
+		ws := strings.LastIndex(r, `(subpath (param "WORKSPACE")))`)
+		for _, want := range []string{
+			`(subpath (string-append (param "HOME") "/.ssh"))`,
+			`(subpath (string-append (param "HOME") "/.aws"))`,
+			`(subpath (string-append (param "HOME") "/.azure"))`,
+			`(subpath (string-append (param "HOME") "/.config"))`,
+			`(subpath (string-append (param "HOME") "/.kube"))`,
+			`(subpath (string-append (param "HOME") "/.docker"))`,
+			`(subpath (string-append (param "HOME") "/.gnupg"))`,
+			`(subpath (string-append (param "HOME") "/.local/share/keyrings"))`,
+			`(subpath (string-append (param "HOME") "/Library/Keychains"))`,
+			`(subpath (string-append (param "HOME") "/Library/Cookies"))`,
+			`(subpath (string-append (param "HOME") "/Library/Group Containers"))`,
+			`(subpath (string-append (param "HOME") "/Library/Application Support/Google/Chrome"))`,
+			`(subpath (string-append (param "HOME") "/Library/Application Support/pip"))`,
+			`(literal (string-append (param "HOME") "/.netrc"))`,
+			`(literal (string-append (param "HOME") "/.git-credentials"))`,
+			`(literal (string-append (param "HOME") "/.npmrc"))`,
+			`(literal (string-append (param "HOME") "/.pypirc"))`,
+			`(literal (string-append (param "HOME") "/.cargo/credentials.toml"))`,
+			`(literal (string-append (param "READ_0") "/etc/npmrc"))`,
+			`(literal (string-append (param "READ_1") "/pip.conf"))`,
+			`(literal (string-append (param "READ_1") "/.condarc"))`,
+		} {
+			i := strings.Index(r, want)
+			if i < 0 {
+				t.Errorf("network=%v: %s is not denied", network, want)
+				continue
+			}
+			if i < reads || i > ws {
+				t.Errorf("network=%v: %s must be denied between the read roots (%d) and the workspace (%d), at %d", network, want, reads, ws, i)
+			}
+			if form := r[strings.LastIndex(r[:i], "(deny ")+1 : i]; !strings.HasPrefix(form, "deny file-read* file-write*") || strings.Contains(form, "(allow") {
+				t.Errorf("network=%v: %s is not in a file-read* deny", network, want)
+			}
+		}
+	}
+	// No read roots: no prefix denies, and never an unfiltered one (it would deny every read).
+	p := fixed(false)
+	p.Read = nil
+	r := rules(mustRender(t, p))
+	if strings.Contains(r, `"/etc/npmrc"`) || strings.Contains(r, "(deny file-read* file-write*)") {
+		t.Error("without read roots the profile must not render prefix denies")
+	}
+}
+
+// net.* (interfaces and their MACs, routes, the ARP cache, every socket of the host) is
+// not readable without the network; with it, only the socket tables stay denied.
+func TestProfileNetSysctls(t *testing.T) {
+	const deny = `(deny sysctl-read (sysctl-name-prefix "net."))`
+	const allow = `(allow sysctl-read (sysctl-name-prefix "net."))`
+	off := rules(mustRender(t, fixed(false)))
+	if i := strings.Index(off, deny); i < 0 || i < strings.Index(off, "(allow sysctl-read)") {
+		t.Error("network none: net.* sysctls are not denied after the general sysctl allow")
+	}
+	if strings.Contains(off, allow) {
+		t.Error("network none: net.* sysctls are allowed again")
+	}
+	on := rules(mustRender(t, fixed(true)))
+	a := strings.Index(on, allow)
+	if a < strings.Index(on, deny) {
+		t.Error("network host: net.* sysctls are not allowed after the base profile's deny")
+	}
+	for _, table := range []string{"net.inet.tcp.pcblist", "net.inet.udp.pcblist", "net.local.stream.pcblist"} {
+		if i := strings.Index(on, `(sysctl-name-prefix "`+table+`")`); i < a {
+			t.Errorf("network host: %s is not denied after the net.* allow", table)
 		}
 	}
 }

@@ -152,6 +152,16 @@ func hostile(role, arg string) int {
 		}
 		fmt.Println("blocked: kern.proc.pid listed", found)
 		return 1
+	case "interfaces":
+		// getifaddrs: the host's interfaces, addresses and MACs (sysctl net.routetable.*).
+		addrs, err := net.InterfaceAddrs()
+		if err == nil && len(addrs) == 0 {
+			err = errors.New("no interface listed")
+		}
+		return report(err)
+	case "sysctl":
+		_, err := unix.SysctlRaw(arg)
+		return report(err)
 	case "exec":
 		_, err := syscall.ForkExec(arg, []string{arg}, &syscall.ProcAttr{})
 		return report(err)
@@ -279,6 +289,66 @@ func TestSecretReadDenied(t *testing.T) {
 	}
 	requireBlocked(t, run(t, s, "readdir", home, sandbox.Limits{}))
 	requireBlocked(t, run(t, s, "readdir", filepath.Join(home, ".ssh"), sandbox.Limits{}))
+}
+
+// An operator's read root inside the home directory (~/Library for a user site, a node
+// prefix under ~/.nvm) exposes what lies beside the interpreter; the credential stores in
+// it stay denied. The neighbouring files are read as a control: the read roots work.
+func TestSecretsUnderReadRootDenied(t *testing.T) {
+	home, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	prefix := filepath.Join(home, ".nvm", "versions", "node", "v20")
+	files := map[string]bool{ // path → readable
+		filepath.Join(home, "Library", "Cookies", "Cookies.binarycookies"): false,
+		filepath.Join(home, "Library", "Keychains", "login.keychain-db"):   false,
+		filepath.Join(home, "Library", "Python", "3.12", "ok.py"):          true,
+		filepath.Join(prefix, "etc", "npmrc"):                              false,
+		filepath.Join(prefix, "lib", "ok.js"):                              true,
+	}
+	for f := range files {
+		if err := os.MkdirAll(filepath.Dir(f), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(f, []byte("//registry.npmjs.org/:_authToken=secret"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := newTestSandbox(t)
+	s.home = home
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for f, readable := range files {
+		res, err := s.Run(context.Background(), sandbox.Spec{Language: "test", Argv: []string{self},
+			Env: []string{"AIRLOCK_TEST_ROLE=read", "AIRLOCK_TEST_ARG=" + f}, Mounts: []string{filepath.Join(home, "Library"), prefix},
+			Limits: filled(sandbox.Limits{Wall: 10 * time.Second})})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if readable && !strings.Contains(string(res.Stdout.Bytes()), "ESCAPED") {
+			t.Fatalf("control %s is not readable through its read root: %q %q", f, res.Stdout.Bytes(), res.Stderr.Bytes())
+		}
+		if !readable {
+			requireBlocked(t, res)
+		}
+	}
+}
+
+// Without the network the host's interfaces, routes and sockets are not readable; with it
+// the interface list is (getaddrinfo needs it), the socket tables still are not.
+func TestNetworkSysctlsDenied(t *testing.T) {
+	s := newTestSandbox(t)
+	requireBlocked(t, run(t, s, "interfaces", "", sandbox.Limits{}))
+	for _, network := range []sandbox.Network{sandbox.NetworkNone, sandbox.NetworkHost} {
+		requireBlocked(t, runNet(t, s, "sysctl", "net.inet.tcp.pcblist_n", sandbox.Limits{}, network))
+		requireBlocked(t, runNet(t, s, "sysctl", "net.local.stream.pcblist_n", sandbox.Limits{}, network))
+	}
+	if res := runNet(t, s, "interfaces", "", sandbox.Limits{}, sandbox.NetworkHost); !strings.Contains(string(res.Stdout.Bytes()), "ESCAPED") {
+		t.Fatalf("network host: the interface list is unreadable: %q %q", res.Stdout.Bytes(), res.Stderr.Bytes())
+	}
 }
 
 func TestWriteOutsideWorkspaceDenied(t *testing.T) {
