@@ -184,6 +184,11 @@ func rootPlan(cfg *initConfig, host hostFS) []mountOp {
 	if cfg.faultWorkspaceMount {
 		plan[len(plan)-1].Data = "size=not-a-size" // the kernel refuses it, as it would a real failure
 	}
+	for i := range plan {
+		if cfg.faultMaskSource && plan[i].Kind == opMask {
+			plan[i].Source = "/nonexistent/airlock-null"
+		}
+	}
 	return plan
 }
 
