@@ -545,6 +545,31 @@ static void *net_thread_main(void *arg) {
 	return NULL;
 }
 
+// The network thread's stack: the thread makes one system call and opens one file. A
+// stack of glibc's own is an 8 MiB mapping with a guard page (mmap, mprotect) that the
+// thread hands back with an madvise as it exits, whose TLB shoot-down interrupts the
+// init's other CPU (in a VM, an exit to the host); glibc leaves a stack it was given
+// alone. Untouched pages of it cost nothing; 256 KiB is at least PTHREAD_STACK_MIN on
+// every architecture (128 KiB on arm64). An init starts the thread once.
+static char net_stack[256 << 10] __attribute__((aligned(64)));
+
+// new_net_thread starts the thread, on cpus if given, on net_stack if stack is set:
+// 0 or the error.
+static int new_net_thread(struct net_thread *n, const cpu_set_t *cpus, int stack) {
+	pthread_attr_t attr;
+	int e = pthread_attr_init(&attr);
+	if (e != 0)
+		return e;
+	if (stack)
+		e = pthread_attr_setstack(&attr, net_stack, sizeof net_stack);
+	if (e == 0 && cpus)
+		e = pthread_attr_setaffinity_np(&attr, sizeof *cpus, cpus);
+	if (e == 0)
+		e = pthread_create(&n->thread, &attr, net_thread_main, n);
+	pthread_attr_destroy(&attr);
+	return e;
+}
+
 // start_net starts the thread on the CPUs this one may use but is not on, when there are
 // any. Placed on its creator's CPU, as a new thread is, it did not run until the main
 // thread blocked in join_net, the other CPU idle all the while: the namespace was
@@ -555,27 +580,18 @@ void start_net(struct net_thread *n) {
 	n->err = 0;
 	n->started = 0;
 	n->pinned = 0;
-	pthread_attr_t attr;
-	pthread_attr_t *ap = NULL;
 	cpu_set_t allowed;
-	int cpu = sched_getcpu();
-	if (cpu >= 0 && sched_getaffinity(0, sizeof allowed, &allowed) == 0 && CPU_COUNT(&allowed) > 1 &&
-	    pthread_attr_init(&attr) == 0) {
+	int cpu = sched_getcpu(), e = -1;
+	if (cpu >= 0 && sched_getaffinity(0, sizeof allowed, &allowed) == 0 && CPU_COUNT(&allowed) > 1) {
 		cpu_set_t others = allowed;
 		CPU_CLR(cpu, &others);
-		if (pthread_attr_setaffinity_np(&attr, sizeof others, &others) == 0)
-			ap = &attr;
-		else
-			pthread_attr_destroy(&attr);
+		e = new_net_thread(n, &others, 1);
+		n->pinned = e == 0;
 	}
-	int e = pthread_create(&n->thread, ap, net_thread_main, n);
-	if (ap) {
-		pthread_attr_destroy(ap);
-		if (e == 0)
-			n->pinned = 1;
-		else // not refused for the affinity's sake: started as before
-			e = pthread_create(&n->thread, NULL, net_thread_main, n);
-	}
+	// Not started for the affinity's sake: started as before, on a stack of glibc's
+	// (a thread that failed to start may still be leaving net_stack).
+	if (e != 0)
+		e = new_net_thread(n, NULL, 0);
 	if (e != 0) {
 		errno = e;
 		fail("network namespace", "thread");
