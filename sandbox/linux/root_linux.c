@@ -169,8 +169,9 @@ static int empty_fd = -1;
 // the /proc step made it, an empty read-only tmpfs), the others a bind of that first
 // mask, which carries its flags over (a bind copies the source mount's flags), so one
 // remount serves them all. -1 with errno if the first mount fails (nothing was mounted).
+static char empty_dir[PATH_MAX];
+
 static int mask_dir(const struct op *o, const char *dst) {
-	static char empty_dir[PATH_MAX];
 	if (empty_dir[0])
 		return mount(empty_dir, dst, NULL, MS_BIND, NULL);
 	if (empty_fd >= 0) {
@@ -212,29 +213,41 @@ static int mask_file(const struct op *o, const char *dst, const char *null) {
 	return 0;
 }
 
-// mask hides dst, if it exists: a directory with an empty one (mask_dir), anything
-// else with null (mask_file). It asks no lstat first which one dst is: the mount looks
-// dst up anyway, and refuses a file over a directory or the reverse with ENOTDIR, before
-// it mounts anything. Most masks are files (of the 32 paths of /proc here, 18 files, 3
-// directories, 11 missing), so the file's bind is tried first: 18 system calls fewer a
-// run. ENOENT may be the source's as well as dst's. A bind from null_file is from a mount
-// this setup made, and nothing else changes the new root while it is built: there it is
-// dst's. For any other source only an lstat that finds no dst either leaves it unmasked.
-static void mask(const struct op *o, const char *dst, const char *null) {
-	const int known_source = null_file[0] && strcmp(null, "/dev/null") == 0;
-	if (mask_file(o, dst, null) == 0)
+// What mask expects dst to be: the plan's kind for each /proc mask, or none (an lstat
+// asks).
+enum { MASK_DIR, MASK_FILE, MASK_ASK };
+
+// mask hides dst, if it exists: a directory with an empty one (mask_dir), anything else
+// with null (mask_file). Given the kind, it asks no lstat first: the mount looks dst up
+// anyway and says ENOENT for a missing dst. (A wrong kind is refused with ENOTDIR and
+// the other one is tried; that refusal costs an RCU grace period, since the kernel drops
+// the bind it had cloned, so the plan says which masks are directories.) ENOENT may be
+// the source's as well as dst's. A source that served a mask before is a mount this
+// setup made, and nothing else changes the new root while it is built: then it is dst's.
+// Otherwise only an lstat that finds no dst either leaves it unmasked.
+static void mask(const struct op *o, const char *dst, const char *null, int kind) {
+	struct stat st;
+	if (kind == MASK_ASK) {
+		if (lstat(dst, &st) < 0) {
+			if (errno == ENOENT)
+				return;
+			fail(op_stage(o), "stat");
+		}
+		kind = S_ISDIR(st.st_mode) ? MASK_DIR : MASK_FILE;
+	}
+	const int known_source = kind == MASK_DIR ? empty_dir[0] != 0 : null_file[0] && strcmp(null, "/dev/null") == 0;
+	if ((kind == MASK_DIR ? mask_dir(o, dst) : mask_file(o, dst, null)) == 0)
 		return;
 	if (errno == ENOENT) {
-		struct stat st;
 		if (known_source || (lstat(dst, &st) < 0 && errno == ENOENT))
 			return;
 		errno = ENOENT;
-		fail(op_stage(o), "bind a masked file");
+		fail(op_stage(o), "bind a mask");
 	}
 	if (errno != ENOTDIR)
-		fail(op_stage(o), "bind a masked file");
-	if (mask_dir(o, dst) < 0)
-		fail(op_stage(o), "bind an empty directory");
+		fail(op_stage(o), "bind a mask");
+	if ((kind == MASK_DIR ? mask_file(o, dst, null) : mask_dir(o, dst)) < 0)
+		fail(op_stage(o), "bind a mask");
 }
 
 // unescape_octal decodes mountinfo's \ooo escapes (space, tab, newline, backslash) in
@@ -286,7 +299,7 @@ static void cover_submounts(const struct op *o, const char *dst) {
 	}
 	fclose(f);
 	for (size_t i = 0; i < count; i++) {
-		mask(o, points[i], "/dev/null");
+		mask(o, points[i], "/dev/null", MASK_ASK);
 		free(points[i]);
 	}
 	free(points);
@@ -391,7 +404,7 @@ static void apply_op(const struct op *o) {
 		break;
 	case OP_MASK:
 		// A path of the fresh /proc the program must not read (procMasks).
-		mask(o, dst, o->source);
+		mask(o, dst, o->source, o->is_file ? MASK_FILE : MASK_DIR);
 		break;
 	case OP_BIND_DEV:
 		// The host's own node: read-only, or utimensat (which needs only write
