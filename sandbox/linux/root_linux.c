@@ -137,9 +137,9 @@ static int readonly_tree(const char *dst) {
 
 // op_stage names a failed step of the root plan ("mount /etc/passwd"). It is made only
 // when a step fails: the name and the step's path in the new root were two snprintf
-// calls for each of a run's 68 steps (the default plan), and vfprintf with the strlen it calls was
-// the largest user-space cost of the spawner and init (≈ 50 of their ≈ 235 µs of user
-// time a call, perf record at load 9-27).
+// calls for each of a run's 68 steps (the default plan), and vfprintf with the strlen
+// it calls was the largest user-space cost of the spawner and init (≈ 50 of their
+// ≈ 235 µs of user time a call, perf record at load 9-27).
 static const char *op_stage(const struct op *o) {
 	static char stage[PATH_MAX + 16];
 	snprintf(stage, sizeof stage, "mount %s", o->target);
@@ -215,7 +215,9 @@ static int mask_file(const struct op *o, const char *dst, const char *null) {
 
 // What mask expects dst to be: the plan's kind for each /proc mask, or none (an lstat
 // asks).
-enum { MASK_DIR, MASK_FILE, MASK_ASK };
+enum { MASK_DIR,
+       MASK_FILE,
+       MASK_ASK };
 
 // mask hides dst, if it exists: a directory with an empty one (mask_dir), anything else
 // with null (mask_file). Given the kind, it asks no lstat first: the mount looks dst up
