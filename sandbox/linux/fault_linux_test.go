@@ -50,3 +50,25 @@ func TestExecFailureIsReported(t *testing.T) {
 		}
 	}
 }
+
+// A /proc mask whose source cannot be bound fails the setup: the init mounts a mask
+// without an lstat of its path first, and the kernel's ENOENT for a missing source must
+// not pass for the path's own absence, which would leave /proc/cmdline and the other
+// masked files readable.
+func TestFaultMaskSourceMissing(t *testing.T) {
+	t.Parallel()
+	s := testSandbox(t)
+	if s.adapt.noProc {
+		t.Skip("SKIPPING: THIS HOST GIVES SANDBOXES AN EMPTY /proc (container adaptation), NOTHING TO MASK: TestNoProcSubstitute checks it")
+	}
+	marker := newMarker()
+	spec := pySpec("print(open('/proc/cmdline').read() or '"+marker+"')", marker)
+	res, err := s.runSpec(context.Background(), withDefaults(spec), func(cfg *initConfig) { cfg.faultMaskSource = true })
+	var se *SetupError
+	if !errors.As(err, &se) || se.Stage != "mount /proc/"+procMasks[0] || !errors.Is(err, syscall.ENOENT) {
+		t.Fatalf("err = %v (result %s %q), want a setup error at mount /proc/%s with ENOENT", err, res.Status, res.Stdout.Bytes(), procMasks[0])
+	}
+	if res.Status != sandbox.StatusSandboxError || len(res.Stdout.Bytes()) != 0 {
+		t.Fatalf("result %s %q, want sandbox_error with nothing run", res.Status, res.Stdout.Bytes())
+	}
+}

@@ -48,6 +48,13 @@ var procMasks = []string{
 	"interrupts", "softirqs", "diskstats", "partitions", "swaps", "pressure",
 }
 
+// procMaskDirs are the procMasks that are directories where the kernel has them. The
+// init binds each mask as what the plan says it is, without an lstat first; a wrong
+// kind costs it a second bind, never the mask.
+var procMaskDirs = map[string]bool{
+	"acpi": true, "asound": true, "scsi": true, "driver": true, "dynamic_debug": true, "pressure": true,
+}
+
 // Sizes of the root tmpfs, which holds the skeleton, /dev and the scratch directories
 // /tmp and /dev/shm (opScratch), and of the workspace. /tmp and /dev/shm share one
 // budget: together they hold what each held alone before (16 MiB apiece).
@@ -88,7 +95,7 @@ type mountOp struct {
 	Data    string
 	Flags   uintptr
 	Content []byte
-	IsFile  bool // opBindRO onto a file mount point
+	IsFile  bool // opBindRO onto a file mount point; opMask of a file (else a directory)
 }
 
 // hostFS is what the plan needs to know about the host; tests substitute a fake.
@@ -184,6 +191,11 @@ func rootPlan(cfg *initConfig, host hostFS) []mountOp {
 	if cfg.faultWorkspaceMount {
 		plan[len(plan)-1].Data = "size=not-a-size" // the kernel refuses it, as it would a real failure
 	}
+	for i := range plan {
+		if cfg.faultMaskSource && plan[i].Kind == opMask {
+			plan[i].Source = "/nonexistent/airlock-null"
+		}
+	}
 	return plan
 }
 
@@ -201,7 +213,7 @@ var (
 	procSteps = func() []mountOp {
 		steps := []mountOp{{Kind: opProc, Target: "/proc"}}
 		for _, p := range procMasks {
-			steps = append(steps, mountOp{Kind: opMask, Source: "/dev/null", Target: "/proc/" + p})
+			steps = append(steps, mountOp{Kind: opMask, Source: "/dev/null", Target: "/proc/" + p, IsFile: !procMaskDirs[p]})
 		}
 		return steps
 	}()

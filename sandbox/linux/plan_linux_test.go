@@ -494,3 +494,24 @@ func TestValidateRefusesZeroArtifactCaps(t *testing.T) {
 		t.Fatalf("no output directory: %v", err)
 	}
 }
+
+// The plan tells the init which /proc masks are directories, so it binds each without an
+// lstat first. A wrong kind still gets its mask (the init tries the other kind after the
+// kernel's ENOTDIR), but costs an RCU grace period: this host's /proc must agree with
+// procMaskDirs wherever it has the path.
+func TestProcMaskKinds(t *testing.T) {
+	for _, p := range procMasks {
+		st, err := os.Lstat("/proc/" + p)
+		if err != nil {
+			continue // not on this kernel
+		}
+		if st.IsDir() != procMaskDirs[p] {
+			t.Errorf("/proc/%s: a directory %v, procMaskDirs says %v", p, st.IsDir(), procMaskDirs[p])
+		}
+	}
+	for p := range procMaskDirs {
+		if !slices.Contains(procMasks, p) {
+			t.Errorf("procMaskDirs names %s, which is no mask", p)
+		}
+	}
+}

@@ -129,6 +129,9 @@ type initConfig struct {
 	// faultWorkspaceMount makes the plan's workspace tmpfs mount fail; only tests set it.
 	// Not sent: rootPlan reads it.
 	faultWorkspaceMount bool
+	// faultMaskSource gives the /proc masks a source that does not exist; only tests
+	// set it. Not sent: rootPlan reads it.
+	faultMaskSource bool
 }
 
 // handover is the call itself: the last frame on configFD.

@@ -135,6 +135,28 @@ static int readonly_tree(const char *dst) {
 	return (int)syscall(SYS_mount_setattr, AT_FDCWD, dst, AT_RECURSIVE, &attr, sizeof attr);
 }
 
+// op_stage names a failed step of the root plan ("mount /etc/passwd"). It is made only
+// when a step fails: the name and the step's path in the new root were two snprintf
+// calls for each of a run's 68 steps (the default plan), and vfprintf with the strlen
+// it calls was the largest user-space cost of the spawner and init (≈ 50 of their
+// ≈ 235 µs of user time a call, perf record at load 9-27).
+static const char *op_stage(const struct op *o) {
+	static char stage[PATH_MAX + 16];
+	snprintf(stage, sizeof stage, "mount %s", o->target);
+	return stage;
+}
+
+// root_path writes NEW_ROOT followed by the absolute path p to out (PATH_MAX bytes);
+// -1 if p is not absolute or the result does not fit.
+static int root_path(char *out, const char *p) {
+	const size_t root = sizeof NEW_ROOT - 1, n = strlen(p);
+	if (p[0] != '/' || root + n >= PATH_MAX)
+		return -1;
+	memcpy(out, NEW_ROOT, root);
+	memcpy(out + root, p, n + 1);
+	return 0;
+}
+
 // empty_fd is an empty directory of the root (an O_PATH descriptor), made by the /proc
 // step just before the fresh /proc covers it: the source of the first directory mask,
 // so that mask is a bind rather than an empty tmpfs of its own (a superblock: ~35 us to
@@ -142,57 +164,92 @@ static int readonly_tree(const char *dst) {
 // it: its path is under /proc.
 static int empty_fd = -1;
 
-// mask hides dst, if it exists: an empty read-only directory over a directory, null (a
-// bind of /dev/null, as runc masks) over anything else. The first directory gets a bind
-// of empty_fd's directory remounted read-only, nosuid, nodev and noexec (or, before
-// the /proc step made it, an empty read-only tmpfs), and the others a bind of that
+// mask_dir hides the directory dst with an empty read-only directory: the first one a
+// bind of empty_fd's directory remounted read-only, nosuid, nodev and noexec (or, before
+// the /proc step made it, an empty read-only tmpfs), the others a bind of that first
 // mask, which carries its flags over (a bind copies the source mount's flags), so one
-// remount serves them all. Likewise the first file gets null remounted read-only,
-// nosuid and noexec, and the others a bind of it.
-static void mask(const char *stage, const char *dst, const char *null) {
-	static char empty_dir[PATH_MAX], null_file[PATH_MAX];
-	struct stat st;
-	if (lstat(dst, &st) < 0) {
-		if (errno == ENOENT)
-			return;
-		fail(stage, "stat");
+// remount serves them all. -1 with errno if the first mount fails (nothing was mounted).
+static char empty_dir[PATH_MAX];
+
+static int mask_dir(const struct op *o, const char *dst) {
+	if (empty_dir[0])
+		return mount(empty_dir, dst, NULL, MS_BIND, NULL);
+	if (empty_fd >= 0) {
+		// Through the fresh /proc: the directory's own path is covered.
+		char src[64];
+		snprintf(src, sizeof src, "%s/proc/self/fd/%d", NEW_ROOT, empty_fd);
+		if (mount(src, dst, NULL, MS_BIND, NULL) < 0)
+			return -1;
+		if (remount(dst, MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC) < 0)
+			fail(op_stage(o), "remount read-only");
+		close(empty_fd);
+		empty_fd = -1;
+	} else if (mount("airlock", dst, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=0555,size=4k,nr_inodes=1") < 0) {
+		// A mask before the /proc step (a directory a container bound under /usr,
+		// cover_submounts) gets an empty tmpfs of its own.
+		return -1;
 	}
-	if (S_ISDIR(st.st_mode)) {
-		if (empty_dir[0]) {
-			// A bind keeps the source mount's read-only flag.
-			if (mount(empty_dir, dst, NULL, MS_BIND, NULL) < 0)
-				fail(stage, "bind an empty directory");
-			return;
-		}
-		if (empty_fd >= 0) {
-			// Through the fresh /proc: the directory's own path is covered.
-			char src[64];
-			snprintf(src, sizeof src, "%s/proc/self/fd/%d", NEW_ROOT, empty_fd);
-			if (mount(src, dst, NULL, MS_BIND, NULL) < 0)
-				fail(stage, "bind an empty directory");
-			if (remount(dst, MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC) < 0)
-				fail(stage, "remount read-only");
-			close(empty_fd);
-			empty_fd = -1;
-		} else if (mount("airlock", dst, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=0555,size=4k,nr_inodes=1") < 0) {
-			// A mask before the /proc step (a directory a container bound under /usr,
-			// cover_submounts) gets an empty tmpfs of its own.
-			fail(stage, "mount an empty tmpfs");
-		}
-		snprintf(empty_dir, sizeof empty_dir, "%s", dst);
-		return;
-	}
-	if (null_file[0] && strcmp(null, "/dev/null") == 0) {
-		if (mount(null_file, dst, NULL, MS_BIND, NULL) < 0)
-			fail(stage, "bind a masked file");
-		return;
-	}
+	snprintf(empty_dir, sizeof empty_dir, "%s", dst);
+	return 0;
+}
+
+// null_file is the first file mask of /dev/null (a path of the new root), which the
+// others bind.
+static char null_file[PATH_MAX];
+
+// mask_file hides dst, anything but a directory, with null (a bind of /dev/null, as
+// runc masks): the first one remounted read-only, nosuid and noexec, the others a bind
+// of it. -1 with errno if the bind fails (nothing was mounted).
+static int mask_file(const struct op *o, const char *dst, const char *null) {
+	const int dev_null = strcmp(null, "/dev/null") == 0;
+	if (null_file[0] && dev_null)
+		return mount(null_file, dst, NULL, MS_BIND, NULL);
 	if (mount(null, dst, NULL, MS_BIND, NULL) < 0)
-		fail(stage, "bind");
+		return -1;
 	if (remount(dst, MS_RDONLY | MS_NOSUID | MS_NOEXEC) < 0)
-		fail(stage, "remount read-only");
-	if (strcmp(null, "/dev/null") == 0)
+		fail(op_stage(o), "remount read-only");
+	if (dev_null)
 		snprintf(null_file, sizeof null_file, "%s", dst);
+	return 0;
+}
+
+// What mask expects dst to be: the plan's kind for each /proc mask, or none (an lstat
+// asks).
+enum { MASK_DIR,
+       MASK_FILE,
+       MASK_ASK };
+
+// mask hides dst, if it exists: a directory with an empty one (mask_dir), anything else
+// with null (mask_file). Given the kind, it asks no lstat first: the mount looks dst up
+// anyway and says ENOENT for a missing dst. (A wrong kind is refused with ENOTDIR and
+// the other one is tried; that refusal costs an RCU grace period, since the kernel drops
+// the bind it had cloned, so the plan says which masks are directories.) ENOENT may be
+// the source's as well as dst's. A source that served a mask before is a mount this
+// setup made, and nothing else changes the new root while it is built: then it is dst's.
+// Otherwise only an lstat that finds no dst either leaves it unmasked.
+static void mask(const struct op *o, const char *dst, const char *null, int kind) {
+	struct stat st;
+	if (kind == MASK_ASK) {
+		if (lstat(dst, &st) < 0) {
+			if (errno == ENOENT)
+				return;
+			fail(op_stage(o), "stat");
+		}
+		kind = S_ISDIR(st.st_mode) ? MASK_DIR : MASK_FILE;
+	}
+	const int known_source = kind == MASK_DIR ? empty_dir[0] != 0 : null_file[0] && strcmp(null, "/dev/null") == 0;
+	if ((kind == MASK_DIR ? mask_dir(o, dst) : mask_file(o, dst, null)) == 0)
+		return;
+	if (errno == ENOENT) {
+		if (known_source || (lstat(dst, &st) < 0 && errno == ENOENT))
+			return;
+		errno = ENOENT;
+		fail(op_stage(o), "bind a mask");
+	}
+	if (errno != ENOTDIR)
+		fail(op_stage(o), "bind a mask");
+	if ((kind == MASK_DIR ? mask_file(o, dst, null) : mask_dir(o, dst)) < 0)
+		fail(op_stage(o), "bind a mask");
 }
 
 // unescape_octal decodes mountinfo's \ooo escapes (space, tab, newline, backslash) in
@@ -213,10 +270,10 @@ static void unescape_octal(char *s) {
 // cover_submounts masks every mount below dst, as this mount namespace's mountinfo lists
 // them (parents before children; a child under a covered parent is gone already). The
 // list is read whole first: each cover is a new line of mountinfo.
-static void cover_submounts(const char *stage, const char *dst) {
+static void cover_submounts(const struct op *o, const char *dst) {
 	FILE *f = fopen("/proc/self/mountinfo", "re");
 	if (!f)
-		fail(stage, "read mountinfo");
+		fail(op_stage(o), "read mountinfo");
 	size_t n = strlen(dst), count = 0;
 	char **points = NULL;
 	char line[PATH_MAX * 2 + 512];
@@ -244,7 +301,7 @@ static void cover_submounts(const char *stage, const char *dst) {
 	}
 	fclose(f);
 	for (size_t i = 0; i < count; i++) {
-		mask(stage, points[i], "/dev/null");
+		mask(o, points[i], "/dev/null", MASK_ASK);
 		free(points[i]);
 	}
 	free(points);
@@ -276,50 +333,48 @@ static int copy_kernel(int src, int dst) {
 
 static void apply_op(const struct op *o) {
 	char dst[PATH_MAX];
-	char stage[PATH_MAX + 16];
-	snprintf(stage, sizeof stage, "mount %s", o->target);
-	if (o->target[0] != '/' || snprintf(dst, sizeof dst, "%s%s", NEW_ROOT, o->target) >= (int)sizeof dst)
-		failf(stage, EINVAL, "bad target");
+	if (root_path(dst, o->target) < 0)
+		failf(op_stage(o), EINVAL, "bad target");
 	switch (o->kind) {
 	case OP_DIR:
 		if (mkdir_p(dst, 0755) < 0)
-			fail(stage, "mkdir");
+			fail(op_stage(o), "mkdir");
 		know_dir(dst, strlen(dst));
 		break;
 	case OP_SYMLINK:
 		if (plan_parent(dst) < 0)
-			fail(stage, "mkdir");
+			fail(op_stage(o), "mkdir");
 		if (symlink(o->link, dst) < 0)
-			fail(stage, "symlink");
+			fail(op_stage(o), "symlink");
 		break;
 	case OP_COPY: {
 		if (plan_parent(dst) < 0)
-			fail(stage, "mkdir");
+			fail(op_stage(o), "mkdir");
 		int fd = open(dst, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 		if (fd < 0)
-			fail(stage, "create");
+			fail(op_stage(o), "create");
 		if (!o->source[0]) {
 			if (write_all(fd, o->content, o->content_len) < 0)
-				fail(stage, "write");
+				fail(op_stage(o), "write");
 		} else {
 			// The host's file, read through the host's root, which is still in place. A
 			// missing one leaves an empty file.
 			int src = open(o->source, O_RDONLY | O_CLOEXEC | O_NOCTTY);
 			if (src < 0 && errno != ENOENT)
-				fail(stage, "open source");
+				fail(op_stage(o), "open source");
 			if (src >= 0 && !no_sendfile && copy_kernel(src, fd) < 0)
-				fail(stage, "copy");
+				fail(op_stage(o), "copy");
 			char buf[16384];
 			for (ssize_t n; src >= 0 && no_sendfile;) {
 				n = read(src, buf, sizeof buf);
 				if (n < 0 && errno == EINTR)
 					continue;
 				if (n < 0)
-					fail(stage, "read source");
+					fail(op_stage(o), "read source");
 				if (n == 0)
 					break;
 				if (write_all(fd, buf, (size_t)n) < 0)
-					fail(stage, "write");
+					fail(op_stage(o), "write");
 			}
 			if (src >= 0)
 				close(src);
@@ -329,29 +384,29 @@ static void apply_op(const struct op *o) {
 	}
 	case OP_BIND_RO:
 		if (mount_point(dst, o->is_file) < 0)
-			fail(stage, "mount point");
+			fail(op_stage(o), "mount point");
 		// Not recursive: submounts of the source stay hidden. Where the source holds
 		// mounts locked by a more privileged user namespace (a file a container engine
 		// bound under /usr), the kernel refuses that with EINVAL, since it would uncover
 		// what they hide: then the whole tree, made read-only as a whole.
 		if (mount(o->source, dst, NULL, MS_BIND, NULL) == 0) {
 			if (remount(dst, MS_RDONLY | MS_NOSUID | MS_NODEV) < 0)
-				fail(stage, "remount read-only");
+				fail(op_stage(o), "remount read-only");
 			break;
 		}
 		// The submounts come along, but stay hidden as before: each is covered (they
 		// are locked and cannot be unmounted), and then the whole tree is read-only.
 		if (errno != EINVAL)
-			fail(stage, "bind");
+			fail(op_stage(o), "bind");
 		if (mount(o->source, dst, NULL, MS_BIND | MS_REC, NULL) < 0)
-			fail(stage, "bind recursively");
-		cover_submounts(stage, dst);
+			fail(op_stage(o), "bind recursively");
+		cover_submounts(o, dst);
 		if (readonly_tree(dst) < 0)
-			fail(stage, "mount_setattr read-only (Linux 5.12 or later)");
+			fail(op_stage(o), "mount_setattr read-only (Linux 5.12 or later)");
 		break;
 	case OP_MASK:
 		// A path of the fresh /proc the program must not read (procMasks).
-		mask(stage, dst, o->source);
+		mask(o, dst, o->source, o->is_file ? MASK_FILE : MASK_DIR);
 		break;
 	case OP_BIND_DEV:
 		// The host's own node: read-only, or utimensat (which needs only write
@@ -360,11 +415,11 @@ static void apply_op(const struct op *o) {
 		// spare device files, so writing to /dev/null still works; a nodev mount would
 		// make the node unusable. nosuid and noexec cost nothing.
 		if (mount_point(dst, 1) < 0)
-			fail(stage, "mount point");
+			fail(op_stage(o), "mount point");
 		if (mount(o->source, dst, NULL, MS_BIND, NULL) < 0)
-			fail(stage, "bind");
+			fail(op_stage(o), "bind");
 		if (remount(dst, MS_RDONLY | MS_NOSUID | MS_NOEXEC) < 0)
-			fail(stage, "remount");
+			fail(op_stage(o), "remount");
 		break;
 	case OP_SCRATCH: {
 		// A directory of the root's superblock where the program writes (/tmp,
@@ -373,41 +428,41 @@ static void apply_op(const struct op *o) {
 		// root mount's flags (nosuid, nodev, still writable) and seal, which remounts
 		// only "/", leaves it writable.
 		char src[PATH_MAX];
-		if (o->source[0] != '/' || snprintf(src, sizeof src, "%s%s", NEW_ROOT, o->source) >= (int)sizeof src)
-			failf(stage, EINVAL, "bad source");
+		if (root_path(src, o->source) < 0)
+			failf(op_stage(o), EINVAL, "bad source");
 		if (mkdir_p(src, 0755) < 0 || mkdir_p(dst, 0755) < 0)
-			fail(stage, "mkdir");
+			fail(op_stage(o), "mkdir");
 		// Past the umask, as a tmpfs's mode= option was.
 		if (chmod(src, 01777) < 0)
-			fail(stage, "chmod");
+			fail(op_stage(o), "chmod");
 		if (mount(src, dst, NULL, MS_BIND, NULL) < 0)
-			fail(stage, "bind");
+			fail(op_stage(o), "bind");
 		if (remount(dst, (unsigned long)o->flags) < 0)
-			fail(stage, "remount");
+			fail(op_stage(o), "remount");
 		know_dir(dst, strlen(dst));
 		break;
 	}
 	case OP_TMPFS:
 		if (mkdir_p(dst, 0755) < 0)
-			fail(stage, "mkdir");
+			fail(op_stage(o), "mkdir");
 		if (mount("airlock", dst, "tmpfs", (unsigned long)o->flags, o->data) < 0)
-			fail(stage, "mount tmpfs");
+			fail(op_stage(o), "mount tmpfs");
 		know_dir(dst, strlen(dst));
 		break;
 	case OP_PROC: {
 		char empty[PATH_MAX + 8];
 		snprintf(empty, sizeof empty, "%s/empty", dst);
 		if (mkdir_p(empty, 0555) < 0)
-			fail(stage, "mkdir");
+			fail(op_stage(o), "mkdir");
 		empty_fd = open(empty, O_PATH | O_DIRECTORY | O_CLOEXEC);
 		if (empty_fd < 0)
-			fail(stage, "open an empty directory");
+			fail(op_stage(o), "open an empty directory");
 		if (mount("proc", dst, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
-			fail(stage, "mount proc");
+			fail(op_stage(o), "mount proc");
 		break;
 	}
 	default:
-		failf(stage, EINVAL, "unknown step %u", o->kind);
+		failf(op_stage(o), EINVAL, "unknown step %u", o->kind);
 	}
 }
 
@@ -505,6 +560,31 @@ static void *net_thread_main(void *arg) {
 	return NULL;
 }
 
+// The network thread's stack: the thread makes one system call and opens one file. A
+// stack of glibc's own is an 8 MiB mapping with a guard page (mmap, mprotect) that the
+// thread hands back with an madvise as it exits, whose TLB shoot-down interrupts the
+// init's other CPU (in a VM, an exit to the host); glibc leaves a stack it was given
+// alone. Untouched pages of it cost nothing; 256 KiB is at least PTHREAD_STACK_MIN on
+// every architecture (128 KiB on arm64). An init starts the thread once.
+static char net_stack[256 << 10] __attribute__((aligned(64)));
+
+// new_net_thread starts the thread, on cpus if given, on net_stack if stack is set:
+// 0 or the error.
+static int new_net_thread(struct net_thread *n, const cpu_set_t *cpus, int stack) {
+	pthread_attr_t attr;
+	int e = pthread_attr_init(&attr);
+	if (e != 0)
+		return e;
+	if (stack)
+		e = pthread_attr_setstack(&attr, net_stack, sizeof net_stack);
+	if (e == 0 && cpus)
+		e = pthread_attr_setaffinity_np(&attr, sizeof *cpus, cpus);
+	if (e == 0)
+		e = pthread_create(&n->thread, &attr, net_thread_main, n);
+	pthread_attr_destroy(&attr);
+	return e;
+}
+
 // start_net starts the thread on the CPUs this one may use but is not on, when there are
 // any. Placed on its creator's CPU, as a new thread is, it did not run until the main
 // thread blocked in join_net, the other CPU idle all the while: the namespace was
@@ -515,27 +595,18 @@ void start_net(struct net_thread *n) {
 	n->err = 0;
 	n->started = 0;
 	n->pinned = 0;
-	pthread_attr_t attr;
-	pthread_attr_t *ap = NULL;
 	cpu_set_t allowed;
-	int cpu = sched_getcpu();
-	if (cpu >= 0 && sched_getaffinity(0, sizeof allowed, &allowed) == 0 && CPU_COUNT(&allowed) > 1 &&
-	    pthread_attr_init(&attr) == 0) {
+	int cpu = sched_getcpu(), e = -1;
+	if (cpu >= 0 && sched_getaffinity(0, sizeof allowed, &allowed) == 0 && CPU_COUNT(&allowed) > 1) {
 		cpu_set_t others = allowed;
 		CPU_CLR(cpu, &others);
-		if (pthread_attr_setaffinity_np(&attr, sizeof others, &others) == 0)
-			ap = &attr;
-		else
-			pthread_attr_destroy(&attr);
+		e = new_net_thread(n, &others, 1);
+		n->pinned = e == 0;
 	}
-	int e = pthread_create(&n->thread, ap, net_thread_main, n);
-	if (ap) {
-		pthread_attr_destroy(ap);
-		if (e == 0)
-			n->pinned = 1;
-		else // not refused for the affinity's sake: started as before
-			e = pthread_create(&n->thread, NULL, net_thread_main, n);
-	}
+	// Not started for the affinity's sake: started as before, on a stack of glibc's
+	// (a thread that failed to start may still be leaving net_stack).
+	if (e != 0)
+		e = new_net_thread(n, NULL, 0);
 	if (e != 0) {
 		errno = e;
 		fail("network namespace", "thread");
