@@ -64,7 +64,7 @@ func scan(marker string, serverPID int) (marked, inits, spawners []Proc) {
 
 func ownedBy(pid, serverPID int) bool {
 	cg, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
-	// In the server's own dir (<pid>.<n>), or a cgroup older versions made in the base.
+	// In the server's own dir (<pid>.…, its owner name), or a cgroup older versions made in the base.
 	if strings.Contains(string(cg), fmt.Sprintf("/%s/%d.", cgroupDir, serverPID)) ||
 		strings.Contains(string(cg), fmt.Sprintf("/%s/%d-", cgroupDir, serverPID)) {
 		return true
@@ -101,7 +101,7 @@ func ppid(pid int) int {
 const cgroupDir = "airlock"
 
 // CgroupBases are the directories the server pid creates sandbox cgroups in: its own
-// dirs <mount>/<its own cgroup>/airlock/<pid>.<n> in each hierarchy it belongs to.
+// dirs <mount>/<its own cgroup>/airlock/<pid>.… in each hierarchy it belongs to.
 func CgroupBases(pid int) []string {
 	var own []string
 	prefix := strconv.Itoa(pid) + "."

@@ -14,6 +14,8 @@ func TestOtherLandlockServer(t *testing.T) {
 		{"/run/airlock-runs/landlock-200-9/run-1/tmp", false},
 		{"/run/airlock-runs/landlock-300-9/run-1/tmp", true},
 		{"/run/airlock-runs/landlock-300-9", true},
+		{"/run/airlock-runs/landlock-100.4026531836.4026531834.5123-77/run-1/tmp", false},
+		{"/run/airlock-runs/landlock-300.4026531836.4026531834.5123-77/run-1/tmp", true},
 		{"/tmp/soak/airlock/landlock-x-1/run", false},
 		{"/run/airlock-runs/run-1", false},
 		{"/mnt/airlock", false},

@@ -637,8 +637,10 @@ func (r *Report) Print(w io.Writer) {
 }
 
 // landlockRunDir matches a Landlock-tier server's directory of run directories
-// (landlock-<pid>-…, named in sandbox/linux/landlock_linux.go), under which it mounts each run's workspace on the host.
-var landlockRunDir = regexp.MustCompile(`/landlock-([0-9]+)-[^/]*/`)
+// (landlock-<pid>.<pid ns>.<time ns>.<start>-…, named in sandbox/linux/owner_linux.go;
+// older versions: landlock-<pid>-…), under which it mounts each run's workspace on the
+// host.
+var landlockRunDir = regexp.MustCompile(`/landlock-([0-9]+)[.-][^/]*/`)
 
 // otherLandlockServer reports whether mount point m is a run mount of a Landlock-tier
 // server that is not one of the soak's: another test or server on the host, whose runs

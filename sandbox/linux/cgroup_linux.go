@@ -31,10 +31,10 @@ const cgroupDir = "airlock"
 // instances numbers the Sandboxes of this process (tests start several).
 var instances atomic.Int64
 
-// instanceName names a Sandbox's own cgroup directory: the server's pid first, so a
-// later server can tell a dead server's leftovers (cleanStale), then a '.' and a number
-// (a sandbox's cgroup, runName, has a '-' there).
-func instanceName() string { return fmt.Sprintf("%d.%d", os.Getpid(), instances.Add(1)) }
+// instanceName names a Sandbox's own cgroup directory: its server (ownerName: the pid
+// first, then what proves it alive or gone), so that a later server can tell a dead
+// server's leftovers (cleanStale), then a '.' and a number.
+func instanceName() string { return fmt.Sprintf("%s.%d", ownerName(), instances.Add(1)) }
 
 // v1Controllers are the cgroup v1 controllers airlock uses: memory and pids are the ones
 // that matter, cpu adds the CPU quota, cpuacct counts the run's CPU time. The count is
@@ -835,24 +835,21 @@ func (m *cgroups) removeCgroupDir(d string) error {
 	return fmt.Errorf("remove cgroup %s: %w", d, last)
 }
 
-// cleanStale removes the cgroups of servers that are no longer running, killing anything
-// left inside: a dead server's own dir with its sandboxes' cgroups, and the sandbox
-// cgroups older versions made straight in the base. It returns the directories it
-// removed.
+// cleanStale removes the cgroups of servers that are gone, killing anything left
+// inside: a dead server's own dir with its sandboxes' cgroups. Only a server this one
+// can prove gone (sweep.gone) counts: another pid namespace's, an older version's (a
+// bare pid, and the sandbox cgroups older versions made straight in the base) are left
+// as they are. It returns the directories it removed.
 func (m *cgroups) cleanStale(log *slog.Logger) []string {
 	var removed []string
+	var sw sweep
 	for _, base := range m.shared {
 		entries, err := os.ReadDir(base)
 		if err != nil {
 			continue
 		}
 		for _, e := range entries {
-			if !e.IsDir() {
-				continue
-			}
-			pidStr, _, ok := strings.Cut(strings.Replace(e.Name(), ".", "-", 1), "-")
-			pid, err := strconv.Atoi(pidStr)
-			if !ok || err != nil || pid == os.Getpid() || processAlive(pid) {
+			if !e.IsDir() || !sw.staleInstance(e.Name()) {
 				continue
 			}
 			d := filepath.Join(base, e.Name())
@@ -866,6 +863,20 @@ func (m *cgroups) cleanStale(log *slog.Logger) []string {
 		}
 	}
 	return removed
+}
+
+// staleInstance reports whether name is an own dir (instanceName) of a server proved
+// gone.
+func (s *sweep) staleInstance(name string) bool {
+	i := strings.LastIndexByte(name, '.')
+	if i < 0 {
+		return false
+	}
+	if _, err := strconv.ParseUint(name[i+1:], 10, 64); err != nil {
+		return false
+	}
+	o, ok := parseOwner(name[:i])
+	return ok && s.gone(o)
 }
 
 // removeStale kills whatever is left in the cgroup d and removes it.
@@ -888,15 +899,6 @@ func killCgroup(d string) {
 			unix.Kill(pid, unix.SIGKILL)
 		}
 	}
-}
-
-func processAlive(pid int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-	if err != nil {
-		return false
-	}
-	// A recycled pid belongs to some other program; only an airlock server counts.
-	return bytes.Contains(b, []byte("airlock")) || bytes.Contains(b, []byte(".test"))
 }
 
 func readInt(p string) int64 {

@@ -110,7 +110,7 @@ func newLandlockTier(opts sandbox.Options) (*landlockTier, error) {
 		return nil, fmt.Errorf("%w: the Landlock tier's run directories: %s must be searchable by the sandboxes' uids (chmod 0711 %s)", sandbox.ErrUnavailable, parent, parent)
 	}
 	removeStaleRuns(parent)
-	base, err := os.MkdirTemp(parent, fmt.Sprintf("landlock-%d-", os.Getpid()))
+	base, err := os.MkdirTemp(parent, "landlock-"+ownerName()+"-")
 	if err != nil {
 		return nil, fmt.Errorf("%w: the Landlock tier's run directories: %w", sandbox.ErrUnavailable, err)
 	}
@@ -296,19 +296,20 @@ func unescapeMount(s string) string {
 
 // removeStaleRuns removes what dead servers left in parent: the directories, and their
 // tmpfs mounts, of the runs they had in flight or prepared when they died. A server's
-// directory is landlock-<pid>-…; it is stale when that pid is no running airlock
-// server (as for cgroups: cleanStale).
+// directory is landlock-<owner>-… (ownerName); it is stale when its owner is proved
+// gone (sweep.gone, as for cgroups: cleanStale).
 func removeStaleRuns(parent string) {
 	entries, err := os.ReadDir(parent)
 	if err != nil {
 		return
 	}
 	mounts := submounts()
+	var sw sweep
 	for _, e := range entries {
 		rest, ok := strings.CutPrefix(e.Name(), "landlock-")
-		pidStr, _, dashed := strings.Cut(rest, "-")
-		pid, err := strconv.Atoi(pidStr)
-		if !ok || !dashed || err != nil || pid == os.Getpid() || processAlive(pid) {
+		name, _, dashed := strings.Cut(rest, "-")
+		o, parsed := parseOwner(name)
+		if !ok || !dashed || !parsed || !sw.gone(o) {
 			continue
 		}
 		base := filepath.Join(parent, e.Name())

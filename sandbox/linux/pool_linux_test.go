@@ -157,7 +157,7 @@ func artifactSums(as []sandbox.Artifact) string {
 // runDirs replaces the Landlock tier's run directories, one per run, by one name.
 func runDirs(b []byte) string { return runDir.ReplaceAllString(string(b), "<run>/") }
 
-var runDir = regexp.MustCompile(`/[^\s"']*/landlock-[0-9-]+/[0-9a-f-]+/`)
+var runDir = regexp.MustCompile(`/[^\s"']*/landlock-[0-9.-]+/[0-9a-f-]+/`)
 
 func normalise(b []byte) string {
 	b = []byte(runDirs(b))

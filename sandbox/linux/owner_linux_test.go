@@ -1,0 +1,202 @@
+package linux
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/airlock-mcp/airlock/internal/sandboxtest"
+)
+
+// proc is a process the test started, and whether it has ended.
+type proc struct {
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+func startProc(t *testing.T, newPidNS bool) *proc {
+	t.Helper()
+	cmd := exec.Command("sleep", "600")
+	if newPidNS {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: unix.CLONE_NEWPID}
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &proc{cmd: cmd, done: make(chan struct{})}
+	go func() { _ = cmd.Wait(); close(p.done) }()
+	t.Cleanup(p.end)
+	return p
+}
+
+func (p *proc) end() {
+	_ = p.cmd.Process.Kill()
+	<-p.done
+}
+
+func (p *proc) alive() bool {
+	select {
+	case <-p.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// identity is what p would name its leftovers by, had it been a server: its pid as its
+// own pid namespace numbers it, that namespace, and its start time.
+func (p *proc) identity(t *testing.T) owner {
+	t.Helper()
+	pid := strconv.Itoa(p.cmd.Process.Pid)
+	var st unix.Stat_t
+	if err := unix.Stat("/proc/"+pid+"/ns/pid", &st); err != nil {
+		t.Fatal(err)
+	}
+	start, err := startTime(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	me, _ := self()
+	o := owner{pid: p.cmd.Process.Pid, pidNS: st.Ino, timeNS: me.timeNS, start: start}
+	if st.Ino != me.pidNS {
+		o.pid = 1 // the first process of its namespace
+	}
+	return o
+}
+
+// A server's sweep of stale cgroups kills the runs in another server's cgroups only when
+// that server is proved gone. Each case is the own dir of a server as it would name it,
+// with a run's cgroup in it holding a live process: a live owner of this pid namespace
+// whose command line does not say airlock (a binary installed under another name: the
+// old sweep, guessing from the command line, killed its run; seen with two `airlock
+// run`s, the first one's run killed, "sandbox init ended without a report"); a live
+// server of another pid namespace (pid 1 there: the old sweep judged the host's pid 1;
+// seen with `unshare -p -f --mount-proc airlock run` beside a host `airlock run`); an
+// older version's bare pid. The dead owner, the pid now another process's, and (from
+// the initial pid namespace, which sees every process) the pid namespace that has ended
+// are swept, their runs killed.
+func TestStaleSweepKillsOnlyTheProvedGone(t *testing.T) {
+	if os.Geteuid() != 0 {
+		sandboxtest.SkipOrFail(t, "the cgroup sweep needs root (v1) or a delegated cgroup")
+	}
+	m := detectCgroups()
+	if m.version == 0 {
+		sandboxtest.SkipOrFail(t, "NO CGROUPS, SO THE SWEEP IS NOT TESTED: %s", m.reason)
+	}
+	t.Cleanup(func() { _ = m.removeAll() })
+	me, judge := self()
+	if !judge {
+		t.Fatalf("this process cannot judge owners (%+v): its /proc is not its pid namespace's", me)
+	}
+
+	liveSame := startProc(t, false).identity(t)
+	liveOther := startProc(t, true).identity(t)
+	dead := startProc(t, false)
+	deadSame := dead.identity(t)
+	deadNS := startProc(t, true)
+	deadOther := deadNS.identity(t)
+	dead.end()
+	deadNS.end()
+	reused := liveSame
+	reused.start++
+
+	name := func(o owner) string { return fmt.Sprintf("%d.%s.9", o.pid, o.token()) }
+	cases := []struct {
+		what, dir string
+		swept     bool
+	}{
+		{"a live owner whose command line is not airlock's", name(liveSame), false},
+		{"a live owner in another pid namespace", name(liveOther), false},
+		{"an older version's bare pid of no process", fmt.Sprintf("%d.9", deadSame.pid), false},
+		{"a dead owner", name(deadSame), true},
+		{"an owner whose pid another process has now", name(reused), true},
+		{"an owner whose pid namespace has ended", name(deadOther), me.pidNS == initPidNS},
+	}
+	type made struct {
+		dirs   []string
+		victim *proc
+	}
+	var all []made
+	t.Cleanup(func() {
+		for _, c := range all {
+			c.victim.end()
+			for _, d := range c.dirs {
+				_ = removeCgroupDir(filepath.Join(d, "7-run"))
+				_ = removeCgroupDir(d)
+			}
+		}
+	})
+	for _, c := range cases {
+		v := made{victim: startProc(t, false)}
+		for _, base := range m.shared {
+			d := filepath.Join(base, c.dir)
+			if err := os.MkdirAll(filepath.Join(d, "7-run"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			v.dirs = append(v.dirs, d)
+			if err := os.WriteFile(filepath.Join(d, "7-run", "cgroup.procs"), []byte(strconv.Itoa(v.victim.cmd.Process.Pid)), 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+		all = append(all, v)
+	}
+
+	m.cleanStale(slog.New(slog.DiscardHandler))
+
+	for i, c := range cases {
+		v := all[i]
+		if c.swept {
+			select {
+			case <-v.victim.done:
+			case <-time.After(5 * time.Second):
+				t.Errorf("%s (%s): its run still lives after the sweep", c.what, c.dir)
+			}
+		} else if !v.victim.alive() {
+			t.Errorf("%s (%s): the sweep killed its run", c.what, c.dir)
+		}
+		for _, d := range v.dirs {
+			if _, err := os.Stat(d); (err == nil) == c.swept {
+				t.Errorf("%s: %s exists %t after the sweep, want %t", c.what, d, err == nil, !c.swept)
+			}
+		}
+	}
+}
+
+// The Landlock tier's run directories of other servers are removed on the same proof:
+// those of a live owner whose command line is not airlock's, and of a live owner in
+// another pid namespace, stay (the old sweep removed both, unmounting their runs'
+// workspaces); a dead owner's go.
+func TestStaleRunDirsOnlyTheProvedGone(t *testing.T) {
+	liveSame := startProc(t, false).identity(t)
+	liveOther := startProc(t, true).identity(t)
+	dead := startProc(t, false)
+	deadSame := dead.identity(t)
+	dead.end()
+	parent := t.TempDir()
+	dir := func(o owner) string {
+		d := filepath.Join(parent, fmt.Sprintf("landlock-%d.%s-x1", o.pid, o.token()))
+		if err := os.MkdirAll(filepath.Join(d, "run", "workspace"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	keep := []string{dir(liveSame), dir(liveOther)}
+	gone := dir(deadSame)
+	removeStaleRuns(parent)
+	for _, d := range keep {
+		if _, err := os.Stat(d); err != nil {
+			t.Errorf("a live server's run directory was removed: %v", err)
+		}
+	}
+	if _, err := os.Stat(gone); err == nil {
+		t.Errorf("a dead server's run directory %s was left", gone)
+	}
+}
