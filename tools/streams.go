@@ -11,14 +11,26 @@ import (
 // (structuredContent and the text block), and mcp-go writes its HTTP and SSE answers
 // HTML-safe: each '<', '>' or '&' becomes six bytes (\u003c) and each invalid byte a
 // three-byte U+FFFD. A cap's worth of '<' on both streams was twelve caps on the wire, per
-// call, on every transport. streamText therefore keeps each stream within the cap as
+// call, on every transport. streamText therefore keeps each stream within streamBudget as
 // encoded, cutting more from the middle when it must; the marker and the *_truncated
 // fields say so, and *_bytes still count what the program wrote.
 
-// streamText is s sanitized, its JSON encoding within budget bytes plus the marker.
-func streamText(s sandbox.Stream, budget int64) (string, bool) {
+// streamBudget is what one stream's text may cost as JSON under an output cap of limit
+// bytes. The eighth over the cap is room for escapes in ordinary text (a newline costs
+// two bytes: lines of eight characters or more at the cap are not cut), and bounds an
+// answer at 2.25 times the two caps.
+func streamBudget(limit int64) int64 { return limit + limit/8 }
+
+// markerRoom bounds the JSON cost of sanitize.Marker: two escaped newlines, the brackets
+// and words, and at most 19 digits.
+const markerRoom = 49
+
+// streamText is s sanitized, its JSON encoding within streamBudget(limit) bytes plus the
+// marker.
+func streamText(s sandbox.Stream, limit int64) (string, bool) {
 	text := sanitize.Stream(s.Head, s.Tail, s.Dropped())
-	if budget <= 0 || jsonLen(text) <= budget+int64(len(sanitize.Marker(s.Total))) {
+	budget := streamBudget(limit)
+	if limit <= 0 || jsonLen(text) <= budget+markerRoom {
 		return text, s.Truncated()
 	}
 	s = fitStream(s, budget)
@@ -69,6 +81,11 @@ func seqCost(c byte, r rune, size int) int64 {
 func encodedCost(b []byte) int64 {
 	var n int64
 	for i := 0; i < len(b); {
+		if b[i] < utf8.RuneSelf {
+			n += byteCost(b[i])
+			i++
+			continue
+		}
 		r, size := utf8.DecodeRune(b[i:])
 		n += seqCost(b[i], r, size)
 		i += size
@@ -81,6 +98,13 @@ func fitPrefix(b []byte, budget int64) []byte {
 	var n int64
 	i := 0
 	for i < len(b) {
+		if b[i] < utf8.RuneSelf {
+			if n += byteCost(b[i]); n > budget {
+				break
+			}
+			i++
+			continue
+		}
 		r, size := utf8.DecodeRune(b[i:])
 		c := seqCost(b[i], r, size)
 		if n+c > budget {
@@ -97,6 +121,13 @@ func fitSuffix(b []byte, budget int64) []byte {
 	var n int64
 	i := len(b)
 	for i > 0 {
+		if b[i-1] < utf8.RuneSelf {
+			if n += byteCost(b[i-1]); n > budget {
+				break
+			}
+			i--
+			continue
+		}
 		r, size := utf8.DecodeLastRune(b[:i])
 		c := seqCost(b[i-size], r, size)
 		if n+c > budget {

@@ -23,9 +23,9 @@ func capture(out []byte, limit int) sandbox.Stream {
 
 var markerRE = regexp.MustCompile(`\n\[\.\.\. (\d+) bytes truncated \.\.\.\]\n`)
 
-// TestStreamTextWithinCapAsEncoded: a stream's text costs at most the cap (plus the
+// TestStreamTextWithinCapAsEncoded: a stream's text costs at most streamBudget (plus the
 // marker) as JSON written HTML-safe, whatever the program printed; what is cut is said by
-// the marker and the flag, and text that encodes as itself is never cut.
+// the marker and the flag, and text that encodes as itself (or nearly) is not cut.
 func TestStreamTextWithinCapAsEncoded(t *testing.T) {
 	const limit = 64 << 10
 	rep := func(s string, n int) []byte { return bytes.Repeat([]byte(s), n) }
@@ -36,6 +36,8 @@ func TestStreamTextWithinCapAsEncoded(t *testing.T) {
 	}{
 		{"ascii at the cap", rep("a", limit), false},
 		{"ascii past the cap", rep("a", 4*limit), true},
+		{"lines of eight at the cap", rep("1234567\n", limit/8), false},
+		{"json at the cap", rep(`{"k": "value", "n": 12345678},`, limit/32), false},
 		{"cjk at the cap", rep("漢", limit/3), false},
 		{"emoji at the cap", rep("😀", limit/4), false},
 		{"lt at the cap", rep("<", limit), true},
@@ -55,8 +57,8 @@ func TestStreamTextWithinCapAsEncoded(t *testing.T) {
 			s := capture(tc.out, limit)
 			text, cut := streamText(s, limit)
 			m := markerRE.FindStringSubmatch(text)
-			if got, max := jsonLen(text), int64(limit+len(sanitize.Marker(s.Total))+2); got > max {
-				t.Errorf("text encodes to %d bytes, more than the cap %d and a marker", got, limit)
+			if got, max := jsonLen(text), streamBudget(limit)+markerRoom; got > max {
+				t.Errorf("text encodes to %d bytes, more than %d for a %d-byte cap", got, max, limit)
 			}
 			if cut != tc.cut || (m != nil) != cut {
 				t.Errorf("cut %v, marker %q; want cut %v", cut, m, tc.cut)
@@ -95,11 +97,36 @@ func FuzzStreamText(f *testing.F) {
 		}
 		s := capture(out, limit)
 		text, cut := streamText(s, int64(limit))
-		if got := jsonLen(text); got > int64(limit+len(sanitize.Marker(s.Total))+2) {
+		if got := jsonLen(text); got > streamBudget(int64(limit))+markerRoom {
 			t.Fatalf("%q under a %d-byte cap: text %q encodes to %d bytes", out, limit, text, got)
 		}
 		if cut != strings.Contains(text, " bytes truncated ...]") && !bytes.Contains(out, []byte("bytes truncated")) {
 			t.Fatalf("cut %v but marker presence differs: %q", cut, text)
 		}
 	})
+}
+
+// BenchmarkStreamText: plain is sanitize.Stream alone (what resultOf did before),
+// budgeted adds the encoded-size check; lt is a cap of '<', cut to the budget.
+func BenchmarkStreamText(b *testing.B) {
+	for _, tc := range []struct {
+		name string
+		out  []byte
+	}{
+		{"lines-1KiB", bytes.Repeat([]byte("print line 42\n"), 1<<10/14)},
+		{"lines-1MiB", bytes.Repeat([]byte("print line 42\n"), 1<<20/14)},
+		{"lt-1MiB", bytes.Repeat([]byte("<"), 1<<20)},
+	} {
+		s := sandbox.Stream{Head: tc.out, Total: int64(len(tc.out))}
+		b.Run(tc.name+"/plain", func(b *testing.B) {
+			for b.Loop() {
+				_ = sanitize.Stream(s.Head, s.Tail, s.Dropped())
+			}
+		})
+		b.Run(tc.name+"/budgeted", func(b *testing.B) {
+			for b.Loop() {
+				_, _ = streamText(s, 1<<20)
+			}
+		})
+	}
 }
