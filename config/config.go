@@ -592,8 +592,13 @@ func (e Egress) validate(bad func(field, format string, args ...any)) {
 	if len(e.Domains) == 0 {
 		bad("egress.domains", `network "allowlist" needs at least one domain`)
 	}
+	opens := sandbox.Egress{AllowPrivate: e.AllowPrivate, AllowLoopback: e.AllowLoopback}
 	for i, d := range e.Domains {
-		if _, err := egress.NormalizePattern(d); err != nil {
+		n, err := egress.NormalizePattern(d)
+		if err == nil {
+			err = egress.CheckPattern(n, opens)
+		}
+		if err != nil {
 			bad(fmt.Sprintf("egress.domains[%d]", i), "%v", err)
 		}
 	}

@@ -440,3 +440,62 @@ func TestEgressLoopbackIsItsOwnSetting(t *testing.T) {
 		}
 	}
 }
+
+// TestEgressAddressEntriesRefusedAtLoad: an allowlist entry the proxy would refuse on
+// every connection (an address no setting opens, or one whose setting is off) or a
+// number that resolvers read as an address is refused when the config loads, naming the
+// entry and the fix; with the setting that opens it, an address entry loads.
+func TestEgressAddressEntriesRefusedAtLoad(t *testing.T) {
+	load := func(toml string) error {
+		c, err := Load(writeFile(t, toml), env(nil), nil)
+		if err != nil {
+			return err
+		}
+		return c.Validate()
+	}
+	for _, tc := range []struct {
+		entry, want, opens string
+	}{
+		{"169.254.169.254", "no setting opens", ""},
+		{"[fd00:ec2::254]", "no setting opens", ""},
+		{"0.0.0.0", "unspecified address, which no setting opens", ""},
+		{"[::]", "no setting opens", ""},
+		{"224.0.0.1", "multicast address", ""},
+		{"255.255.255.255", "reserved address", ""},
+		{"127.0.0.1", "egress.allow_loopback = true", "allow_loopback = true\n"},
+		{"[::1]", "egress.allow_loopback = true", "allow_loopback = true\n"},
+		{"::ffff:127.0.0.1", "egress.allow_loopback = true", "allow_loopback = true\n"},
+		{"[64:ff9b::7f00:1]", "egress.allow_loopback = true", "allow_loopback = true\n"},
+		{"10.1.2.3", "egress.allow_private = true", "allow_private = true\n"},
+		{"[fe80::1]", "egress.allow_private = true", "allow_private = true\n"},
+		{"127.1", "inet_aton", ""},
+		{"0x7f.1", "inet_aton", ""},
+		{"0x7f.0x0.0x0.0x1", "inet_aton", ""},
+		{"0177.0.0.1", "inet_aton", ""},
+		{"2130706433", "inet_aton", ""},
+		{"0x7f000001", "inet_aton", ""},
+		{"127.0.0.1.", "egress.allow_loopback = true", "allow_loopback = true\n"},
+		{"*.example.0x1", "inet_aton", ""},
+	} {
+		t.Run(tc.entry, func(t *testing.T) {
+			toml := fmt.Sprintf("network = \"allowlist\"\n[egress]\ndomains = [\"pypi.org\", %q]\nports = [443]\n", tc.entry)
+			err := load(toml)
+			if err == nil || !strings.Contains(err.Error(), "egress.domains[1]") || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want egress.domains[1] and %q", err, tc.want)
+			}
+			// The address metadata rules never open, even with both settings on.
+			if err := load(toml + "allow_private = true\nallow_loopback = true\n"); (err == nil) != (tc.opens != "") && tc.want != "inet_aton" {
+				t.Errorf("with both settings on: err = %v", err)
+			}
+			if tc.opens != "" {
+				if err := load(toml + tc.opens); err != nil {
+					t.Errorf("with %s: %v", strings.TrimSpace(tc.opens), err)
+				}
+			}
+		})
+	}
+	// A name with a number inside, not at the end, is a name.
+	if err := load("network = \"allowlist\"\n[egress]\ndomains = [\"1e100.net\", \"10.example.org\", \"*.0x7f.example\"]\nports = [443]\n"); err != nil {
+		t.Errorf("names with numeric labels refused: %v", err)
+	}
+}

@@ -1,6 +1,7 @@
 package egress
 
 import (
+	"fmt"
 	"net/netip"
 
 	"github.com/airlock-mcp/airlock/sandbox"
@@ -118,19 +119,44 @@ func localNAT64(b [16]byte) []netip.Addr {
 // DeniedAddr returns the rule that refuses a as a destination under cfg, or "" when it
 // may be reached. An IPv6 address that embeds an IPv4 one is judged by the IPv4 one too.
 func DeniedAddr(a netip.Addr, cfg sandbox.Egress) string {
+	r, _ := deniedRule(a, cfg)
+	return r.rule
+}
+
+func deniedRule(a netip.Addr, cfg sandbox.Egress) (addrRule, bool) {
 	a = a.WithZone("")
 	for _, v4 := range embedded(a) {
-		if r := DeniedAddr(v4, cfg); r != "" {
-			return r
+		if r, ok := deniedRule(v4, cfg); ok {
+			return r, true
 		}
 	}
 	for _, r := range addrRules {
 		if r.prefix.Contains(a) {
 			if r.class == private && cfg.AllowPrivate || r.class == local && cfg.AllowLoopback {
-				return ""
+				return addrRule{}, false
 			}
-			return r.rule
+			return r, true
 		}
 	}
-	return ""
+	return addrRule{}, false
+}
+
+// CheckPattern refuses a canonical allowlist entry that is an address the proxy refuses
+// under cfg: it would refuse every connection to it, and the operator should learn that
+// when the server starts, with the setting that opens it, not from a failed call.
+func CheckPattern(p string, cfg sandbox.Egress) error {
+	a, ok := ipLiteral(p)
+	if !ok {
+		return nil
+	}
+	r, denied := deniedRule(a, cfg)
+	switch {
+	case !denied:
+		return nil
+	case r.class == private:
+		return fmt.Errorf("%w %q is a %s address, which the proxy refuses unless egress.allow_private = true: set it to reach other hosts' private ranges, or remove the entry", ErrPattern, p, r.rule)
+	case r.class == local:
+		return fmt.Errorf("%w %q is this host's own (%s), which the proxy refuses unless egress.allow_loopback = true: set it to reach a service on this host (every sandbox can then reach it), or remove the entry", ErrPattern, p, r.rule)
+	}
+	return fmt.Errorf("%w %q is a %s address, which no setting opens: remove the entry", ErrPattern, p, r.rule)
 }

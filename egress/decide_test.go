@@ -21,13 +21,17 @@ func TestNormalizePattern(t *testing.T) {
 		{"[::1]", "::1"},
 		{"::ffff:1.2.3.4", "1.2.3.4"},
 		{"_srv.example.org", "_srv.example.org"},
+		{"1e100.net", "1e100.net"},
+		{"127.0.0.1.", "127.0.0.1"},
 	} {
 		got, err := NormalizePattern(tc.in)
 		if err != nil || got != tc.want {
 			t.Errorf("NormalizePattern(%q) = %q, %v; want %q", tc.in, got, err, tc.want)
 		}
 	}
-	for _, bad := range []string{"", "*", "*.", "a..b", "ex ample.org", "*.*.org", "a*.org", "*.1.2.3.4x/", "exa\x00mple.org", "fe80::1%eth0", "*.10.0.0.1"} {
+	for _, bad := range []string{"", "*", "*.", "a..b", "ex ample.org", "*.*.org", "a*.org", "*.1.2.3.4x/", "exa\x00mple.org", "fe80::1%eth0", "*.10.0.0.1",
+		// Numbers resolvers read as addresses (inet_aton): 127.0.0.1 in other spellings.
+		"127.1", "0x7f.1", "0177.0.0.1", "2130706433", "0x7f000001", "*.example.0x1", "a.0x"} {
 		if got, err := NormalizePattern(bad); err == nil {
 			t.Errorf("NormalizePattern(%q) = %q, want an error", bad, got)
 		}

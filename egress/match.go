@@ -76,10 +76,33 @@ func NormalizePattern(p string) (string, error) {
 	if _, isIP := ipLiteral(n); isIP && wild {
 		return "", fmt.Errorf("%w %q: a wildcard takes a name, not an address", ErrPattern, p)
 	}
+	if _, isIP := ipLiteral(n); !isIP && numericLabel(n[strings.LastIndexByte(n, '.')+1:]) {
+		return "", fmt.Errorf("%w %q: a name ending in a number is an address to resolvers that read inet_aton's forms (127.1, 0x7f.0.0.1 and 2130706433 are all 127.0.0.1); write the address as a.b.c.d or [ipv6], or list the name", ErrPattern, p)
+	}
 	if wild {
 		return "*." + n, nil
 	}
 	return n, nil
+}
+
+// numericLabel reports whether a name's last label is a number, decimal, octal or hex
+// (0x...): inet_aton reads such a name as an IPv4 address, and no top-level domain is
+// all-numeric (RFC 3696 section 2).
+func numericLabel(l string) bool {
+	digits, hex := l, false
+	if rest, ok := strings.CutPrefix(l, "0x"); ok {
+		digits, hex = rest, true
+	}
+	if digits == "" {
+		return hex
+	}
+	for i := 0; i < len(digits); i++ {
+		c := digits[i]
+		if !(c >= '0' && c <= '9' || hex && c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 // matchPattern reports whether a canonical pattern admits a normalized host. "*.s"

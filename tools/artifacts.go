@@ -67,19 +67,30 @@ func wireBudget(maxTotal int64) int64 { return (maxTotal + 2) / 3 * 4 }
 func jsonLen(s string) int64 {
 	n := int64(len(s))
 	for i := 0; i < len(s); i++ {
-		switch c := s[i]; {
-		case c == '<' || c == '>' || c == '&':
-			n += 5 // \u003c
-		case c == '"' || c == '\\' || c == '\n' || c == '\r' || c == '\t' || c == '\b' || c == '\f':
-			n++
-		case c < 0x20:
-			n += 5
-		case c == 0xe2 && i+2 < len(s) && s[i+1] == 0x80 && (s[i+2] == 0xa8 || s[i+2] == 0xa9):
+		c := s[i]
+		n += int64(jsonExtra[c])
+		if c == 0xe2 && i+2 < len(s) && s[i+1] == 0x80 && (s[i+2] == 0xa8 || s[i+2] == 0xa9) {
 			n += 3 // U+2028 and U+2029: three bytes, \u2028 six
 		}
 	}
 	return n
 }
+
+// jsonExtra is what encoding/json adds to one byte: \u003c for '<', '>' and '&' (its
+// HTML-safe form), \" \\ \n \r \t \b \f, and \u00XX for the other controls. A table:
+// jsonLen runs over every stream of every answer.
+var jsonExtra = func() (t [256]int8) {
+	for c := 0; c < 0x20; c++ {
+		t[c] = 5
+	}
+	for _, c := range "<>&" {
+		t[c] = 5
+	}
+	for _, c := range "\"\\\n\r\t\b\f" {
+		t[c] = 1
+	}
+	return t
+}()
 
 // artifacts lists arts and, where budget >= 0, encodes their content within budget bytes
 // of JSON.

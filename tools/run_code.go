@@ -368,11 +368,11 @@ func ResultOf(o runner.Outcome) RunCodeResult {
 
 func resultOf(o runner.Outcome, arts []Artifact) RunCodeResult {
 	r := o.Result
+	stdout, stdoutCut := streamText(r.Stdout, o.Limits.Output)
+	stderr, stderrCut := streamText(r.Stderr, o.Limits.Output)
 	res := RunCodeResult{
 		ID: o.ID, Status: string(r.Status), ExitCode: r.ExitCode, Signal: r.Signal,
-		Stdout:          sanitize.Stream(r.Stdout.Head, r.Stdout.Tail, r.Stdout.Dropped()),
-		Stderr:          sanitize.Stream(r.Stderr.Head, r.Stderr.Tail, r.Stderr.Dropped()),
-		StdoutTruncated: r.Stdout.Truncated(), StderrTruncated: r.Stderr.Truncated(),
+		Stdout: stdout, Stderr: stderr, StdoutTruncated: stdoutCut, StderrTruncated: stderrCut,
 		StdoutBytes: r.Stdout.Total, StderrBytes: r.Stderr.Total,
 		WallMs: r.Wall.Milliseconds(), CPUMs: r.CPU.Milliseconds(), PeakMemoryBytes: r.PeakMemory,
 		TimeoutSeconds: o.Limits.Wall.Seconds(),
