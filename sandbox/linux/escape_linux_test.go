@@ -292,6 +292,34 @@ attempt("fsetxattr read-only fd", by_fd)
 print(json.dumps(out))
 `
 
+// searchableTempDir is a test directory every uid may search, as /tmp and /dev/shm
+// are: a run's own uid must reach what the test puts there.
+func searchableTempDir(t *testing.T) string {
+	t.Helper()
+	top := t.TempDir()
+	for _, d := range []string{filepath.Dir(top), top} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return top
+}
+
+// runAttempts runs a pyAttempt probe with args and returns its {attempt: outcome},
+// failing the test unless all n attempts reported.
+func runAttempts(t *testing.T, probe string, n int, args ...string) map[string]string {
+	t.Helper()
+	spec := pySpec(probe, newMarker())
+	spec.Argv = append(spec.Argv, args...)
+	var got map[string]string
+	runJSON(t, spec, &got)
+	t.Logf("as uid %d: %v", os.Geteuid(), got)
+	if len(got) != n {
+		t.Errorf("%d attempts reported, want %d: %v", len(got), n, got)
+	}
+	return got
+}
+
 // TestWorldWritableHostFiles: a program cannot store data in, or take it from, the
 // extended attributes of a host file or directory anyone may write (a 0666 file in
 // /tmp or /dev/shm, a 0777 directory). The kernel asks only for write permission to
@@ -301,13 +329,7 @@ print(json.dumps(out))
 // tenant read it back. The namespace tier does not show the host's files.
 func TestWorldWritableHostFiles(t *testing.T) {
 	recordTier(t)
-	// Searchable by every uid, as /tmp and /dev/shm are.
-	top := t.TempDir()
-	for _, d := range []string{filepath.Dir(top), top} {
-		if err := os.Chmod(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
+	top := searchableTempDir(t)
 	file, dir := filepath.Join(top, "shared"), filepath.Join(top, "drop")
 	if err := os.WriteFile(file, []byte("host"), 0o666); err != nil {
 		t.Fatal(err)
@@ -324,18 +346,11 @@ func TestWorldWritableHostFiles(t *testing.T) {
 			t.Skipf("this file system has no user extended attributes (%v): nothing to attempt", err)
 		}
 	}
-	spec := pySpec(probeWorldWritable, newMarker())
-	spec.Argv = append(spec.Argv, file, dir)
-	var got map[string]string
-	runJSON(t, spec, &got)
-	t.Logf("as uid %d: %v", os.Geteuid(), got)
+	got := runAttempts(t, probeWorldWritable, 6, file, dir)
 	for name, v := range got {
 		if v == "ok" {
 			t.Errorf("%s: the program changed a world-writable host file's extended attributes", name)
 		}
-	}
-	if len(got) != 6 {
-		t.Errorf("%d attempts reported, want 6: %v", len(got), got)
 	}
 	buf := make([]byte, 8)
 	for _, p := range []string{file, dir} {
@@ -386,12 +401,7 @@ print(json.dumps(out))
 // the host's files.
 func TestHostXattrsUnreadable(t *testing.T) {
 	recordTier(t)
-	top := t.TempDir()
-	for _, d := range []string{filepath.Dir(top), top} {
-		if err := os.Chmod(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
+	top := searchableTempDir(t)
 	file := filepath.Join(top, "download.pdf")
 	if err := os.WriteFile(file, []byte("host"), 0o644); err != nil {
 		t.Fatal(err)
@@ -400,18 +410,11 @@ func TestHostXattrsUnreadable(t *testing.T) {
 	if err := unix.Setxattr(file, "user.origin", []byte(origin), 0); err != nil {
 		t.Skipf("this file system has no user extended attributes (%v): nothing to attempt", err)
 	}
-	spec := pySpec(probeXattrRead, newMarker())
-	spec.Argv = append(spec.Argv, file)
-	var got map[string]string
-	runJSON(t, spec, &got)
-	t.Logf("as uid %d: %v", os.Geteuid(), got)
+	got := runAttempts(t, probeXattrRead, 6, file)
 	for name, v := range got {
 		if strings.Contains(v, "airlock-secret") || strings.Contains(v, "user.origin") {
 			t.Errorf("%s: the program read a host file's extended attributes: %s", name, v)
 		}
-	}
-	if len(got) != 6 {
-		t.Errorf("%d attempts reported, want 6: %v", len(got), got)
 	}
 }
 
