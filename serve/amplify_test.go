@@ -78,16 +78,8 @@ func TestAnswerNotAmplifiedByEscaping(t *testing.T) {
 	limit := d.Runner.Bounds.Default.Output
 	call := func(t *testing.T, c *client.Client) {
 		ctx := context.Background()
-		if err := c.Start(ctx); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := c.Initialize(ctx, mcp.InitializeRequest{}); err != nil {
-			t.Fatal(err)
-		}
-		req := mcp.CallToolRequest{}
-		req.Params.Name = "run_code"
-		req.Params.Arguments = map[string]any{"code": "flood"}
-		r, err := c.CallTool(ctx, req)
+		startClient(t, ctx, c)
+		r, err := runCode(ctx, c, "flood")
 		floodResult(t, r, err)
 	}
 	t.Run("stdio", func(t *testing.T) {
@@ -121,4 +113,23 @@ func TestAnswerNotAmplifiedByEscaping(t *testing.T) {
 		call(t, c)
 		checkAnswer(t, "sse", ct.n.Load(), limit)
 	})
+}
+
+// startClient starts c and initializes its session, failing the test if either fails.
+func startClient(t *testing.T, ctx context.Context, c *client.Client) {
+	t.Helper()
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Initialize(ctx, mcp.InitializeRequest{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// runCode calls run_code with code.
+func runCode(ctx context.Context, c *client.Client, code string) (*mcp.CallToolResult, error) {
+	req := mcp.CallToolRequest{}
+	req.Params.Name = "run_code"
+	req.Params.Arguments = map[string]any{"code": code}
+	return c.CallTool(ctx, req)
 }

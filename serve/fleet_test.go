@@ -19,7 +19,6 @@ import (
 
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
-	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/airlock-mcp/airlock/metrics"
 	"github.com/airlock-mcp/airlock/probe"
@@ -584,16 +583,8 @@ func TestStatelessWithMCPClient(t *testing.T) {
 		}
 		c := client.NewClient(tr, opts...)
 		ctx := context.Background()
-		if err := c.Start(ctx); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := c.Initialize(ctx, mcp.InitializeRequest{}); err != nil {
-			t.Fatal(err)
-		}
-		req := mcp.CallToolRequest{}
-		req.Params.Name = "run_code"
-		req.Params.Arguments = map[string]any{"code": "stateless"}
-		r, err := c.CallTool(ctx, req)
+		startClient(t, ctx, c)
+		r, err := runCode(ctx, c, "stateless")
 		if err != nil || r.IsError {
 			t.Errorf("run_code on a stateless server: %v %+v", err, r)
 		}

@@ -182,12 +182,7 @@ func TestHTTPDisconnectCancelsRun(t *testing.T) {
 		}
 		c := client.NewClient(tr, opts...)
 		ctx := context.Background()
-		if err := c.Start(ctx); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := c.Initialize(ctx, mcp.InitializeRequest{}); err != nil {
-			t.Fatal(err)
-		}
+		startClient(t, ctx, c)
 		cctx, cancel := context.WithCancel(ctx)
 		go func() {
 			for d.Runner.Limiter.Running() == 0 {
@@ -218,16 +213,8 @@ func TestSSETransport(t *testing.T) {
 	}
 	defer c.Close()
 	ctx := context.Background()
-	if err := c.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.Initialize(ctx, mcp.InitializeRequest{}); err != nil {
-		t.Fatal(err)
-	}
-	req := mcp.CallToolRequest{}
-	req.Params.Name = "run_code"
-	req.Params.Arguments = map[string]any{"code": "over sse"}
-	r, err := c.CallTool(ctx, req)
+	startClient(t, ctx, c)
+	r, err := runCode(ctx, c, "over sse")
 	if err != nil || r.IsError {
 		t.Fatalf("run_code over SSE: %v %+v", err, r)
 	}
@@ -317,12 +304,7 @@ func TestSSETooLargeAnsweredOnTheStream(t *testing.T) {
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := c.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.Initialize(ctx, mcp.InitializeRequest{}); err != nil {
-		t.Fatal(err)
-	}
+	startClient(t, ctx, c)
 	req := mcp.CallToolRequest{}
 	req.Params.Name = "run_code"
 	req.Params.Arguments = map[string]any{"code": strings.Repeat("a", 1<<18)}
@@ -347,12 +329,7 @@ func TestSSEStreamEndTellsSessionEnded(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	if err := c.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.Initialize(ctx, mcp.InitializeRequest{}); err != nil {
-		t.Fatal(err)
-	}
+	startClient(t, ctx, c)
 	c.Close()
 	select {
 	case got := <-ended:
