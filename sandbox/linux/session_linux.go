@@ -201,6 +201,15 @@ func (ss *session) open(ctx context.Context, spec sandbox.Spec) error {
 		return err
 	}
 	if _, err := l.stdinW.Write([]byte(ss.key + "\n")); err != nil {
+		// A closed stdin is an init that has gone, most often after a setup failure
+		// (a host uid found in use, which OpenSession retries): its report, read
+		// concurrently, says which, so wait for it before judging.
+		t := time.NewTimer(drainGrace)
+		select {
+		case <-l.reportDone:
+		case <-t.C:
+		}
+		t.Stop()
 		return ss.openFailed(fmt.Errorf("the session driver did not take its key: %w", err))
 	}
 	setup := time.NewTimer(setupTimeout)
