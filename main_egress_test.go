@@ -1,15 +1,12 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -61,20 +58,7 @@ func TestE2EEgressCannotCallItsServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = cmd.Process.Signal(syscall.SIGTERM); _ = cmd.Wait() }()
-	url := ""
-	sc := bufio.NewScanner(stderr)
-	re := regexp.MustCompile(`endpoint=(http://\S+/mcp)`)
-	var logged strings.Builder
-	for url == "" && sc.Scan() {
-		logged.WriteString(sc.Text() + "\n")
-		if m := re.FindStringSubmatch(sc.Text()); m != nil {
-			url = m[1]
-		}
-	}
-	go func() { _, _ = io.Copy(io.Discard, stderr) }()
-	if url == "" {
-		t.Fatalf("no endpoint logged:\n%s", logged.String())
-	}
+	url := loggedEndpoint(t, stderr, nil)
 	tr, err := transport.NewStreamableHTTP(url)
 	if err != nil {
 		t.Fatal(err)

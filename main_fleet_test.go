@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"crypto/sha256"
 	"encoding/hex"
 	"io"
@@ -9,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -34,18 +32,7 @@ func TestE2EHTTPServiceDrainAndTokens(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
-	url := ""
-	sc := bufio.NewScanner(stderr)
-	re := regexp.MustCompile(`endpoint=(http://\S+)/mcp`)
-	for url == "" && sc.Scan() {
-		if m := re.FindStringSubmatch(sc.Text()); m != nil {
-			url = m[1]
-		}
-	}
-	go func() { _, _ = io.Copy(io.Discard, stderr) }()
-	if url == "" {
-		t.Fatal("no endpoint logged")
-	}
+	url := strings.TrimSuffix(loggedEndpoint(t, stderr, nil), "/mcp")
 	hc := &http.Client{Timeout: 30 * time.Second}
 	get := func(path string) int {
 		resp, err := hc.Get(url + path)

@@ -73,6 +73,33 @@ func binary(t *testing.T) string {
 	return binPath
 }
 
+// endpointLine is the endpoint a starting HTTP or SSE server logs once it serves.
+var endpointLine = regexp.MustCompile(`endpoint=(http://\S+)`)
+
+// loggedEndpoint reads a starting server's stderr up to the endpoint it logs and
+// returns it (…/mcp, or …/sse); seen, if not nil, is given each line read. The rest of
+// stderr is drained in the background, so the server never blocks on it.
+func loggedEndpoint(t *testing.T, stderr io.Reader, seen func(line string)) string {
+	t.Helper()
+	url := ""
+	var logged strings.Builder
+	sc := bufio.NewScanner(stderr)
+	for url == "" && sc.Scan() {
+		logged.WriteString(sc.Text() + "\n")
+		if seen != nil {
+			seen(sc.Text())
+		}
+		if m := endpointLine.FindStringSubmatch(sc.Text()); m != nil {
+			url = m[1]
+		}
+	}
+	go func() { _, _ = io.Copy(io.Discard, stderr) }()
+	if url == "" {
+		t.Fatalf("no endpoint logged:\n%s", logged.String())
+	}
+	return url
+}
+
 // needSandbox skips loudly where the kernel cannot sandbox, and fails instead when
 // AIRLOCK_REQUIRE_SANDBOX=1.
 func needSandbox(t *testing.T) string {
@@ -210,20 +237,11 @@ func TestE2EHTTP(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = cmd.Process.Signal(syscall.SIGTERM); _ = cmd.Wait() }()
-	url, warned := "", false
-	sc := bufio.NewScanner(stderr)
-	re := regexp.MustCompile(`endpoint=(http://\S+/mcp)`)
-	for url == "" && sc.Scan() {
-		if m := re.FindStringSubmatch(sc.Text()); m != nil {
-			url = m[1]
-		}
+	warned := false
+	url := loggedEndpoint(t, stderr, func(line string) {
 		// A tokenless server is every local user's: it says so.
-		warned = warned || strings.Contains(sc.Text(), "no client token")
-	}
-	go func() { _, _ = io.Copy(io.Discard, stderr) }()
-	if url == "" {
-		t.Fatal("no endpoint logged")
-	}
+		warned = warned || strings.Contains(line, "no client token")
+	})
 	if !warned {
 		t.Error("a server without a token did not warn that every local user can run code")
 	}

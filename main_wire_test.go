@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -153,18 +152,7 @@ func TestE2EAnswerNotAmplifiedOnTheWire(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer func() { _ = cmd.Process.Signal(syscall.SIGTERM); _ = cmd.Wait() }()
-			url := ""
-			sc := bufio.NewScanner(stderr)
-			re := regexp.MustCompile(`endpoint=(http://\S+)`)
-			for url == "" && sc.Scan() {
-				if m := re.FindStringSubmatch(sc.Text()); m != nil {
-					url = m[1]
-				}
-			}
-			go func() { _, _ = io.Copy(io.Discard, stderr) }()
-			if url == "" {
-				t.Fatal("no endpoint logged")
-			}
+			url := loggedEndpoint(t, stderr, nil)
 			wc := &wireCounter{}
 			var c *client.Client
 			if tc.flag == "--sse" {
