@@ -165,8 +165,8 @@ deps: ## install what a fresh Debian/Ubuntu needs to build and test (gcc, libsec
 	done; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing:$$missing" >&2; \
-	  $(SUDO) apt-get update -qq >&2; \
-	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y --no-install-recommends $$missing >&2; \
+	  $(SUDO) apt-get -o DPkg::Lock::Timeout=900 update -qq >&2; \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get -o DPkg::Lock::Timeout=900 install -y --no-install-recommends $$missing >&2; \
 	else echo "system packages: all present" >&2; fi
 	@v=$$($(GO) env GOVERSION 2>/dev/null | sed "s/^go//" || true); \
 	if [ -z "$$v" ] || [ "$$(printf '%s\n%s\n' "$(GO_MIN)" "$$v" | sort -V | head -n1)" != "$(GO_MIN)" ]; then \
