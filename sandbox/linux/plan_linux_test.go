@@ -299,7 +299,7 @@ func TestFilterPlan(t *testing.T) {
 	}
 	// Argument-filtered or default-denied: never unconditionally allowed.
 	for _, n := range []string{"clone", "clone3", "socket", "socketpair", "ioctl", "fcntl", "ptrace", "personality",
-		"preadv2", "mount", "unshare", "setns", "bpf", "io_uring_setup", "userfaultfd", "keyctl", "perf_event_open",
+		"preadv2", "fadvise64", "mount", "unshare", "setns", "bpf", "io_uring_setup", "userfaultfd", "keyctl", "perf_event_open",
 		"kexec_load", "init_module", "process_vm_readv", "open_by_handle_at", "reboot", "syslog"} {
 		if allowed[n] {
 			t.Errorf("%s is unconditionally allowed", n)

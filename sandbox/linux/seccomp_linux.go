@@ -13,7 +13,7 @@ import (
 // The filter is an allowlist modelled on Docker's default profile, minus everything
 // Docker only grants with extra capabilities, minus io_uring (a rich kernel attack
 // surface Docker also dropped in 2023), and with argument filters on clone, socket,
-// ioctl, fcntl, personality, preadv2 and ptrace. An allowlist is stricter than a
+// ioctl, fcntl, personality, preadv2, fadvise64 and ptrace. An allowlist is stricter than a
 // denylist: a syscall added by a future kernel is refused until someone decides it is
 // safe.
 //
@@ -29,7 +29,7 @@ var allowedSyscalls = []string{
 	"clock_nanosleep", "close", "close_range", "connect", "copy_file_range", "creat",
 	"dup", "dup2", "dup3", "epoll_create", "epoll_create1", "epoll_ctl", "epoll_pwait",
 	"epoll_pwait2", "epoll_wait", "eventfd", "eventfd2", "execve", "execveat", "exit",
-	"exit_group", "faccessat", "faccessat2", "fadvise64", "fallocate", "fchdir", "fchmod",
+	"exit_group", "faccessat", "faccessat2", "fallocate", "fchdir", "fchmod",
 	"fchmodat", "fchmodat2", "fchown", "fchownat", "fdatasync", "fgetxattr",
 	"flistxattr", "flock", "fork", "fremovexattr", "fsetxattr", "fstat", "fstatfs", "fsync",
 	"ftruncate", "futex", "futex_requeue", "futex_wait", "futex_waitv", "futex_wake",
@@ -281,6 +281,20 @@ func compileFilter(p filterPlan) (*bpf, error) {
 	// a message from it, a bit per page (TestPageCacheUnobservable). The kernel's own
 	// answer where a file cannot do it is EOPNOTSUPP, which callers already handle by
 	// reading without the flag. rwf_t is an int: only its low 32 bits are compared.
+	// fadvise64 but POSIX_FADV_DONTNEED, which succeeds without doing anything (the
+	// answer tmpfs, the run's own files' file system, gives it anyway). The kernel drops
+	// a file's clean pages from the page cache for whoever may read it, so a run evicted
+	// the host's system files, the ones every run and the host share (all of the Python
+	// stdlib in a walk): every other tenant's next start read them from disk, and a run
+	// could flush a page before timing its reload, the page cache channel with its
+	// timing made exact (TestHostPageCacheKept). The kernel itself keeps mincore (5.0)
+	// and madvise(MADV_PAGEOUT) from files the caller cannot write; it does not keep
+	// fadvise. The advice is an int: its low 32 bits are compared, as for fcntl, and the
+	// others Linux has are two masked matches (NORMAL, RANDOM, SEQUENTIAL, WILLNEED = 0-3;
+	// NOREUSE = 5); a value it has not is ENOSYS rather than EINVAL.
+	b.rule("fadvise64", seccomp.ActAllow, cond(3, seccomp.CompareMaskedEqual, 0xfffffffc, 0))
+	b.rule("fadvise64", seccomp.ActAllow, cond(3, seccomp.CompareMaskedEqual, 0xffffffff, unix.FADV_NOREUSE))
+	b.rule("fadvise64", seccomp.ActErrno.SetReturnCode(0), cond(3, seccomp.CompareMaskedEqual, 0xffffffff, unix.FADV_DONTNEED))
 	b.rule("preadv2", seccomp.ActAllow, cond(5, seccomp.CompareMaskedEqual, unix.RWF_NOWAIT, 0))
 	b.rule("preadv2", seccomp.ActErrno.SetReturnCode(int16(unix.EOPNOTSUPP)), cond(5, seccomp.CompareMaskedEqual, unix.RWF_NOWAIT, unix.RWF_NOWAIT))
 
