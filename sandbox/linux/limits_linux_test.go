@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/airlock-mcp/airlock/sandbox"
 )
 
@@ -747,5 +749,52 @@ func TestSocketBuffersWithinMemoryLimit(t *testing.T) {
 	}
 	if udp := out.UDPPages * 4096; udp > limit*5/4 {
 		t.Errorf("UDP: %d MiB queued with a memory limit of %d MiB", udp>>20, limit>>20)
+	}
+}
+
+// futexHashProgram asks prctl(PR_FUTEX_HASH, PR_FUTEX_HASH_SET_SLOTS) for a private
+// futex hash of 2^24 slots (850 MB of kernel memory where the kernel grants it), in
+// each of four processes, and once with garbage in the option's upper half (prctl's
+// option is an int). It prints each answer.
+const futexHashProgram = `
+import ctypes, errno, json, os
+libc = ctypes.CDLL(None, use_errno=True)
+def prctl(opt, *a):
+    a = [ctypes.c_ulong(x) for x in a] + [ctypes.c_ulong(0)] * (4 - len(a))
+    r = libc.prctl(ctypes.c_ulong(opt), *a)
+    return "ok" if r >= 0 else errno.errorcode[ctypes.get_errno()]
+out = {"garbage_high": prctl(0x7ead00000000 | 78, 1, 1 << 24, 0)}
+kids = []
+for i in range(4):
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.write(w, prctl(78, 1, 1 << 24, 0).encode())
+        os._exit(0)
+    os.close(w)
+    kids.append((pid, r))
+for i, (pid, r) in enumerate(kids):
+    out["child%d" % i] = os.read(r, 64).decode() or "killed"
+    os.waitpid(pid, 0)
+print(json.dumps(out))
+`
+
+// TestFutexHashRefused: a run may not size its processes' private futex hashes
+// (PR_FUTEX_HASH, Linux 6.16). No rlimit counts that memory, only a memory cgroup: where
+// the sandbox has none, one prctl of a run with a memory limit of 64 MiB took 850 MB of
+// the host's memory, per process. The filter answers as a kernel without the option.
+func TestFutexHashRefused(t *testing.T) {
+	recordTier(t)
+	var uts unix.Utsname
+	_ = unix.Uname(&uts)
+	spec := withDefaults(pySpec(futexHashProgram, newMarker()))
+	spec.Limits.Memory = 64 << 20
+	var got map[string]string
+	runJSON(t, spec, &got)
+	t.Logf("kernel %s: %v", unix.ByteSliceToString(uts.Release[:]), got)
+	for k, v := range got {
+		if v != "EINVAL" {
+			t.Errorf("%s: PR_FUTEX_HASH_SET_SLOTS 2^24 answered %s, want EINVAL (%v)", k, v, got)
+		}
 	}
 }
