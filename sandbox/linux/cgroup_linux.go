@@ -684,6 +684,17 @@ func (m *cgroups) make(name string) (*cgroup, error) {
 // enabled, which setupV2 checked: one missing is an own dir made again without them,
 // never a sandbox without limits. On v1 the memory+swap limit is absent without swap
 // accounting, and memory.limit_in_bytes must stay ≤ it: it is written first.
+//
+// v1 charges no socket buffer to memory.limit_in_bytes: only a cgroup whose
+// memory.kmem.tcp.limit_in_bytes was written counts its sockets' buffers (TCP and UDP
+// both), in a counter of their own. Without it a run of network "allowlist" with a
+// memory limit of 256 MiB queued 2 GiB between sockets on its loopback (128 connections,
+// SO_SNDBUF and SO_RCVBUF at net.core.*mem_max), near the host's net.ipv4.tcp_mem hard
+// limit, which is one for the whole host: at it every TCP socket of the host, the
+// server's and other runs' included, fails to grow its buffers
+// (TestSocketBuffersWithinMemoryLimit). So a run's buffers get the memory limit again, on
+// top of it. v2 charges them to memory.max. Absent (a kernel without v1 kmem accounting)
+// is left as it is, as memsw is.
 func (c *cgroup) limit(l sandbox.Limits) error {
 	mem, pids := limitValues(l)
 	type set struct {
@@ -696,7 +707,8 @@ func (c *cgroup) limit(l sandbox.Limits) error {
 		if mem != c.mem {
 			d := c.dirs["memory"]
 			sets = append(sets, set{filepath.Join(d, "memory.limit_in_bytes"), mem, true},
-				set{filepath.Join(d, "memory.memsw.limit_in_bytes"), mem, false})
+				set{filepath.Join(d, "memory.memsw.limit_in_bytes"), mem, false},
+				set{filepath.Join(d, "memory.kmem.tcp.limit_in_bytes"), mem, false})
 		}
 		if pids != c.pids {
 			sets = append(sets, set{filepath.Join(c.dirs["pids"], "pids.max"), pids, true})

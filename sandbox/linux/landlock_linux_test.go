@@ -369,6 +369,7 @@ var tierGuarantees = []struct{ test, guarantee string }{
 	{"TestForeignArchSyscallKills", "syscalls: foreign-architecture syscalls kill"},
 	{"TestHostActivityInvisible", "syscalls: no inotify or dnotify on the host's files"},
 	{"TestPageCacheUnobservable", "syscalls: no page-cache probe of the host's files (preadv2 RWF_NOWAIT)"},
+	{"TestHostPageCacheKept", "syscalls: no eviction of the host's files from the page cache (fadvise DONTNEED)"},
 	{"TestPoolMatchesColdRun", "warm pool: a pooled run is a cold run"},
 	{"TestPoolHonoursCallLimits", "warm pool: the call's limits hold"},
 	{"TestPooledBashSingleUse", "warm pool: a pooled shell starts clean and carries nothing of another call"},

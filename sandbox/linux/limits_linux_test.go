@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/airlock-mcp/airlock/sandbox"
 )
 
@@ -525,6 +527,9 @@ func TestRunCgroupLimits(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(s.cg.v1["memory"], "memory.memsw.limit_in_bytes")); err == nil {
 			want = append(want, [2]string{"memory.memsw.limit_in_bytes", mem})
 		}
+		if _, err := os.Stat(filepath.Join(s.cg.v1["memory"], "memory.kmem.tcp.limit_in_bytes")); err == nil {
+			want = append(want, [2]string{"memory.kmem.tcp.limit_in_bytes", mem})
+		}
 		dirOf = func(file string) string { return runCgroupOf(t, s, prog, strings.SplitN(file, ".", 2)[0]) }
 	case 2:
 		want = [][2]string{{"memory.max", mem}, {"pids.max", pids}}
@@ -635,5 +640,161 @@ while time.process_time() - t < 0.3:
 	}
 	if res.Status != sandbox.StatusOK || res.CPU < 280*time.Millisecond {
 		t.Errorf("a program that spins 300 ms: %s, cpu %s", brief(res), res.CPU)
+	}
+}
+
+// socketHogProgram queues data its sockets never read on the namespace's loopback, TCP
+// (both ends of each connection sending, SO_SNDBUF and SO_RCVBUF asked for past
+// net.core.*mem_max) and UDP (datagrams to a receiver that never reads), until a socket
+// or a send is refused or it has queued argv[1] bytes of each. It prints what the kernel
+// took: TCP bytes accepted by send and never read, and the growth of the namespace's
+// UDP pages (/proc/net/sockstat counts them for the whole host; nothing else here sends
+// UDP at that rate).
+const socketHogProgram = `
+import json, socket, sys
+stop = int(sys.argv[1])
+def udp_pages():
+    for l in open("/proc/net/sockstat"):
+        if l.startswith("UDP:"):
+            return int(l.split()[-1])
+out = {"tcp": 0, "udp_pages": 0, "err": []}
+chunk = b"x" * 65536
+held = []
+def fill(s):
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1 << 30)
+    s.setblocking(False)
+    n = 0
+    while out["tcp"] < stop:
+        try:
+            k = s.send(chunk)
+        except OSError:
+            break
+        n += k
+        out["tcp"] += k
+    return n
+try:
+    l = socket.socket()
+    l.bind(("127.0.0.1", 0))
+    l.listen(128)
+    refused = 0
+    while out["tcp"] < stop and refused < 8:
+        c = socket.socket()
+        c.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 30)
+        c.connect(l.getsockname())
+        a, _ = l.accept()
+        a.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 30)
+        held += [a, c]
+        if fill(c) + fill(a) < len(chunk):
+            refused += 1
+except OSError as e:
+    out["err"].append("tcp: " + str(e))
+try:
+    u0 = udp_pages()
+    for _ in range(128):
+        if (udp_pages() - u0) * 4096 >= stop:
+            break
+        r = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        r.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 30)
+        r.bind(("127.0.0.1", 0))
+        w = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        w.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1 << 30)
+        w.setblocking(False)
+        held += [r, w]
+        for _ in range(200):
+            try:
+                w.sendto(chunk[:60000], r.getsockname())
+            except OSError:
+                break
+        out["udp_pages"] = udp_pages() - u0
+except OSError as e:
+    out["err"].append("udp: " + str(e))
+print(json.dumps(out))
+`
+
+// TestSocketBuffersWithinMemoryLimit: the data a run's sockets hold counts against its
+// memory limit. The host's net.ipv4.tcp_mem is one budget for every TCP socket of the
+// host (2.2 GiB here at its hard limit): on cgroup v1, which charges socket buffers only
+// to a cgroup with memory.kmem.tcp.limit_in_bytes, a run of network "allowlist" with a
+// memory limit of 256 MiB queued 2 GiB on its loopback, and 940 MiB of UDP, without its
+// peak memory moving (6.7 MB). The program stops at 4× the limit, so the old code only
+// shows it.
+func TestSocketBuffersWithinMemoryLimit(t *testing.T) {
+	notInTier(t, "network \"allowlist\" needs the namespace tier")
+	sb := egressSandbox(t)
+	if !sb.cg.limitsMemory() {
+		t.Skipf("SKIPPING: NO MEMORY CGROUP HERE (%s): memory falls back to RLIMIT_AS, which no socket buffer counts against", sb.cg.reason)
+	}
+	const limit = 64 << 20
+	res, err := sb.Run(context.Background(), withDefaults(sandbox.Spec{
+		Argv: []string{python, "-I", "-S", "main.py", strconv.Itoa(4 * limit)}, Code: []byte(socketHogProgram), CodeFile: "main.py",
+		Network: sandbox.NetworkAllowlist, Egress: &sandbox.Egress{Domains: []string{"allowed.test"}, MaxBytes: 1 << 20},
+		Limits: sandbox.Limits{Wall: 60 * time.Second, Memory: limit, OpenFiles: 1024}}))
+	if err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	var out struct {
+		TCP      int64    `json:"tcp"`
+		UDPPages int64    `json:"udp_pages"`
+		Err      []string `json:"err"`
+	}
+	if res.Status != sandbox.StatusOK || json.Unmarshal(res.Stdout.Bytes(), &out) != nil {
+		t.Fatalf("the program did not report: %s", brief(res))
+	}
+	t.Logf("memory limit %d MiB: TCP queued %d MiB, UDP %d MiB, peak memory %d MiB (%q)",
+		limit>>20, out.TCP>>20, out.UDPPages*4096>>20, res.PeakMemory>>20, out.Err)
+	// The v1 socket counter is the memory limit again, on top of it; some slack for
+	// the headers and what the kernel lets a socket have under pressure.
+	if out.TCP > limit*5/4 {
+		t.Errorf("TCP: %d MiB queued with a memory limit of %d MiB", out.TCP>>20, limit>>20)
+	}
+	if udp := out.UDPPages * 4096; udp > limit*5/4 {
+		t.Errorf("UDP: %d MiB queued with a memory limit of %d MiB", udp>>20, limit>>20)
+	}
+}
+
+// futexHashProgram asks prctl(PR_FUTEX_HASH, PR_FUTEX_HASH_SET_SLOTS) for a private
+// futex hash of 2^24 slots (850 MB of kernel memory where the kernel grants it), in
+// each of four processes, and once with garbage in the option's upper half (prctl's
+// option is an int). It prints each answer.
+const futexHashProgram = `
+import ctypes, errno, json, os
+libc = ctypes.CDLL(None, use_errno=True)
+def prctl(opt, *a):
+    a = [ctypes.c_ulong(x) for x in a] + [ctypes.c_ulong(0)] * (4 - len(a))
+    r = libc.prctl(ctypes.c_ulong(opt), *a)
+    return "ok" if r >= 0 else errno.errorcode[ctypes.get_errno()]
+out = {"garbage_high": prctl(0x7ead00000000 | 78, 1, 1 << 24, 0)}
+kids = []
+for i in range(4):
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.write(w, prctl(78, 1, 1 << 24, 0).encode())
+        os._exit(0)
+    os.close(w)
+    kids.append((pid, r))
+for i, (pid, r) in enumerate(kids):
+    out["child%d" % i] = os.read(r, 64).decode() or "killed"
+    os.waitpid(pid, 0)
+print(json.dumps(out))
+`
+
+// TestFutexHashRefused: a run may not size its processes' private futex hashes
+// (PR_FUTEX_HASH, Linux 6.16). No rlimit counts that memory, only a memory cgroup: where
+// the sandbox has none, one prctl of a run with a memory limit of 64 MiB took 850 MB of
+// the host's memory, per process. The filter answers as a kernel without the option.
+func TestFutexHashRefused(t *testing.T) {
+	recordTier(t)
+	var uts unix.Utsname
+	_ = unix.Uname(&uts)
+	spec := withDefaults(pySpec(futexHashProgram, newMarker()))
+	spec.Limits.Memory = 64 << 20
+	var got map[string]string
+	runJSON(t, spec, &got)
+	t.Logf("kernel %s: %v", unix.ByteSliceToString(uts.Release[:]), got)
+	for k, v := range got {
+		if v != "EINVAL" {
+			t.Errorf("%s: PR_FUTEX_HASH_SET_SLOTS 2^24 answered %s, want EINVAL (%v)", k, v, got)
+		}
 	}
 }

@@ -37,7 +37,12 @@ var devNodes = []string{"null", "zero", "full", "random", "urandom"}
 // its boot, its hardware and modules. The second is what runc and Docker mask: kernel
 // memory, the kernel's keys and timers, per-CPU scheduler state. The third are host-wide
 // counters of other tenants' activity that no interpreter reads: interrupts per CPU and
-// device, disk I/O, swap devices, pressure stall times. Host-wide counters that programs
+// device, disk I/O, swap devices, pressure stall times, and locks: the kernel lists every
+// open file description lock of the host there whatever the pid namespace (an OFD lock
+// has no pid to hide it by), so a run read the server's host-id locks, one per live
+// sandbox of every server with its host uid as the offset, and any range another run in
+// flight locked on its own file, a channel from tenant to tenant that needs no shared
+// file (TestHostLocksInvisible). Host-wide counters that programs
 // do read stay (docs/containers.md, "/proc"): stat (CPU count and times: node's
 // os.cpus()), cpuinfo, meminfo, loadavg (os.getloadavg), uptime, vmstat.
 var procMasks = []string{
@@ -45,7 +50,7 @@ var procMasks = []string{
 	"kallsyms", "modules", "iomem", "ioports", "devices", "misc", "mtrr", "consoles",
 	"kcore", "keys", "key-users", "timer_list", "timer_stats", "sched_debug", "latency_stats",
 	"sysrq-trigger", "acpi", "asound", "scsi", "driver", "dynamic_debug",
-	"interrupts", "softirqs", "diskstats", "partitions", "swaps", "pressure",
+	"interrupts", "softirqs", "diskstats", "partitions", "swaps", "pressure", "locks",
 }
 
 // procMaskDirs are the procMasks that are directories where the kernel has them. The

@@ -299,7 +299,7 @@ func TestFilterPlan(t *testing.T) {
 	}
 	// Argument-filtered or default-denied: never unconditionally allowed.
 	for _, n := range []string{"clone", "clone3", "socket", "socketpair", "ioctl", "fcntl", "ptrace", "personality",
-		"preadv2", "mount", "unshare", "setns", "bpf", "io_uring_setup", "userfaultfd", "keyctl", "perf_event_open",
+		"preadv2", "fadvise64", "prctl", "mount", "unshare", "setns", "bpf", "io_uring_setup", "userfaultfd", "keyctl", "perf_event_open",
 		"kexec_load", "init_module", "process_vm_readv", "open_by_handle_at", "reboot", "syslog"} {
 		if allowed[n] {
 			t.Errorf("%s is unconditionally allowed", n)
@@ -459,6 +459,37 @@ func TestFcntlMasks(t *testing.T) {
 		for i := 0; i < 100; i++ {
 			if x := r.Uint64()&^0xffffffff | uint64(c); matches(x) != 0 {
 				t.Errorf("fcntl %#x (%d) allowed", x, c)
+			}
+		}
+	}
+}
+
+// TestPrctlMasks: every prctl option x/sys names but PR_FUTEX_HASH is allowed, by
+// exactly one match, whatever the upper 32 bits hold; PR_FUTEX_HASH and an option Linux
+// does not have match none.
+func TestPrctlMasks(t *testing.T) {
+	known := []uint32{unix.PR_SET_PDEATHSIG, unix.PR_GET_DUMPABLE, unix.PR_SET_NAME, unix.PR_SET_NO_NEW_PRIVS,
+		unix.PR_SET_CHILD_SUBREAPER, unix.PR_SET_THP_DISABLE, unix.PR_CAP_AMBIENT, unix.PR_SET_SPECULATION_CTRL,
+		unix.PR_SET_SYSCALL_USER_DISPATCH, unix.PR_SCHED_CORE, unix.PR_SET_MDWE, unix.PR_GET_MEMORY_MERGE,
+		unix.PR_RISCV_SET_ICACHE_FLUSH_CTX, 72, 73, unix.PR_GET_SHADOW_STACK_STATUS, unix.PR_LOCK_SHADOW_STACK_STATUS,
+		unix.PR_TIMER_CREATE_RESTORE_IDS, unix.PR_RSEQ_SLICE_EXTENSION, unix.PR_GET_CFI, unix.PR_SET_CFI,
+		unix.PR_GET_AUXV, unix.PR_SET_VMA, unix.PR_SET_PTRACER}
+	for i := uint32(0); i < 64; i++ {
+		known = append(known, i)
+	}
+	matches := func(x uint64) int { return maskMatches(t, allowedPrctls, x) }
+	r := rand.New(rand.NewPCG(5, 6))
+	for _, c := range known {
+		for i := 0; i < 100; i++ {
+			if x := r.Uint64()&^0xffffffff | uint64(c); matches(x) != 1 {
+				t.Errorf("prctl %#x (%d) matched %d times, want 1", x, c, matches(x))
+			}
+		}
+	}
+	for _, c := range []uint32{unix.PR_FUTEX_HASH, 82, 128, 0xffffffff, unix.PR_SET_PTRACER + 1} {
+		for i := 0; i < 100; i++ {
+			if x := r.Uint64()&^0xffffffff | uint64(c); matches(x) != 0 {
+				t.Errorf("prctl %#x (%d) allowed", x, c)
 			}
 		}
 	}

@@ -3,10 +3,13 @@ package linux
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"slices"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/airlock-mcp/airlock/sandbox"
 )
@@ -219,4 +222,42 @@ func mountPoint(t *testing.T, path string) bool {
 		}
 	}
 	return false
+}
+
+// TestHostLocksInvisible holds an open file description lock on the host at a range
+// of its own, as the server holds one per live sandbox on its host-id lock file (at the
+// sandbox's host uid), and has a run read /proc/locks: the kernel lists OFD locks there
+// whatever the reader's pid namespace, POSIX and flock locks only of the reader's own.
+// Unmasked, the run read the range and the file's inode, and the server's host-id
+// locks beside it.
+func TestHostLocksInvisible(t *testing.T) {
+	notInTier(t, "the host's /proc is the program's (README, the Landlock tier)")
+	s := testSandbox(t)
+	if s.adapt.noProc {
+		t.Skip("SKIPPING: THIS HOST GIVES SANDBOXES AN EMPTY /proc (container adaptation): TestNoProcSubstitute checks it")
+	}
+	f, err := os.CreateTemp(t.TempDir(), "lock")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	start := int64(1<<40) + int64(os.Getpid())<<8
+	lk := unix.Flock_t{Type: unix.F_WRLCK, Whence: 0, Start: start, Len: 1}
+	if err := unix.FcntlFlock(f.Fd(), unix.F_OFD_SETLK, &lk); err != nil {
+		t.Fatalf("F_OFD_SETLK: %v", err)
+	}
+	want := fmt.Sprintf(" %d %d", start, start)
+	host, err := os.ReadFile("/proc/locks")
+	if err != nil || !strings.Contains(string(host), want) {
+		t.Fatalf("the host's /proc/locks does not show the lock (%v): the test would prove nothing", err)
+	}
+	// A mask may also refuse the read (a privileged container's /dev/null): nothing read.
+	const reader = "import errno, sys\ntry:\n    sys.stdout.write(open('/proc/locks').read())\nexcept OSError as e:\n    print('refused:', errno.errorcode[e.errno])"
+	res := run(t, withDefaults(pySpec(reader, newMarker())))
+	if res.Status != sandbox.StatusOK {
+		t.Fatalf("run: %s", brief(res))
+	}
+	if got := string(res.Stdout.Bytes()); got != "" && !strings.HasPrefix(got, "refused: ") {
+		t.Errorf("/proc/locks in the sandbox lists the host's locks (the test's lock at%s: %v):\n%s", want, strings.Contains(got, want), got)
+	}
 }

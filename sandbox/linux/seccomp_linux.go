@@ -13,7 +13,7 @@ import (
 // The filter is an allowlist modelled on Docker's default profile, minus everything
 // Docker only grants with extra capabilities, minus io_uring (a rich kernel attack
 // surface Docker also dropped in 2023), and with argument filters on clone, socket,
-// ioctl, fcntl, personality, preadv2 and ptrace. An allowlist is stricter than a
+// ioctl, fcntl, prctl, personality, preadv2, fadvise64 and ptrace. An allowlist is stricter than a
 // denylist: a syscall added by a future kernel is refused until someone decides it is
 // safe.
 //
@@ -29,7 +29,7 @@ var allowedSyscalls = []string{
 	"clock_nanosleep", "close", "close_range", "connect", "copy_file_range", "creat",
 	"dup", "dup2", "dup3", "epoll_create", "epoll_create1", "epoll_ctl", "epoll_pwait",
 	"epoll_pwait2", "epoll_wait", "eventfd", "eventfd2", "execve", "execveat", "exit",
-	"exit_group", "faccessat", "faccessat2", "fadvise64", "fallocate", "fchdir", "fchmod",
+	"exit_group", "faccessat", "faccessat2", "fallocate", "fchdir", "fchmod",
 	"fchmodat", "fchmodat2", "fchown", "fchownat", "fdatasync", "fgetxattr",
 	"flistxattr", "flock", "fork", "fremovexattr", "fsetxattr", "fstat", "fstatfs", "fsync",
 	"ftruncate", "futex", "futex_requeue", "futex_wait", "futex_waitv", "futex_wake",
@@ -46,7 +46,7 @@ var allowedSyscalls = []string{
 	"mq_timedsend", "mq_unlink", "mremap", "mseal", "msgctl", "msgget", "msgrcv", "msgsnd",
 	"msync", "munlock", "munlockall", "munmap", "nanosleep", "newfstatat", "open",
 	"openat", "openat2", "pause", "pidfd_open", "pidfd_send_signal", "pipe", "pipe2",
-	"poll", "ppoll", "prctl", "pread64", "preadv", "prlimit64", "pselect6",
+	"poll", "ppoll", "pread64", "preadv", "prlimit64", "pselect6",
 	"pwrite64", "pwritev", "pwritev2", "read", "readahead", "readlink", "readlinkat",
 	"readv", "recvfrom", "recvmmsg", "recvmsg", "remap_file_pages", "removexattr",
 	"rename", "renameat", "renameat2", "restart_syscall", "rmdir", "rseq",
@@ -271,6 +271,19 @@ func compileFilter(p filterPlan) (*bpf, error) {
 	for _, cmd := range deniedFcntls {
 		b.rule("fcntl", eperm, cond(1, seccomp.CompareMaskedEqual, 0xffffffff, uint64(cmd)))
 	}
+	// prctl: the options Linux has, but PR_FUTEX_HASH (6.16), which sizes the process's
+	// private futex hash as it asks: one call for 2^24 slots took 850 MB of kernel
+	// memory, counted by no rlimit (only a memory cgroup charges it), and each of a run's
+	// processes may have one. Without a memory cgroup (sandbox.cgroups = "off", a
+	// container without writable cgroups) a run with a memory limit of 64 MiB held that
+	// per process, 64 processes enough for the host's memory (TestFutexHashRefused). Its
+	// answer is a kernel's without the option, EINVAL; the kernel sizes the hash itself.
+	// The option is an int: 32 bits compared, as for fcntl, and an option of a later
+	// kernel gets ENOSYS.
+	for _, m := range allowedPrctls {
+		b.rule("prctl", seccomp.ActAllow, cond(0, seccomp.CompareMaskedEqual, m.mask, m.value))
+	}
+	b.rule("prctl", seccomp.ActErrno.SetReturnCode(int16(unix.EINVAL)), cond(0, seccomp.CompareMaskedEqual, 0xffffffff, unix.PR_FUTEX_HASH))
 	for _, v := range personalities {
 		b.rule("personality", seccomp.ActAllow, cond(0, seccomp.CompareEqual, v))
 	}
@@ -281,6 +294,20 @@ func compileFilter(p filterPlan) (*bpf, error) {
 	// a message from it, a bit per page (TestPageCacheUnobservable). The kernel's own
 	// answer where a file cannot do it is EOPNOTSUPP, which callers already handle by
 	// reading without the flag. rwf_t is an int: only its low 32 bits are compared.
+	// fadvise64 but POSIX_FADV_DONTNEED, which succeeds without doing anything (the
+	// answer tmpfs, the run's own files' file system, gives it anyway). The kernel drops
+	// a file's clean pages from the page cache for whoever may read it, so a run evicted
+	// the host's system files, the ones every run and the host share (all of the Python
+	// stdlib in a walk): every other tenant's next start read them from disk, and a run
+	// could flush a page before timing its reload, the page cache channel with its
+	// timing made exact (TestHostPageCacheKept). The kernel itself keeps mincore (5.0)
+	// and madvise(MADV_PAGEOUT) from files the caller cannot write; it does not keep
+	// fadvise. The advice is an int: its low 32 bits are compared, as for fcntl, and the
+	// others Linux has are two masked matches (NORMAL, RANDOM, SEQUENTIAL, WILLNEED = 0-3;
+	// NOREUSE = 5); a value it has not is ENOSYS rather than EINVAL.
+	b.rule("fadvise64", seccomp.ActAllow, cond(3, seccomp.CompareMaskedEqual, 0xfffffffc, 0))
+	b.rule("fadvise64", seccomp.ActAllow, cond(3, seccomp.CompareMaskedEqual, 0xffffffff, unix.FADV_NOREUSE))
+	b.rule("fadvise64", seccomp.ActErrno.SetReturnCode(0), cond(3, seccomp.CompareMaskedEqual, 0xffffffff, unix.FADV_DONTNEED))
 	b.rule("preadv2", seccomp.ActAllow, cond(5, seccomp.CompareMaskedEqual, unix.RWF_NOWAIT, 0))
 	b.rule("preadv2", seccomp.ActErrno.SetReturnCode(int16(unix.EOPNOTSUPP)), cond(5, seccomp.CompareMaskedEqual, unix.RWF_NOWAIT, unix.RWF_NOWAIT))
 
@@ -310,6 +337,22 @@ func exportBPF(f *seccomp.ScmpFilter) ([]byte, error) {
 		return nil, err
 	}
 	return io.ReadAll(file)
+}
+
+// allowedPrctls are the prctl options as masked ranges, as allowedFcntls are (a
+// complement of PR_FUTEX_HASH alone would be 32 matches, a millisecond more of
+// libseccomp's time at each compile): 1-77 and 79-81, and the three named by a magic
+// number, PR_GET_AUXV, PR_SET_VMA and PR_SET_PTRACER.
+var allowedPrctls = []maskedValue{
+	{0xffffffc0, 0},  // 0-63
+	{0xfffffff8, 64}, // 64-71
+	{0xfffffffc, 72}, // 72-75
+	{0xfffffffe, 76}, // 76-77
+	{0xffffffff, 79}, // PR_RSEQ_SLICE_EXTENSION
+	{0xfffffffe, 80}, // PR_GET_CFI, PR_SET_CFI
+	{0xffffffff, unix.PR_GET_AUXV},
+	{0xffffffff, unix.PR_SET_VMA},
+	{0xffffffff, unix.PR_SET_PTRACER},
 }
 
 // deniedIoctls are the ioctl commands refused with EPERM.
