@@ -6,7 +6,6 @@ require (
 	github.com/BurntSushi/toml v1.5.0
 	github.com/invopop/jsonschema v0.14.0
 	github.com/mark3labs/mcp-go v1.2.1
-	github.com/prometheus/client_golang v1.25.0
 	github.com/santhosh-tekuri/jsonschema/v6 v6.0.2
 	github.com/seccomp/libseccomp-golang v0.11.1
 	golang.org/x/sys v0.50.0
@@ -15,35 +14,20 @@ require (
 
 require (
 	github.com/bahlo/generic-list-go v0.2.0 // indirect
-	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/buger/jsonparser v1.1.2 // indirect
-	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/google/jsonschema-go v0.4.2 // indirect
 	github.com/google/uuid v1.6.0 // indirect
-	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
 	github.com/pb33f/ordered-map/v2 v2.3.1 // indirect
-	github.com/prometheus/client_model v0.6.3 // indirect
-	github.com/prometheus/common v0.72.0 // indirect
-	github.com/prometheus/procfs v0.22.0 // indirect
 	github.com/spf13/cast v1.7.1 // indirect
+	github.com/stretchr/testify v1.12.1 // indirect
 	github.com/yosida95/uritemplate/v3 v3.0.2 // indirect
 	go.yaml.in/yaml/v4 v4.0.0-rc.2 // indirect
-	google.golang.org/protobuf v1.36.12 // indirect
 )
 
 // mcp-go's server imports this package for validation airlock leaves off; upstream's init
 // compiles every draft's metaschema (~3 ms CPU per process start). The copy compiles them on
 // first use instead: third_party/jsonschema/AIRLOCK.md.
 replace github.com/santhosh-tekuri/jsonschema/v6 => ./third_party/jsonschema
-
-// airlock serves metrics from its own registry; upstream's init registers the default
-// registry's process and Go collectors in every process (~0.4 ms per start). The copy
-// registers them on the default registry's first use: third_party/client_golang/AIRLOCK.md.
-replace github.com/prometheus/client_golang => ./third_party/client_golang
-
-// procfs (client_golang's process collector) compiled its 23 regexps in its init (~0.2–0.5
-// ms per start); the copy compiles each on first use: third_party/procfs/AIRLOCK.md.
-replace github.com/prometheus/procfs => ./third_party/procfs
 
 // mcp-go's mcp package imports this package for schemas airlock reflects with invopop
 // instead; upstream's inits build its field tables and a regexp in every process (~0.3 ms
