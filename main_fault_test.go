@@ -588,3 +588,55 @@ func TestFaultKill9LandlockKillsSandboxTree(t *testing.T) {
 	next, _ := faultServer(t, "AIRLOCK_ISOLATION=landlock")
 	next.CloseStdin(10 * time.Second)
 }
+
+// On the legacy SSE transport every answer travels on the client's event stream, and
+// mcp-go runs each posted call detached from its POST: a client that closed its stream
+// (or was cut off) left its calls running to their time limit, unseen and unanswerable,
+// where Streamable HTTP and stdio kill them at once. The stream's end kills its calls.
+func TestFaultSSEStreamCloseKillsSandbox(t *testing.T) {
+	bin := needSandbox(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	cmd := exec.Command(bin, "serve", "--sse", addr)
+	cmd.Env = soak.ServerEnv(t.TempDir(), "AIRLOCK_POOL_SIZE=0", "AIRLOCK_AUDIT=off")
+	stderr, _ := cmd.StderrPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	url := loggedEndpoint(t, stderr, nil)
+	open := func() *client.Client {
+		c, err := client.NewSSEMCPClient(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		if err := c.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Initialize(ctx, mcp.InitializeRequest{}); err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	c := open()
+	mark := marker(t)
+	_, done := startSleeper(t, c, mark)
+	c.Close() // the stream closes with the call in flight
+	<-done
+	n, took := waitProcs(t, mark, 2*time.Second, func(n int) bool { return n == 0 })
+	t.Logf("SSE stream closed: marked processes gone in %s", took.Round(time.Millisecond))
+	if n != 0 {
+		t.Fatalf("%d sandbox processes still running 2 s after the client closed its SSE stream", n)
+	}
+	c = open()
+	defer c.Close()
+	r, err := c.CallTool(context.Background(), runCall("print('still serving')", mark+"-after", 10))
+	if err != nil || r.IsError {
+		t.Fatalf("server not serving after the stream closed: %v %v", err, r)
+	}
+}

@@ -714,8 +714,34 @@ func gate(next http.Handler, streams *sseStreams, opt HTTPOptions) http.Handler 
 			return
 		}
 		defer leave()
+		if end := streams.end(r.URL.Query().Get("sessionId")); end != nil {
+			r = r.WithContext(context.WithValue(r.Context(), streamEndKey{}, end))
+		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// streamEndKey carries, in a message posted to an SSE stream, the stream's context.
+type streamEndKey struct{}
+
+// endWithStream ends a tool call posted to an SSE stream when the stream ends. mcp-go
+// runs each posted message detached from every context that could end (the POST's
+// answer is a 202 before the call starts), so a client that closed its stream, or was
+// cut off, left its calls running to their time limit with nobody to answer, where
+// Streamable HTTP and stdio end them at once (TestFaultSSEStreamCloseKillsSandbox: a
+// sleeper ran on for 20 s). The context's values survive the detachment, so the
+// stream's own context is found there.
+func endWithStream(next server.ToolHandlerFunc) server.ToolHandlerFunc {
+	return func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		end, ok := ctx.Value(streamEndKey{}).(context.Context)
+		if !ok {
+			return next(ctx, req)
+		}
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		defer context.AfterFunc(end, cancel)()
+		return next(ctx, req)
+	}
 }
 
 // calls applies admit and the sessions to the Streamable HTTP transport. A message on

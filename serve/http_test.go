@@ -611,3 +611,31 @@ func TestBodyBudget(t *testing.T) {
 		}
 	}
 }
+
+// A call posted to an SSE stream ends when the stream does: mcp-go runs it detached
+// from its POST, and it ran on to its time limit after its client had gone.
+func TestSSEStreamEndCancelsItsCalls(t *testing.T) {
+	cancelled := make(chan struct{})
+	d := fakeDeps(func(ctx context.Context, s sandbox.Spec) (sandbox.Result, error) {
+		r, err := runnertest.Block(ctx, s)
+		close(cancelled)
+		return r, err
+	}, 1)
+	ts := httpServer(t, d, HTTPOptions{SSE: true, MaxBodyBytes: 1 << 20})
+	c, err := client.NewSSEMCPClient(ts.URL + "/sse")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	startClient(t, ctx, c)
+	go func() { _, _ = runCode(ctx, c, "block") }()
+	for d.Runner.Limiter.Running() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	c.Close()
+	select {
+	case <-cancelled:
+	case <-time.After(3 * time.Second):
+		t.Fatal("the SSE stream closed, its call still runs")
+	}
+}

@@ -18,6 +18,7 @@ func New(d tools.Deps) *server.MCPServer {
 		server.WithToolCapabilities(false),
 		server.WithRecovery(),
 		server.WithInstructions(instructions),
+		server.WithToolHandlerMiddleware(endWithStream),
 	)
 	tools.Register(s, d)
 	return s

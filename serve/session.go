@@ -276,6 +276,9 @@ type sseStreams struct {
 	open    int            // GET /sse requests being served
 	each    map[string]int // of them, per client token
 	owner   map[string]string
+	// ends holds each open stream's context, which ends with the stream: the calls
+	// posted to it end with it (see endWithStream).
+	ends map[string]context.Context
 	// ended, when set, is told of each stream that closes: its MCP session ends with
 	// it (HTTPOptions.SessionEnded).
 	ended func(id, owner string)
@@ -286,7 +289,7 @@ type sseStreams struct {
 type streamKey struct{}
 
 func newSSEStreams() *sseStreams {
-	return &sseStreams{owner: map[string]string{}, each: map[string]int{}}
+	return &sseStreams{owner: map[string]string{}, each: map[string]int{}, ends: map[string]context.Context{}}
 }
 
 // newID is mcp-go's SessionIDGenFunc: 128 random bits, owned by the request's client.
@@ -296,6 +299,7 @@ func (s *sseStreams) newID(_ context.Context, r *http.Request) (string, error) {
 	id := hex.EncodeToString(b[:])
 	s.mu.Lock()
 	s.owner[id] = runner.PrincipalFrom(r.Context())
+	s.ends[id] = r.Context()
 	s.mu.Unlock()
 	if h, ok := r.Context().Value(streamKey{}).(*string); ok {
 		*h = id
@@ -334,12 +338,21 @@ func (s *sseStreams) stream(next http.Handler, w http.ResponseWriter, r *http.Re
 		}
 		owner, ok := s.owner[*id]
 		delete(s.owner, *id)
+		delete(s.ends, *id)
 		s.mu.Unlock()
 		if ok && s.ended != nil {
 			s.ended(*id, owner)
 		}
 	}()
 	next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), streamKey{}, id)))
+}
+
+// end is the context of the open stream id, which ends when the stream does; nil when
+// no such stream is open.
+func (s *sseStreams) end(id string) context.Context {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ends[id]
 }
 
 // owns reports whether the open stream id belongs to client who.
