@@ -4,6 +4,8 @@ package linux
 import "C"
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -341,9 +343,21 @@ func tmpfsRefused(base string) string {
 // host uid and private to it; where the server can mount, each is a tmpfs of the
 // namespace tier's size (the workspace limit, tmpSize), so a run cannot fill the
 // host's disk or /run.
+//
+// The program's workspace and tmp are a directory with a secret name inside each
+// (<run dir>/workspace/<secret>), not the mount points themselves. Landlock checks
+// opens, not lookups: where the runs share a host uid (an unprivileged server, or
+// sandbox.uid_range = "off") one that knows a path in another's workspace may stat
+// it, access() it and readlink it (a file's size, a symlink's target). And the run
+// directory is no secret: it is named after the run's ID, which names its cgroups
+// (/proc/PID/cgroup), and the mount points are in the host's mount table
+// (/proc/self/mountinfo), both readable by every run (TestLandlockRunFilesUnfound).
+// Only the run's own processes learn the secret: in its cwd, HOME and TMPDIR, which
+// /proc closes to other runs (Landlock's ptrace rule).
 func (t *landlockTier) runDirs(id string, ids lease, workspace int64) (dir, ws, tmp string, err error) {
 	dir = filepath.Join(t.base, id)
-	ws, tmp = filepath.Join(dir, "workspace"), filepath.Join(dir, "tmp")
+	mws, mtmp := filepath.Join(dir, "workspace"), filepath.Join(dir, "tmp")
+	ws, tmp = filepath.Join(mws, newSecret()), filepath.Join(mtmp, newSecret())
 	// Close removed the parent; the backend may be used again after it.
 	if err := os.Mkdir(t.base, 0o711); err == nil {
 		if err := os.Chmod(t.base, 0o711); err != nil {
@@ -353,10 +367,10 @@ func (t *landlockTier) runDirs(id string, ids lease, workspace int64) (dir, ws, 
 		return "", "", "", fmt.Errorf("landlock run directory: %w", err)
 	}
 	sizes := map[string]string{
-		ws:  fmt.Sprintf("size=%d,nr_inodes=%d", workspace, wsInodes),
-		tmp: fmt.Sprintf("size=%d,nr_inodes=4096", tmpSize),
+		mws:  fmt.Sprintf("size=%d,nr_inodes=%d", workspace, wsInodes),
+		mtmp: fmt.Sprintf("size=%d,nr_inodes=4096", tmpSize),
 	}
-	for _, d := range []string{dir, ws, tmp} {
+	for _, d := range []string{dir, mws, mtmp, ws, tmp} {
 		if err := os.Mkdir(d, 0o700); err != nil {
 			_ = removeRunDir(dir) // the error below says what failed
 			return "", "", "", fmt.Errorf("landlock run directory: %w", err)
@@ -376,6 +390,13 @@ func (t *landlockTier) runDirs(id string, ids lease, workspace int64) (dir, ws, 
 		}
 	}
 	return dir, ws, tmp, nil
+}
+
+// newSecret is a directory name no one can guess: 128 random bits.
+func newSecret() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on supported platforms
+	return hex.EncodeToString(b[:])
 }
 
 // removeRunDir unmounts a run directory's tmpfs mounts, if any, and removes it. Its
