@@ -145,3 +145,68 @@ func TestLandlockRunFilesUnfound(t *testing.T) {
 		})
 	}
 }
+
+// TestLandlockPidfdInfoRefused: a run holds a pidfd of another run in flight (there is
+// no pid namespace to hide it) and asks the kernel about it with PIDFD_GET_INFO, while
+// it runs and once it has exited: its uids, its cgroup, its exit status. The program
+// filter answers as a kernel without the ioctl does.
+func TestLandlockPidfdInfoRefused(t *testing.T) {
+	s, err := New(sandbox.Options{Isolation: sandbox.IsolationLandlock})
+	sandboxtest.Require(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	const victim = `
+import sys, time
+time.sleep(1)
+sys.exit(7)
+`
+	const attacker = `
+import ctypes, json, os, select, struct, sys, time
+libc = ctypes.CDLL(None, use_errno=True)
+fd = os.pidfd_open(int(sys.argv[2]))
+def info():
+    out = {}
+    # struct pidfd_info: 64 bytes in 6.13, 72 since 6.16; the size is in the command.
+    for size in (64, 72):
+        buf = ctypes.create_string_buffer(size)
+        struct.pack_into("=Q", buf, 0, 0xf)  # PID, CREDS, CGROUPID, EXIT
+        if libc.ioctl(fd, 0xc000ff0b | size << 16, buf) != 0:
+            out[size] = os.strerror(ctypes.get_errno())
+        else:
+            mask, cgroup, pid, tgid, ppid, ruid = struct.unpack_from("=QQIIII", buf.raw)
+            out[size] = "mask %#x pid %d ruid %d cgroup %d exit %d" % (mask, pid, ruid, cgroup, struct.unpack_from("=i", buf.raw, 60)[0])
+    return out
+running = info()
+select.select([fd], [], [], 5)
+time.sleep(0.3)  # reaped by its init
+print(json.dumps({"running": running, "exited": info()}))
+`
+	vspec := withDefaults(pySpec(victim, newMarker()))
+	done := make(chan sandbox.Result, 1)
+	go func() {
+		res, _ := s.Run(t.Context(), vspec)
+		done <- res
+	}()
+	vpid := waitHostProc(t, vspec.Argv[len(vspec.Argv)-1], 5*time.Second)
+	aspec := withDefaults(pySpec(attacker, newMarker()))
+	aspec.Argv = append(aspec.Argv, strconv.Itoa(vpid))
+	res, err := s.Run(t.Context(), aspec)
+	if err != nil || res.Status != sandbox.StatusOK {
+		t.Fatalf("attacker: %v %s", err, brief(res))
+	}
+	var got map[string]map[string]string
+	out := strings.TrimSpace(string(res.Stdout.Bytes()))
+	if err := json.Unmarshal([]byte(out[strings.LastIndexByte(out, '\n')+1:]), &got); err != nil {
+		t.Fatalf("attacker output: %v\n%s", err, brief(res))
+	}
+	t.Logf("PIDFD_GET_INFO on the other run: %v", got)
+	for when, sizes := range got {
+		for size, v := range sizes {
+			if v != "Inappropriate ioctl for device" {
+				t.Errorf("%s, a %s-byte struct: %s, want ENOTTY", when, size, v)
+			}
+		}
+	}
+	if vres := <-done; vres.Status != sandbox.StatusError || vres.ExitCode != 7 {
+		t.Errorf("the victim run: %s", brief(vres))
+	}
+}
