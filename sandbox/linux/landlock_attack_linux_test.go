@@ -2,6 +2,7 @@ package linux
 
 import (
 	"encoding/json"
+	"errors"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -208,5 +209,30 @@ print(json.dumps({"running": running, "exited": info()}))
 	}
 	if vres := <-done; vres.Status != sandbox.StatusError || vres.ExitCode != 7 {
 		t.Errorf("the victim run: %s", brief(vres))
+	}
+}
+
+// TestLandlockRefusesNetwork: the tier has no network namespace to bridge or share, so
+// a spec asking for a network is refused before anything runs (config refuses the
+// setting too: "runs only with network = none"), whatever filters the backend was made
+// with; the call's program never starts (TestNetworkDenied covers network "none").
+func TestLandlockRefusesNetwork(t *testing.T) {
+	s, err := New(sandbox.Options{Isolation: sandbox.IsolationLandlock, Networks: []sandbox.Network{sandbox.NetworkNone, sandbox.NetworkHost, sandbox.NetworkAllowlist}})
+	sandboxtest.Require(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	for _, n := range []sandbox.Network{sandbox.NetworkHost, sandbox.NetworkAllowlist} {
+		marker := newMarker()
+		spec := withDefaults(pySpec("import socket; socket.create_connection(('127.0.0.1', 9)); print('reached')", marker))
+		spec.Network = n
+		if n == sandbox.NetworkAllowlist {
+			spec.Egress = &sandbox.Egress{Domains: []string{"localhost"}, Ports: []int{9}, AllowLoopback: true, MaxBytes: 1 << 20, MaxConnections: 4}
+		}
+		res, err := s.Run(t.Context(), spec)
+		if !errors.Is(err, sandbox.ErrInvalidSpec) || res.Status != sandbox.StatusSandboxError || !strings.Contains(res.Detail, "namespace tier") {
+			t.Errorf("network %q in the Landlock tier: %v, %s; want ErrInvalidSpec naming the namespace tier", n, err, brief(res))
+		}
+		if strings.Contains(string(res.Stdout.Bytes()), "reached") {
+			t.Errorf("network %q: the program ran", n)
+		}
 	}
 }
