@@ -150,7 +150,8 @@ func TestLandlockRunFilesUnfound(t *testing.T) {
 // TestLandlockPidfdInfoRefused: a run holds a pidfd of another run in flight (there is
 // no pid namespace to hide it) and asks the kernel about it with PIDFD_GET_INFO, while
 // it runs and once it has exited: its uids, its cgroup, its exit status. The program
-// filter answers as a kernel without the ioctl does.
+// filter answers as a kernel without the ioctl does. Its namespaces through the pidfd
+// stay closed as well (the kernel's ptrace check, which Landlock refuses).
 func TestLandlockPidfdInfoRefused(t *testing.T) {
 	s, err := New(sandbox.Options{Isolation: sandbox.IsolationLandlock})
 	sandboxtest.Require(t, err)
@@ -177,6 +178,13 @@ def info():
             out[size] = "mask %#x pid %d ruid %d cgroup %d exit %d" % (mask, pid, ruid, cgroup, struct.unpack_from("=i", buf.raw, 60)[0])
     return out
 running = info()
+# PIDFD_GET_{CGROUP,IPC,MNT,NET,PID,PID_FOR_CHILDREN,TIME,TIME_FOR_CHILDREN,USER,UTS}_NAMESPACE:
+# a namespace descriptor of the other run's (the host's) would be a way in.
+ns = {}
+for nr in range(1, 11):
+    r = libc.ioctl(fd, 0xff00 | nr, 0)
+    ns[str(nr)] = "fd" if r >= 0 else os.strerror(ctypes.get_errno())
+running["namespaces"] = json.dumps(ns)
 select.select([fd], [], [], 5)
 time.sleep(0.3)  # reaped by its init
 print(json.dumps({"running": running, "exited": info()}))
@@ -201,6 +209,10 @@ print(json.dumps({"running": running, "exited": info()}))
 	}
 	t.Logf("PIDFD_GET_INFO on the other run: %v", got)
 	for when, sizes := range got {
+		if ns := sizes["namespaces"]; when == "running" && (ns == "" || strings.Contains(ns, `"fd"`)) {
+			t.Errorf("a namespace of the other run through its pidfd: %s", ns)
+		}
+		delete(sizes, "namespaces")
 		for size, v := range sizes {
 			if v != "Inappropriate ioctl for device" {
 				t.Errorf("%s, a %s-byte struct: %s, want ENOTTY", when, size, v)

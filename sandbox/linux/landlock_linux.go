@@ -31,7 +31,7 @@ import (
 //	namespace tier                         Landlock tier
 //	user namespace, uid 1000 inside        the sandbox's host uid itself (root server), or the server's uid
 //	new root: tmpfs + read-only binds      Landlock: read-only the same binds (rootPlan), read-write the run's dirs
-//	/workspace, /tmp: size-capped tmpfs    <run dir>/workspace and <run dir>/tmp: tmpfs the server mounts (root), else RLIMIT_FSIZE only
+//	/workspace, /tmp: size-capped tmpfs    a secret-named directory in <run dir>/workspace and <run dir>/tmp: tmpfs the server mounts (root), else RLIMIT_FSIZE only
 //	network namespace                      seccomp: AF_UNIX sockets only; Landlock: TCP bind and connect denied (ABI 4)
 //	ipc namespace, abstract sockets        Landlock scoping of abstract unix sockets and signals (ABI 6)
 //	pid namespace dies with its pid 1      init and spawner are subreapers and sweep to a fixed point; per-uid kill
@@ -50,8 +50,8 @@ const cfgLandlock = C.CFG_LANDLOCK
 // landlockWeaker is what this tier gives up against the namespace tier, each piece as
 // probe lists it: the verdict is degraded, never isolated.
 var landlockWeaker = []sandbox.Layer{
-	{Name: "pid-namespace", Detail: "no own pid view: host processes are listable in /proc with their command lines (another run's args among them: pass secrets through stdin or files), and the host's /proc files the namespace tier masks (cmdline, modules, interrupts …) are readable; their memory, environment and fds stay closed (Landlock's ptrace rule and the per-run uid)"},
-	{Name: "mount-namespace", Detail: "no fresh mount table: /proc/self/mountinfo shows the host's; paths are the host's (the workspace is <run dir>/workspace, not /workspace)"},
+	{Name: "pid-namespace", Detail: "no own pid view: host processes are listable in /proc with their command lines (another run's args among them: pass secrets through stdin or files), their status, cgroups and CPU time to the nanosecond (/proc/PID/sched), and the host's /proc files the namespace tier masks (cmdline, modules, interrupts …) are readable; their memory, environment, cwd and fds stay closed (Landlock's ptrace rule and the per-run uid), and PIDFD_GET_INFO is refused"},
+	{Name: "mount-namespace", Detail: "no fresh mount table: /proc/self/mountinfo shows the host's, every run's workspace and tmp mount among them; paths are the host's (the workspace is a secret-named directory in <run dir>/workspace, not /workspace)"},
 	{Name: "uts-namespace", Detail: "no private hostname: the host's name is visible"},
 	{Name: "ipc-namespace", Detail: "no own IPC namespace: System V IPC and POSIX message queues are refused (seccomp, EPERM) rather than private; abstract unix sockets are scoped by Landlock"},
 	{Name: "network-namespace", Detail: "no own network stack: AF_UNIX only (seccomp), TCP bind/connect denied (Landlock), connect and sendto with an address refused (seccomp: Landlock ABI 7 cannot restrict pathname unix sockets), bind and listen refused (seccomp: the abstract names are the host's, and host clients may connect in); AF_UNIX sockets of the stream and seqpacket types only (seccomp), since sendmsg's address is out of seccomp's reach"},
