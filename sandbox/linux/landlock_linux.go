@@ -353,7 +353,7 @@ func tmpfsRefused(base string) string {
 // (/proc/PID/cgroup), and the mount points are in the host's mount table
 // (/proc/self/mountinfo), both readable by every run (TestLandlockRunFilesUnfound).
 // Only the run's own processes learn the secret: in its cwd, HOME and TMPDIR, which
-// /proc closes to other runs (Landlock's ptrace rule).
+// /proc closes to other runs (Landlock's ptrace rule), unless its command lines hold it.
 func (t *landlockTier) runDirs(id string, ids lease, workspace int64) (dir, ws, tmp string, err error) {
 	dir = filepath.Join(t.base, id)
 	mws, mtmp := filepath.Join(dir, "workspace"), filepath.Join(dir, "tmp")
