@@ -4,6 +4,8 @@ package linux
 import "C"
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -29,7 +31,7 @@ import (
 //	namespace tier                         Landlock tier
 //	user namespace, uid 1000 inside        the sandbox's host uid itself (root server), or the server's uid
 //	new root: tmpfs + read-only binds      Landlock: read-only the same binds (rootPlan), read-write the run's dirs
-//	/workspace, /tmp: size-capped tmpfs    <run dir>/workspace and <run dir>/tmp: tmpfs the server mounts (root), else RLIMIT_FSIZE only
+//	/workspace, /tmp: size-capped tmpfs    a secret-named directory in <run dir>/workspace and <run dir>/tmp: tmpfs the server mounts (root), else RLIMIT_FSIZE only
 //	network namespace                      seccomp: AF_UNIX sockets only; Landlock: TCP bind and connect denied (ABI 4)
 //	ipc namespace, abstract sockets        Landlock scoping of abstract unix sockets and signals (ABI 6)
 //	pid namespace dies with its pid 1      init and spawner are subreapers and sweep to a fixed point; per-uid kill
@@ -48,8 +50,8 @@ const cfgLandlock = C.CFG_LANDLOCK
 // landlockWeaker is what this tier gives up against the namespace tier, each piece as
 // probe lists it: the verdict is degraded, never isolated.
 var landlockWeaker = []sandbox.Layer{
-	{Name: "pid-namespace", Detail: "no own pid view: host processes are listable in /proc with their command lines (another run's args among them: pass secrets through stdin or files), and the host's /proc files the namespace tier masks (cmdline, modules, interrupts …) are readable; their memory, environment and fds stay closed (Landlock's ptrace rule and the per-run uid)"},
-	{Name: "mount-namespace", Detail: "no fresh mount table: /proc/self/mountinfo shows the host's; paths are the host's (the workspace is <run dir>/workspace, not /workspace)"},
+	{Name: "pid-namespace", Detail: "no own pid view: host processes are listable in /proc with their command lines (another run's args among them: pass secrets through stdin or files), their status, cgroups and CPU time to the nanosecond (/proc/PID/sched), and the host's /proc files the namespace tier masks (cmdline, modules, interrupts …) are readable; their memory, environment, cwd and fds stay closed (Landlock's ptrace rule and the per-run uid), and PIDFD_GET_INFO is refused"},
+	{Name: "mount-namespace", Detail: "no fresh mount table: /proc/self/mountinfo shows the host's, every run's workspace and tmp mount among them; paths are the host's (the workspace is a secret-named directory in <run dir>/workspace, not /workspace)"},
 	{Name: "uts-namespace", Detail: "no private hostname: the host's name is visible"},
 	{Name: "ipc-namespace", Detail: "no own IPC namespace: System V IPC and POSIX message queues are refused (seccomp, EPERM) rather than private; abstract unix sockets are scoped by Landlock"},
 	{Name: "network-namespace", Detail: "no own network stack: AF_UNIX only (seccomp), TCP bind/connect denied (Landlock), connect and sendto with an address refused (seccomp: Landlock ABI 7 cannot restrict pathname unix sockets), bind and listen refused (seccomp: the abstract names are the host's, and host clients may connect in); AF_UNIX sockets of the stream and seqpacket types only (seccomp), since sendmsg's address is out of seccomp's reach"},
@@ -341,9 +343,21 @@ func tmpfsRefused(base string) string {
 // host uid and private to it; where the server can mount, each is a tmpfs of the
 // namespace tier's size (the workspace limit, tmpSize), so a run cannot fill the
 // host's disk or /run.
+//
+// The program's workspace and tmp are a directory with a secret name inside each
+// (<run dir>/workspace/<secret>), not the mount points themselves. Landlock checks
+// opens, not lookups: where the runs share a host uid (an unprivileged server, or
+// sandbox.uid_range = "off") one that knows a path in another's workspace may stat
+// it, access() it and readlink it (a file's size, a symlink's target). And the run
+// directory is no secret: it is named after the run's ID, which names its cgroups
+// (/proc/PID/cgroup), and the mount points are in the host's mount table
+// (/proc/self/mountinfo), both readable by every run (TestLandlockRunFilesUnfound).
+// Only the run's own processes learn the secret: in its cwd, HOME and TMPDIR, which
+// /proc closes to other runs (Landlock's ptrace rule), unless its command lines hold it.
 func (t *landlockTier) runDirs(id string, ids lease, workspace int64) (dir, ws, tmp string, err error) {
 	dir = filepath.Join(t.base, id)
-	ws, tmp = filepath.Join(dir, "workspace"), filepath.Join(dir, "tmp")
+	mws, mtmp := filepath.Join(dir, "workspace"), filepath.Join(dir, "tmp")
+	ws, tmp = filepath.Join(mws, newSecret()), filepath.Join(mtmp, newSecret())
 	// Close removed the parent; the backend may be used again after it.
 	if err := os.Mkdir(t.base, 0o711); err == nil {
 		if err := os.Chmod(t.base, 0o711); err != nil {
@@ -353,10 +367,10 @@ func (t *landlockTier) runDirs(id string, ids lease, workspace int64) (dir, ws, 
 		return "", "", "", fmt.Errorf("landlock run directory: %w", err)
 	}
 	sizes := map[string]string{
-		ws:  fmt.Sprintf("size=%d,nr_inodes=%d", workspace, wsInodes),
-		tmp: fmt.Sprintf("size=%d,nr_inodes=4096", tmpSize),
+		mws:  fmt.Sprintf("size=%d,nr_inodes=%d", workspace, wsInodes),
+		mtmp: fmt.Sprintf("size=%d,nr_inodes=4096", tmpSize),
 	}
-	for _, d := range []string{dir, ws, tmp} {
+	for _, d := range []string{dir, mws, mtmp, ws, tmp} {
 		if err := os.Mkdir(d, 0o700); err != nil {
 			_ = removeRunDir(dir) // the error below says what failed
 			return "", "", "", fmt.Errorf("landlock run directory: %w", err)
@@ -376,6 +390,13 @@ func (t *landlockTier) runDirs(id string, ids lease, workspace int64) (dir, ws, 
 		}
 	}
 	return dir, ws, tmp, nil
+}
+
+// newSecret is a directory name no one can guess: 128 random bits.
+func newSecret() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on supported platforms
+	return hex.EncodeToString(b[:])
 }
 
 // removeRunDir unmounts a run directory's tmpfs mounts, if any, and removes it. Its

@@ -109,10 +109,12 @@ def try_(name, f):
 try_("read workspace", lambda: open(t["cwd"] + "/secret.txt").read())
 try_("read tmp", lambda: open(t["tmp"] + "/secret.txt").read())
 try_("list workspace", lambda: os.listdir(t["cwd"]))
-try_("list run dirs", lambda: os.listdir(os.path.dirname(os.path.dirname(t["cwd"]))))
+try_("list run dirs", lambda: os.listdir(os.path.dirname(os.path.dirname(os.path.dirname(t["cwd"])))))
 def conn():
     s = socket.socket(socket.AF_UNIX)
-    s.connect(t["tmp"] + "/sock")
+    # A link with a short name: the victim's path is longer than sun_path holds.
+    os.symlink(t["tmp"] + "/sock", "sock-link")
+    s.connect("sock-link")
 try_("connect its socket", conn)
 for who in ("victim", "server"):
     pid = t[who]
@@ -160,18 +162,24 @@ print(json.dumps(out))
 	vpid := waitHostProc(t, marker, 5*time.Second)
 	// Its run directory is named after its ID (runDirs), with a suffix when a host uid
 	// found busy made it try again (run).
-	var dir string
+	// The workspace and tmp are a secret-named directory in each (runDirs): this test
+	// hands the attacker what it could not find, to show the content is closed too.
+	var ws, tmp string
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		socks, _ := filepath.Glob(s.ll.base + "/" + vspec.ID + "*/tmp/ready")
+		socks, _ := filepath.Glob(s.ll.base + "/" + vspec.ID + "*/tmp/*/ready")
 		if len(socks) == 1 {
-			dir = filepath.Dir(filepath.Dir(socks[0]))
+			tmp = filepath.Dir(socks[0])
+			wss, _ := filepath.Glob(filepath.Dir(filepath.Dir(tmp)) + "/workspace/*")
+			if len(wss) == 1 {
+				ws = wss[0]
+			}
 			break
 		}
 	}
-	if dir == "" {
+	if ws == "" {
 		t.Fatalf("the victim's tmp/ready did not appear in %s", s.ll.base)
 	}
-	var facts = map[string]any{"victim": vpid, "server": os.Getpid(), "cwd": dir + "/workspace", "tmp": dir + "/tmp"}
+	var facts = map[string]any{"victim": vpid, "server": os.Getpid(), "cwd": ws, "tmp": tmp}
 	stdin, _ := json.Marshal(facts)
 	aspec := pySpec(attacker, newMarker())
 	aspec.Stdin = stdin

@@ -342,9 +342,9 @@ func TestFilterPerArch(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s program filter: %v", tc.arch, err)
 		}
-		if ks := bpfConstants(pf.prog); !ks[tc.audit] || ks[tc.notAudit] || !ks[tc.prlimit64] || pf.rules != 7+len(xattrSyscalls)+len(xattrReadSyscalls) {
+		if ks := bpfConstants(pf.prog); !ks[tc.audit] || ks[tc.notAudit] || !ks[tc.prlimit64] || pf.rules != 8+len(xattrSyscalls)+len(xattrReadSyscalls) {
 			t.Errorf("%s program filter: own AUDIT_ARCH %v, another's %v, prlimit64 (%d) %v, %d rules (want %d)",
-				tc.arch, ks[tc.audit], ks[tc.notAudit], tc.prlimit64, ks[tc.prlimit64], pf.rules, 7+len(xattrSyscalls)+len(xattrReadSyscalls))
+				tc.arch, ks[tc.audit], ks[tc.notAudit], tc.prlimit64, ks[tc.prlimit64], pf.rules, 8+len(xattrSyscalls)+len(xattrReadSyscalls))
 		}
 		for _, network := range []bool{false, true} {
 			f, err := compileFilter(filterPlan{network: network, arch: tc.arch})

@@ -154,10 +154,11 @@ func artifactSums(as []sandbox.Artifact) string {
 
 // normalise drops what legitimately differs between runs: node's stack frames for its
 // internals, and object addresses (python's "<function <lambda> at 0x7f…>").
-// runDirs replaces the Landlock tier's run directories, one per run, by one name.
-func runDirs(b []byte) string { return runDir.ReplaceAllString(string(b), "<run>/") }
+// runDirs replaces the Landlock tier's run directories, one per run, by one name, and
+// the secret names of their workspace and tmp (landlockTier.runDirs) by one each.
+func runDirs(b []byte) string { return runDir.ReplaceAllString(string(b), "<run>/$1") }
 
-var runDir = regexp.MustCompile(`/[^\s"']*/landlock-[0-9.-]+/[0-9a-f-]+/`)
+var runDir = regexp.MustCompile(`/[^\s"']*/landlock-[0-9.-]+/[0-9a-f-]+/(workspace|tmp)?(?:/[0-9a-f]{32})?`)
 
 func normalise(b []byte) string {
 	b = []byte(runDirs(b))

@@ -552,6 +552,15 @@ var metadataIoctls = []uint32{
 	unix.FS_IOC_ENABLE_VERITY, unix.FS_IOC_SET_ENCRYPTION_POLICY,
 }
 
+// pidfdGetInfo is PIDFD_GET_INFO (Linux 6.13), whatever the size of the struct in the
+// command: the program filter answers it as a kernel without it does (ENOTTY). With no
+// pid namespace a run may pidfd_open any process of the host, another run's among them,
+// and the kernel asks nothing more for this: it told a run another run's uids and
+// cgroup while it ran, and once it died, its exit status (PIDFD_INFO_EXIT, 6.15:
+// TestLandlockPidfdInfoRefused). The namespace ioctls on a pidfd need ptrace access,
+// which Landlock refuses across domains.
+var pidfdGetInfo = maskedValue{0xc000ffff, 0xc000ff0b}
+
 // compileProgramFilter is the program filter; arch as in filterPlan.
 func compileProgramFilter(arch seccomp.ScmpArch, sharedUID bool) (*bpf, error) {
 	filter, err := seccomp.NewFilter(seccomp.ActAllow)
@@ -575,6 +584,7 @@ func compileProgramFilter(arch seccomp.ScmpArch, sharedUID bool) (*bpf, error) {
 	b.rule("prlimit64", eperm, cond(0, seccomp.CompareNotEqual, 0), cond(2, seccomp.CompareNotEqual, 0))
 	b.rule("setpriority", eperm, cond(1, seccomp.CompareNotEqual, 0))
 	b.rule("setpriority", eperm, cond(0, seccomp.CompareGreater, unix.PRIO_PGRP))
+	b.rule("ioctl", seccomp.ActErrno.SetReturnCode(int16(unix.ENOTTY)), cond(1, seccomp.CompareMaskedEqual, pidfdGetInfo.mask, pidfdGetInfo.value))
 	noXattrs := seccomp.ActErrno.SetReturnCode(int16(unix.EOPNOTSUPP))
 	for _, name := range append(slices.Clone(xattrSyscalls), xattrReadSyscalls...) {
 		b.rule(name, noXattrs)
