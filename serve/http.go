@@ -635,6 +635,9 @@ func guard(next http.Handler, opt HTTPOptions, sse *server.SSEServer, streams *s
 type envelope struct {
 	ID     json.RawMessage `json:"id"`
 	Method string          `json:"method"`
+	// JSONRPC and Result are for answerOf.
+	JSONRPC json.RawMessage `json:"jsonrpc"`
+	Result  json.RawMessage `json:"result"`
 	Params struct {
 		Meta *mcp.Meta `json:"_meta"`
 		// RequestID is the request a notifications/cancelled names.
@@ -716,7 +719,7 @@ func gate(next http.Handler, streams *sseStreams, opt HTTPOptions) http.Handler 
 		}
 		var key, refuse string
 		if b, ok := r.Body.(body); ok {
-			key, refuse = answerOf(b.raw)
+			key, refuse = answerOf(msg, b.raw)
 		}
 		if refuse != "" {
 			rpcError(w, http.StatusBadRequest, nil, "invalid request: "+refuse+"; nothing ran")

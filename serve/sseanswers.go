@@ -146,29 +146,43 @@ func answerKey(id json.RawMessage) (string, bool) {
 }
 
 // answerOf is the key of the answer mcp-go will put on the stream for a posted message,
-// "" when it puts none with an id there, or why the message is refused. It decodes the
-// message as mcp-go's HandleMessage does (the same fields, of the same types): a message
-// that does not decode so is answered with a null id, one without an id or with a
-// "result" (a client's answer to the server) is not answered at all. An id that is no
-// string or number, or whose answer's id would be longer than the stream's scanner keeps
-// (maxID), is refused: its answer could not be matched, and holding nothing for it would
-// let its body and its call escape the bounds.
-func answerOf(raw []byte) (key, refuse string) {
-	var m struct {
-		JSONRPC string `json:"jsonrpc"`
-		Method  string `json:"method"`
-		ID      any    `json:"id,omitempty"`
-		Result  any    `json:"result,omitempty"`
+// "" when it puts none with an id there, or why the message is refused. It follows
+// mcp-go's HandleMessage, which decodes jsonrpc and method as strings and id and result
+// as any: a message that does not decode so is answered with a null id, one without an
+// id or with a "result" (a client's answer to the server) is not answered at all. msg is
+// message's decode of raw; raw is decoded again only when msg is partial (a second decode
+// of every body cost as much as message's, 20 ms a MiB). An id that is no string or
+// number, or whose answer's id would be longer than the stream's scanner keeps (maxID),
+// is refused: its answer could not be matched, and holding nothing for it would let its
+// body and its call escape the bounds.
+func answerOf(msg envelope, raw []byte) (key, refuse string) {
+	var id any
+	if msg.partial {
+		var m struct {
+			JSONRPC string `json:"jsonrpc"`
+			Method  string `json:"method"`
+			ID      any    `json:"id,omitempty"`
+			Result  any    `json:"result,omitempty"`
+		}
+		if json.Unmarshal(raw, &m) != nil || m.Result != nil {
+			return "", ""
+		}
+		id = m.ID
+	} else {
+		notString := len(msg.JSONRPC) > 0 && msg.JSONRPC[0] != '"' && string(msg.JSONRPC) != "null"
+		hasResult := len(msg.Result) > 0 && string(msg.Result) != "null"
+		if notString || hasResult || len(msg.ID) == 0 || json.Unmarshal(msg.ID, &id) != nil {
+			return "", ""
+		}
 	}
-	if json.Unmarshal(raw, &m) != nil || m.ID == nil || m.Result != nil {
+	switch id.(type) {
+	case nil:
 		return "", ""
-	}
-	switch m.ID.(type) {
 	case string, float64:
 	default:
 		return "", "a request id must be a string or a number"
 	}
-	b, err := json.Marshal(m.ID)
+	b, err := json.Marshal(id)
 	if err != nil || len(b) > maxID {
 		return "", fmt.Sprintf("a request id may be at most %d bytes long", maxID)
 	}

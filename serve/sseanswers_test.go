@@ -258,7 +258,8 @@ func TestSSEStreamEndReleasesEverything(t *testing.T) {
 		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
 		`{"jsonrpc":"2.0","id":null,"method":"notifications/initialized"}`,
 		`{"jsonrpc":"2.0","id":5,"result":{}}`,
-		`{"jsonrpc":"2.0","id":6,"method":7}`, // mcp-go answers it with a null id
+		`{"jsonrpc":"2.0","id":6,"method":7}`,        // mcp-go answers these two with a null id
+		`{"jsonrpc":2,"id":8,"method":"tools/list"}`, // (their decode fails)
 	} {
 		if r := do(t, http.MethodPost, c.endpoint, msg, nil); r.code != http.StatusAccepted {
 			t.Errorf("%s: %d %s", msg, r.code, r.body)
@@ -408,5 +409,54 @@ func TestAnswerWriterFindsAnswers(t *testing.T) {
 		if fmt.Sprint(got) != `[5 "x" 7]` {
 			t.Errorf("step %d: released %v, want [5 \"x\" 7]", step, got)
 		}
+	}
+}
+
+// BenchmarkAnswerWriter is the stream's parse of a 1 MiB answer's event against the same
+// write without it (io.Discard): the scan stops at the answer's "result", and the rest is
+// a newline search.
+func BenchmarkAnswerWriter(b *testing.B) {
+	event := []byte("event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":12,\"result\":{\"content\":[{\"type\":\"text\",\"text\":\"" +
+		strings.Repeat("x", 1<<20) + "\"}]}}\n\n")
+	for _, parse := range []bool{false, true} {
+		b.Run(fmt.Sprintf("parse=%t", parse), func(b *testing.B) {
+			b.SetBytes(int64(len(event)))
+			a := newSSEAnswers()
+			var w http.ResponseWriter = discardWriter{httptest.NewRecorder()}
+			if parse {
+				w = newAnswerWriter(w, a)
+			}
+			for b.Loop() {
+				a.hold("12", &release{})
+				_, _ = w.Write(event)
+				w.(http.Flusher).Flush()
+				a.answered("12")
+			}
+		})
+	}
+}
+
+// discardWriter drops what is written to it.
+type discardWriter struct{ *httptest.ResponseRecorder }
+
+func (discardWriter) Write(p []byte) (int, error) { return len(p), nil }
+
+// BenchmarkAnswerOf is what finding a posted 1 MiB call's answer id costs beside
+// message's decode, which every posted message pays: nothing, but for partial messages.
+func BenchmarkAnswerOf(b *testing.B) {
+	raw := []byte(callID("12", "x", 1<<20))
+	r := httptest.NewRequest(http.MethodPost, "/message", nil)
+	r.Body = body{nil, raw}
+	for _, partial := range []bool{false, true} {
+		b.Run(fmt.Sprintf("message+answerOf/partial=%t", partial), func(b *testing.B) {
+			b.SetBytes(int64(len(raw)))
+			for b.Loop() {
+				msg := message(r)
+				msg.partial = partial // the second decode, taken only for partial messages
+				if key, _ := answerOf(msg, raw); key != "12" {
+					b.Fatal(key)
+				}
+			}
+		})
 	}
 }
