@@ -638,7 +638,7 @@ type envelope struct {
 	// JSONRPC and Result are for answerOf.
 	JSONRPC json.RawMessage `json:"jsonrpc"`
 	Result  json.RawMessage `json:"result"`
-	Params struct {
+	Params  struct {
 		Meta *mcp.Meta `json:"_meta"`
 		// RequestID is the request a notifications/cancelled names.
 		RequestID json.RawMessage `json:"requestId"`
