@@ -276,7 +276,7 @@ func Handler(s *server.MCPServer, base string, opt HTTPOptions) http.Handler {
 	}
 	opt.Log = opt.Log.With("component", "http")
 	opt.refused = &refusalLog{log: opt.Log}
-	if opt.MaxBodyBytes > 0 {
+	if opt.MaxBodyBytes > 0 && opt.bodies == nil { // a test's own budget, to read
 		opt.bodies = &bodyBudget{max: bodyBudgetBodies * opt.MaxBodyBytes, each: map[string]int64{}}
 	}
 	if opt.Clients == nil {
@@ -587,10 +587,11 @@ func guard(next http.Handler, opt HTTPOptions, sse *server.SSEServer, streams *s
 		if r.Body != nil && r.Method == http.MethodPost {
 			limit := bodyLimit(opt)
 			if r.ContentLength > limit {
-				tooLarge(w, r, limit, sse, nil)
+				tooLarge(w, r, limit, sse, streams, nil)
 				return
 			}
-			// The body is held until the handler returns: counted from before its first
+			// The body is held until the handler returns, or on SSE until the call's
+			// answer is on the stream (see sseAnswers): counted from before its first
 			// byte is read, at its length, or the limit when it has none (chunked).
 			need := limit
 			if r.ContentLength >= 0 {
@@ -604,7 +605,10 @@ func guard(next http.Handler, opt HTTPOptions, sse *server.SSEServer, streams *s
 					"server busy: it holds as many request bodies as it may (yours or all clients'); nothing ran: retry in a moment")
 				return
 			}
-			defer opt.bodies.give(who, need)
+			rel := &release{}
+			rel.add(func() { opt.bodies.give(who, need) })
+			defer rel.returned()
+			r = r.WithContext(context.WithValue(r.Context(), releaseKey{}, rel))
 			// Read here so a chunked body without Content-Length gets a 413 too, not
 			// whatever the transport makes of a short read.
 			raw, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
@@ -618,7 +622,7 @@ func guard(next http.Handler, opt HTTPOptions, sse *server.SSEServer, streams *s
 				return
 			}
 			if int64(len(raw)) > limit {
-				tooLarge(w, r, limit, sse, raw)
+				tooLarge(w, r, limit, sse, streams, raw)
 				return
 			}
 			r.Body = body{bytes.NewReader(raw), raw}
@@ -631,7 +635,10 @@ func guard(next http.Handler, opt HTTPOptions, sse *server.SSEServer, streams *s
 type envelope struct {
 	ID     json.RawMessage `json:"id"`
 	Method string          `json:"method"`
-	Params struct {
+	// JSONRPC and Result are for answerOf.
+	JSONRPC json.RawMessage `json:"jsonrpc"`
+	Result  json.RawMessage `json:"result"`
+	Params  struct {
 		Meta *mcp.Meta `json:"_meta"`
 		// RequestID is the request a notifications/cancelled names.
 		RequestID json.RawMessage `json:"requestId"`
@@ -697,7 +704,8 @@ func admit(w http.ResponseWriter, r *http.Request, msg envelope, st *State) (fun
 }
 
 // gate applies admit to the legacy SSE transport's posted messages, and tracks its
-// streams' owners.
+// streams' owners. What a posted request holds (admit's place, guard's body bytes) is
+// held until its answer is on its stream (see sseAnswers), not only until the 202.
 func gate(next http.Handler, streams *sseStreams, opt HTTPOptions) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodGet {
@@ -709,15 +717,45 @@ func gate(next http.Handler, streams *sseStreams, opt HTTPOptions) http.Handler 
 			refuseMalformed(w, msg)
 			return
 		}
+		var key, refuse string
+		if b, ok := r.Body.(body); ok {
+			key, refuse = answerOf(msg, b.raw)
+		}
+		if refuse != "" {
+			rpcError(w, http.StatusBadRequest, nil, "invalid request: "+refuse+"; nothing ran")
+			return
+		}
+		rel, _ := r.Context().Value(releaseKey{}).(*release)
+		if rel == nil {
+			rel = &release{}
+			defer rel.returned()
+		}
 		leave, ok := admit(w, r, msg, opt.State)
 		if !ok {
 			return
 		}
-		defer leave()
-		if end := streams.end(r.URL.Query().Get("sessionId")); end != nil {
+		rel.add(leave)
+		sid := r.URL.Query().Get("sessionId")
+		if end := streams.end(sid); end != nil {
 			r = r.WithContext(context.WithValue(r.Context(), streamEndKey{}, end))
 		}
-		next.ServeHTTP(w, r)
+		answers := streams.answersOf(sid)
+		if key == "" || answers == nil {
+			next.ServeHTTP(w, r)
+			return
+		}
+		// Kept before mcp-go sees the message: its answer may be on the stream before
+		// the 202 is.
+		if !answers.hold(key, rel) {
+			rpcError(w, http.StatusConflict, msg.ID,
+				"a request with this id is in flight on this stream: an id must not be reused while its request runs; nothing ran")
+			return
+		}
+		sw := &statusWriter{ResponseWriter: w}
+		next.ServeHTTP(sw, r)
+		if sw.code != http.StatusAccepted {
+			answers.drop(key, rel) // answered in the POST's own response
+		}
 	})
 }
 

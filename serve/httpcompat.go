@@ -93,8 +93,10 @@ func withMetaVersion(body []byte, version string) []byte {
 // looked for in the body (read, not kept, up to 4x the limit) and, when found, the error
 // is a JSON-RPC error with that id: on the SSE stream (202 to the POST) or as the 413's
 // body. Without an id (a notification, or none within the bound) it is a plain 413.
-// read is what has been read of the body already.
-func tooLarge(w http.ResponseWriter, r *http.Request, limit int64, sse *server.SSEServer, read []byte) {
+// read is what has been read of the body already. On the stream the error takes its
+// id's place among streams' answers awaited, as any answer there does (see sseAnswers):
+// else it would give back the hold of a call in flight under that id.
+func tooLarge(w http.ResponseWriter, r *http.Request, limit int64, sse *server.SSEServer, streams *sseStreams, read []byte) {
 	ids := &idScanner{}
 	_, _ = ids.Write(read)
 	rest := io.LimitReader(r.Body, 3*limit)
@@ -113,13 +115,34 @@ func tooLarge(w http.ResponseWriter, r *http.Request, limit int64, sse *server.S
 		return
 	}
 	resp := errorResponse(id, mcp.INVALID_REQUEST, "message too large: "+msg)
-	if sse != nil {
-		if sid := r.URL.Query().Get("sessionId"); sid != "" && sse.SendEventToSession(sid, resp) == nil {
-			w.WriteHeader(http.StatusAccepted)
-			return
-		}
+	if sse != nil && onStream(r.URL.Query().Get("sessionId"), id, resp, sse, streams) {
+		w.WriteHeader(http.StatusAccepted)
+		return
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusRequestEntityTooLarge)
 	_ = json.NewEncoder(w).Encode(resp)
+}
+
+// onStream puts tooLarge's error resp, for the request id, on stream sid, and reports
+// whether it did. It does not while a request with that id is in flight there.
+func onStream(sid string, id json.RawMessage, resp any, sse *server.SSEServer, streams *sseStreams) bool {
+	if sid == "" {
+		return false
+	}
+	key, ok := answerKey(id)
+	answers := streams.answersOf(sid)
+	if !ok || answers == nil {
+		// An id no request can hold (1e700 decodes to no float64) releases nothing.
+		return sse.SendEventToSession(sid, resp) == nil
+	}
+	rel := &release{}
+	if !answers.hold(key, rel) {
+		return false
+	}
+	if sse.SendEventToSession(sid, resp) != nil {
+		answers.drop(key, rel)
+		return false
+	}
+	return true
 }

@@ -22,7 +22,20 @@ type idScanner struct {
 	val     []byte
 	id      json.RawMessage
 	failed  bool // not an object, or an id too long to be one
+	// kind, in kindOf mode, is what the depth-1 members seen so far make the message:
+	// sseAnswers must tell an answer from a request of the server's that carries an id.
+	kindOf bool
+	kind   msgKind
 }
+
+// msgKind is what a message's depth-1 members make it.
+type msgKind uint8
+
+const (
+	kindUnknown msgKind = iota
+	kindRequest         // it has a "method": a request or a notification
+	kindAnswer          // it has a "result" or an "error" and, so far, no "method"
+)
 
 const (
 	maxKey = 8
@@ -31,7 +44,7 @@ const (
 
 func (s *idScanner) Write(p []byte) (int, error) {
 	for _, c := range p {
-		if s.id != nil || s.failed {
+		if s.settled() {
 			break
 		}
 		s.step(c)
@@ -89,8 +102,18 @@ func (s *idScanner) step(c byte) {
 			s.wantKey = true
 		}
 	case ':':
-		if s.depth == 1 && string(s.key) == "id" {
+		if s.depth != 1 {
+			break
+		}
+		switch string(s.key) {
+		case "id":
 			s.inID, s.val = true, s.val[:0]
+		case "method":
+			s.kind = kindRequest
+		case "result", "error":
+			if s.kind == kindUnknown {
+				s.kind = kindAnswer
+			}
 		}
 	}
 }
@@ -115,8 +138,27 @@ func (s *idScanner) endID() {
 	}
 }
 
-// settled reports whether more input cannot change ID.
-func (s *idScanner) settled() bool { return s.id != nil || s.failed }
+// settled reports whether more input cannot change ID (and in kindOf mode, Answer): an
+// answer's id and its "result" come within its first few dozen bytes, so the scan of a
+// MiB of output stops there.
+func (s *idScanner) settled() bool {
+	switch {
+	case s.failed:
+		return true
+	case !s.kindOf:
+		return s.id != nil
+	}
+	return s.kind == kindRequest || s.kind == kindAnswer && s.id != nil
+}
+
+// Answer is, in kindOf mode, the id of an answer (a message with a "result" or an
+// "error", no "method"), or nil.
+func (s *idScanner) Answer() json.RawMessage {
+	if s.kind != kindAnswer {
+		return nil
+	}
+	return s.id
+}
 
 // ID is the message's id, or nil when it has none a response could carry (a
 // notification, a null id, or an id past the end of what was scanned).

@@ -279,17 +279,26 @@ type sseStreams struct {
 	// ends holds each open stream's context, which ends with the stream: the calls
 	// posted to it end with it (see endWithStream).
 	ends map[string]context.Context
+	// answers holds each open stream's calls awaiting their answer (see sseAnswers).
+	answers map[string]*sseAnswers
 	// ended, when set, is told of each stream that closes: its MCP session ends with
 	// it (HTTPOptions.SessionEnded).
 	ended func(id, owner string)
 }
 
-// streamKey carries, in a GET /sse request's context, where newID writes the id it made,
-// so that the stream's end can drop it.
+// streamKey carries, in a GET /sse request's context, its liveStream: newID writes the id
+// it made there, so that the stream's end can drop it.
 type streamKey struct{}
 
+// liveStream is a GET /sse being served.
+type liveStream struct {
+	id      string
+	answers *sseAnswers
+}
+
 func newSSEStreams() *sseStreams {
-	return &sseStreams{owner: map[string]string{}, each: map[string]int{}, ends: map[string]context.Context{}}
+	return &sseStreams{owner: map[string]string{}, each: map[string]int{}, ends: map[string]context.Context{},
+		answers: map[string]*sseAnswers{}}
 }
 
 // newID is mcp-go's SessionIDGenFunc: 128 random bits, owned by the request's client.
@@ -297,13 +306,15 @@ func (s *sseStreams) newID(_ context.Context, r *http.Request) (string, error) {
 	var b [16]byte
 	_, _ = rand.Read(b[:])
 	id := hex.EncodeToString(b[:])
+	o, _ := r.Context().Value(streamKey{}).(*liveStream)
 	s.mu.Lock()
 	s.owner[id] = runner.PrincipalFrom(r.Context())
 	s.ends[id] = r.Context()
-	s.mu.Unlock()
-	if h, ok := r.Context().Value(streamKey{}).(*string); ok {
-		*h = id
+	if o != nil {
+		o.id = id
+		s.answers[id] = o.answers
 	}
+	s.mu.Unlock()
 	return id, nil
 }
 
@@ -329,22 +340,28 @@ func (s *sseStreams) stream(next http.Handler, w http.ResponseWriter, r *http.Re
 	s.open++
 	s.each[who]++
 	s.mu.Unlock()
-	id := new(string)
+	o := &liveStream{answers: newSSEAnswers()}
+	aw := newAnswerWriter(w, o.answers)
 	defer func() {
 		s.mu.Lock()
 		s.open--
 		if s.each[who]--; s.each[who] == 0 {
 			delete(s.each, who)
 		}
-		owner, ok := s.owner[*id]
-		delete(s.owner, *id)
-		delete(s.ends, *id)
+		owner, ok := s.owner[o.id]
+		delete(s.owner, o.id)
+		delete(s.ends, o.id)
+		delete(s.answers, o.id)
 		s.mu.Unlock()
+		// The stream's calls are cancelled with it (endWithStream): nothing of theirs is
+		// held any more.
+		aw.release()
+		o.answers.end()
 		if ok && s.ended != nil {
-			s.ended(*id, owner)
+			s.ended(o.id, owner)
 		}
 	}()
-	next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), streamKey{}, id)))
+	next.ServeHTTP(aw, r.WithContext(context.WithValue(r.Context(), streamKey{}, o)))
 }
 
 // end is the context of the open stream id, which ends when the stream does; nil when
@@ -353,6 +370,13 @@ func (s *sseStreams) end(id string) context.Context {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.ends[id]
+}
+
+// answersOf is the open stream id's calls awaiting answers; nil when no such stream is open.
+func (s *sseStreams) answersOf(id string) *sseAnswers {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.answers[id]
 }
 
 // owns reports whether the open stream id belongs to client who.
