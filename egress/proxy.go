@@ -594,8 +594,10 @@ func (c *countedWriter) Write(b []byte) (int, error) {
 }
 
 // tunnel answers CONNECT and relays bytes. A TLS ClientHello must name the host the
-// CONNECT named (or none): the address was chosen for that host, and an SNI for another
-// one is domain fronting past the allowlist.
+// CONNECT named (or none), in the clear: the address was chosen for that host, and an
+// SNI for another one, or one encrypted (ECH), is domain fronting past the allowlist.
+// When the destination answers with a HelloRetryRequest, the client's second
+// ClientHello is held to the same rule: a front end may serve the name of the second.
 func (p *Proxy) tunnel(c net.Conn, br *bufio.Reader, up net.Conn, host string, t *tally, conn *sandbox.Connection) {
 	if _, err := io.WriteString(c, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
 		return
@@ -610,30 +612,89 @@ func (p *Proxy) tunnel(c net.Conn, br *bufio.Reader, up net.Conn, host string, t
 		_, _ = c.Write(tlsAlert)
 		return
 	}
+	var ur io.Reader = up
 	if isTLS(first[0]) {
-		raw, hello, err := readClientHello(br)
-		var sni string
-		if err == nil {
-			sni, err = helloSNI(hello)
+		if !p.passHello(c, br, up, host, t, conn) {
+			return
 		}
+		// The destination's answer is read whole before the client's next bytes: only
+		// after a HelloRetryRequest may the client send a hello again in the clear.
+		bur := bufio.NewReader(up)
+		ur = bur
+		_ = up.SetReadDeadline(time.Now().Add(p.headerTimeout))
+		raw, retry, ended, err := readServerHello(bur)
 		if err != nil {
-			conn.Verdict, conn.Rule = "refused", "malformed-tls"
-			_, _ = c.Write(tlsAlert)
+			conn.Verdict, conn.Rule = "failed", "bad-response"
+			p.log.Debug("egress: the destination's answer to a ClientHello is not TLS", "host", host, "err", err)
 			return
 		}
-		want, _ := normalizeHost(host)
-		if got, _ := normalizeHost(sni); sni != "" && got != want {
-			conn.Verdict, conn.Rule = "refused", "sni-mismatch"
-			p.log.Debug("egress: ClientHello names another host than CONNECT", "connect", host, "sni", sni)
-			_, _ = c.Write(tlsAlert)
+		_ = up.SetReadDeadline(time.Time{})
+		if _, err := (&countedWriter{t, c, &t.received}).Write(raw); err != nil {
 			return
 		}
-		if _, err := (&countedWriter{t, up, &t.sent}).Write(raw); err != nil {
+		if retry && !ended && !p.passSecondHello(c, br, up, host, t, conn) {
 			return
 		}
 	}
 	_ = c.SetReadDeadline(time.Time{})
-	relay(t, br, c, up)
+	relay(t, br, c, up, ur)
+}
+
+// passHello reads the client's ClientHello, checks the name it gives, and forwards it.
+// false: it was refused (conn says why) or could not be forwarded.
+func (p *Proxy) passHello(c net.Conn, br *bufio.Reader, up net.Conn, host string, t *tally, conn *sandbox.Connection) bool {
+	raw, hello, err := readClientHello(br)
+	var sni string
+	if err == nil {
+		sni, err = helloSNI(hello)
+	}
+	want, _ := normalizeHost(host)
+	got, _ := normalizeHost(sni)
+	switch {
+	case errors.Is(err, errHiddenName):
+		conn.Verdict, conn.Rule = "refused", "ech"
+	case err != nil:
+		conn.Verdict, conn.Rule = "refused", "malformed-tls"
+	case sni != "" && got != want:
+		conn.Verdict, conn.Rule = "refused", "sni-mismatch"
+		p.log.Debug("egress: ClientHello names another host than CONNECT", "connect", host, "sni", sni)
+	default:
+		_, err := (&countedWriter{t, up, &t.sent}).Write(raw)
+		return err == nil
+	}
+	_, _ = c.Write(tlsAlert)
+	return false
+}
+
+// passSecondHello forwards what a client sends after a HelloRetryRequest up to its
+// second ClientHello (a change_cipher_spec, early data the server skips), then that
+// hello, checked as the first was.
+func (p *Proxy) passSecondHello(c net.Conn, br *bufio.Reader, up net.Conn, host string, t *tally, conn *sandbox.Connection) bool {
+	_ = c.SetReadDeadline(time.Now().Add(p.headerTimeout))
+	for {
+		b, err := br.Peek(1)
+		if err != nil {
+			return false
+		}
+		switch b[0] {
+		case recordHandshake:
+			return p.passHello(c, br, up, host, t, conn)
+		case recordChangeCipher, recordAppData:
+			hdr, frag, err := readRecord(br)
+			if err != nil {
+				conn.Verdict, conn.Rule = "refused", "malformed-tls"
+				_, _ = c.Write(tlsAlert)
+				return false
+			}
+			if _, err := (&countedWriter{t, up, &t.sent}).Write(append(hdr, frag...)); err != nil {
+				return false
+			}
+		default:
+			conn.Verdict, conn.Rule = "refused", "malformed-tls"
+			_, _ = c.Write(tlsAlert)
+			return false
+		}
+	}
 }
 
 // tlsAlert is a fatal access_denied alert (TLS 1.2 record framing, as every version
@@ -642,8 +703,8 @@ var tlsAlert = []byte{21, 3, 3, 0, 2, 2, 49}
 
 // relay copies both ways until the destination is done or the cap is reached. The
 // sandbox's end of writing is passed on as a half-close; the destination's end, or any
-// error, ends both.
-func relay(t *tally, br *bufio.Reader, c, up net.Conn) {
+// error, ends both. ur reads up (through what was buffered of it).
+func relay(t *tally, br *bufio.Reader, c, up net.Conn, ur io.Reader) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -655,7 +716,7 @@ func relay(t *tally, br *bufio.Reader, c, up net.Conn) {
 		up.Close()
 		c.Close()
 	}()
-	_ = t.copyCounted(c, up, &t.received)
+	_ = t.copyCounted(c, ur, &t.received)
 	c.Close()
 	up.Close()
 	<-done
