@@ -338,7 +338,7 @@ func (p *Proxy) handle(c net.Conn) {
 	}
 	t := &tally{p: p}
 	if req.Method == http.MethodConnect {
-		p.tunnel(c, br, up, host, t, &conn)
+		p.tunnel(c, br, lim, up, host, port, t, &conn)
 	} else {
 		p.forward(c, req, up, t, &conn)
 	}
@@ -598,7 +598,7 @@ func (c *countedWriter) Write(b []byte) (int, error) {
 // SNI for another one, or one encrypted (ECH), is domain fronting past the allowlist.
 // When the destination answers with a HelloRetryRequest, the client's second
 // ClientHello is held to the same rule: a front end may serve the name of the second.
-func (p *Proxy) tunnel(c net.Conn, br *bufio.Reader, up net.Conn, host string, t *tally, conn *sandbox.Connection) {
+func (p *Proxy) tunnel(c net.Conn, br *bufio.Reader, lim *limitedReader, up net.Conn, host string, port int, t *tally, conn *sandbox.Connection) {
 	if _, err := io.WriteString(c, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
 		return
 	}
@@ -610,6 +610,16 @@ func (p *Proxy) tunnel(c net.Conn, br *bufio.Reader, up net.Conn, host string, t
 	if otherRecordFirst(first) {
 		conn.Verdict, conn.Rule = "refused", "malformed-tls"
 		_, _ = c.Write(tlsAlert)
+		return
+	}
+	switch firstLine(br) {
+	case lineHTTP:
+		p.tunnelHTTP(c, br, lim, up, net.JoinHostPort(host, strconv.Itoa(port)), t, conn)
+		return
+	case lineRefused:
+		conn.Verdict, conn.Rule = "refused", "http-in-tunnel"
+		writeStatus(c, http.StatusForbidden, &Refusal{"http-in-tunnel", "a tunnel that starts like an HTTP request must start with one whole HTTP/1 request line; send plain HTTP as an absolute http:// URL"})
+		closeGently(c)
 		return
 	}
 	var ur io.Reader = up
@@ -638,6 +648,79 @@ func (p *Proxy) tunnel(c net.Conn, br *bufio.Reader, up net.Conn, host string, t
 	}
 	_ = c.SetReadDeadline(time.Time{})
 	relay(t, br, c, up, ur)
+}
+
+// The kinds of a tunnel's first line, for firstLine.
+const (
+	lineOther   = iota // not text, or text that is not an HTTP request: relayed as it is
+	lineHTTP           // an HTTP/1 request line: the request is forwarded
+	lineRefused        // could still become a request line a server reads, but not one the proxy can check
+)
+
+// firstLine classifies what a tunnel starts with. Plain HTTP through a CONNECT tunnel
+// would reach the checked address with any Host, request after request: behind a shared
+// front end, another site. So a tunnel whose first line is an HTTP/1 request line gets
+// the forwarded exchange's rules (tunnelHTTP), and one that could still turn into a
+// request line (leading blank lines, which servers skip; a line longer than the buffer;
+// one not ended in time) is refused. A byte no request line holds (a control, NUL:
+// binary protocols) ends the question, as does a whole line that is not a request.
+func firstLine(br *bufio.Reader) int {
+	b, _ := br.Peek(1)
+	if len(b) == 0 {
+		return lineOther
+	}
+	if c := b[0]; c == '\r' || c == '\n' || c == ' ' || c == '\t' {
+		return lineRefused
+	}
+	if !tokenByte(b[0]) {
+		return lineOther
+	}
+	for i := 1; ; i++ {
+		if i == br.Size() {
+			return lineRefused
+		}
+		b, err := br.Peek(i + 1)
+		if len(b) <= i {
+			_ = err // the client ended or stalled mid-line
+			return lineRefused
+		}
+		switch c := b[i]; {
+		case c == '\n':
+			f := strings.Fields(strings.TrimSuffix(string(b[:i]), "\r"))
+			if len(f) == 3 && strings.HasPrefix(f[2], "HTTP/") {
+				return lineHTTP
+			}
+			if len(f) > 0 && strings.HasPrefix(f[len(f)-1], "HTTP/") {
+				return lineRefused
+			}
+			return lineOther
+		case c < 0x20 && c != '\t' && c != '\r' || c == 0x7f:
+			return lineOther
+		}
+	}
+}
+
+// tokenByte reports whether c may start an HTTP method (a token, RFC 9110 §5.6.2).
+func tokenByte(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0
+}
+
+// tunnelHTTP serves a tunnel that carries plain HTTP as a forwarded request to the
+// CONNECT's destination: its Host is the CONNECT authority, and it is the one exchange
+// of the connection, as forward makes it.
+func (p *Proxy) tunnelHTTP(c net.Conn, br *bufio.Reader, lim *limitedReader, up net.Conn, authority string, t *tally, conn *sandbox.Connection) {
+	lim.n = maxHeader
+	req, err := http.ReadRequest(br)
+	lim.n = 1<<63 - 1
+	if err != nil || req.ProtoMajor != 1 {
+		conn.Verdict, conn.Rule = "refused", "http-in-tunnel"
+		writeStatus(c, http.StatusBadRequest, &Refusal{"http-in-tunnel", "not an HTTP/1 request"})
+		closeGently(c)
+		return
+	}
+	_ = c.SetReadDeadline(time.Time{})
+	req.URL.Scheme, req.URL.Host, req.URL.User = "http", authority, nil
+	p.forward(c, req, up, t, conn)
 }
 
 // passHello reads the client's ClientHello, checks the name it gives, and forwards it.

@@ -342,7 +342,7 @@ func TestEgressHostileDestination(t *testing.T) {
 const uploadProgram = `
 import json, socket, sys
 dest = sys.argv[1]
-blob = b"u" * (4 << 20)
+blob = b"\0" * (4 << 20)  # binary: text with no line end would start a request line
 out = {}
 def attempt(key, first, rest=b""):
     try:
