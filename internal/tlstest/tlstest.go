@@ -65,7 +65,7 @@ func ECHConfig(t testing.TB, publicName string) (config, list, private []byte) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	u16 := func(b []byte, v int) []byte { return binary.BigEndian.AppendUint16(b, uint16(v)) }
+	u16 := func(b []byte, v int) []byte { return binary.BigEndian.AppendUint16(b, uint16(v)) } //nolint:gosec // G115: lengths of a few dozen bytes
 	pub := key.PublicKey().Bytes()
 	c := []byte{7}        // config_id
 	c = u16(c, 0x0020)    // DHKEM(X25519, HKDF-SHA256)
@@ -73,8 +73,8 @@ func ECHConfig(t testing.TB, publicName string) (config, list, private []byte) {
 	c = append(c, pub...) //
 	c = u16(c, 4)         // cipher_suites: HKDF-SHA256, AES-128-GCM
 	c = u16(u16(c, 0x0001), 0x0001)
-	c = append(c, 0) // maximum_name_length
-	c = append(c, byte(len(publicName)))
+	c = append(c, 0)                     // maximum_name_length
+	c = append(c, byte(len(publicName))) //nolint:gosec // G115: a test name, under 256 bytes
 	c = append(c, publicName...)
 	c = u16(c, 0) // extensions
 	config = append(u16(u16(nil, 0xfe0d), len(c)), c...)
@@ -98,9 +98,12 @@ func HelloRetry() []byte {
 	body = append(body, 0x13, 0x01) // TLS_AES_128_GCM_SHA256
 	body = append(body, 0)          // legacy_compression_method
 	exts := []byte{0, 43, 0, 2, 3, 4, 0, 51, 0, 2, 0, 23}
-	body = append(append(body, byte(len(exts)>>8), byte(len(exts))), exts...)
-	msg := append([]byte{2, 0, byte(len(body) >> 8), byte(len(body))}, body...)
-	return append([]byte{22, 3, 3, byte(len(msg) >> 8), byte(len(msg))}, msg...)
+	body = binary.BigEndian.AppendUint16(body, uint16(len(exts))) //nolint:gosec // G115: 12 bytes
+	body = append(body, exts...)
+	msg := binary.BigEndian.AppendUint32(nil, 2<<24|uint32(len(body))) //nolint:gosec // G115: under 100 bytes
+	msg = append(msg, body...)
+	rec := binary.BigEndian.AppendUint16([]byte{22, 3, 3}, uint16(len(msg))) //nolint:gosec // G115: under 100 bytes
+	return append(rec, msg...)
 }
 
 // ChangeCipherSpec is the record a TLS 1.3 client in middlebox compatibility mode sends
