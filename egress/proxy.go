@@ -686,11 +686,14 @@ func firstLine(br *bufio.Reader) int {
 		}
 		switch c := b[i]; {
 		case c == '\n':
-			f := strings.Fields(strings.TrimSuffix(string(b[:i]), "\r"))
-			if len(f) == 3 && strings.HasPrefix(f[2], "HTTP/") {
+			// Exactly "method SP target SP HTTP/x.y"; any other line naming HTTP (a bare
+			// CR, which some servers end a line at; tabs or two spaces, which lenient
+			// ones read as one) is refused.
+			line := strings.TrimSuffix(string(b[:i]), "\r")
+			if f := strings.Split(line, " "); len(f) == 3 && strings.HasPrefix(f[2], "HTTP/") && !strings.ContainsAny(line, "\r\t") {
 				return lineHTTP
 			}
-			if len(f) > 0 && strings.HasPrefix(f[len(f)-1], "HTTP/") {
+			if strings.Contains(strings.ToUpper(line), "HTTP/") {
 				return lineRefused
 			}
 			return lineOther

@@ -85,6 +85,9 @@ func TestTunnelPlainHTTP(t *testing.T) {
 		{"blank line first", "\r\nGET /evil HTTP/1.1\r\nHost: evil.test\r\n\r\n"},
 		{"long line", "GET /" + strings.Repeat("e", 8<<10) + " HTTP/1.1\r\nHost: evil.test\r\n\r\n"},
 		{"http2", "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"},
+		{"bare cr", "GET /evil HTTP/1.1\rHost: evil.test\r\n\r\n"},
+		{"tab", "GET\t/evil HTTP/1.1\r\nHost: evil.test\r\n\r\n"},
+		{"two spaces", "GET  /evil HTTP/1.1\r\nHost: evil.test\r\n\r\n"},
 	} {
 		c, br := h.connect(t, ok)
 		_, _ = io.WriteString(c, tc.raw)
@@ -106,7 +109,8 @@ func TestTunnelPlainHTTP(t *testing.T) {
 		t.Errorf("the destination saw %q, want %q", hosts, want)
 	}
 	for name, want := range map[string]string{"host": "HTTP/1.1 200 OK", "absolute": "HTTP/1.1 200 OK", "lower method": "HTTP/1.1 200 OK",
-		"blank line first": "HTTP/1.1 403 Forbidden", "long line": "HTTP/1.1 403 Forbidden", "http2": "HTTP/1.1 400 Bad Request"} {
+		"blank line first": "HTTP/1.1 403 Forbidden", "long line": "HTTP/1.1 403 Forbidden", "http2": "HTTP/1.1 400 Bad Request",
+		"bare cr": "HTTP/1.1 403 Forbidden", "tab": "HTTP/1.1 403 Forbidden", "two spaces": "HTTP/1.1 403 Forbidden"} {
 		if answers[name] != want {
 			t.Errorf("%s: answered %q, want %q", name, answers[name], want)
 		}
