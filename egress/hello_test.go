@@ -184,3 +184,20 @@ func TestTunnelRealHelloRetry(t *testing.T) {
 		t.Errorf("a handshake with a HelloRetryRequest through the proxy: %d %q", code, body)
 	}
 }
+
+// FuzzReadServerHello: whatever a destination answers, the reader neither panics nor
+// claims more bytes than it was given, and finds a retry only in a whole ServerHello.
+func FuzzReadServerHello(f *testing.F) {
+	f.Add(tlstest.HelloRetry())
+	f.Add([]byte{21, 3, 3, 0, 2, 1, 112})
+	f.Add([]byte{21, 3, 3, 0, 2, 2, 40})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		raw, retry, ended, err := readServerHello(bytes.NewReader(b))
+		if len(raw) > len(b) {
+			t.Fatalf("read %d of %d bytes", len(raw), len(b))
+		}
+		if retry && (ended || err != nil || !bytes.Contains(b, tlstest.HelloRetryRandom)) {
+			t.Fatalf("retry=%v ended=%v err=%v", retry, ended, err)
+		}
+	})
+}
