@@ -680,9 +680,8 @@ func firstLine(br *bufio.Reader) int {
 			return lineRefused
 		}
 		b, err := br.Peek(i + 1)
-		if len(b) <= i {
-			_ = err // the client ended or stalled mid-line
-			return lineRefused
+		if err != nil {
+			return lineRefused // the client ended, or stalled past the head timeout, mid-line
 		}
 		switch c := b[i]; {
 		case c == '\n':
