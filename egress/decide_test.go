@@ -3,12 +3,11 @@ package egress
 import (
 	"bufio"
 	"bytes"
-	"crypto/tls"
 	"errors"
-	"net"
 	"net/netip"
 	"testing"
 
+	"github.com/airlock-mcp/airlock/internal/tlstest"
 	"github.com/airlock-mcp/airlock/sandbox"
 )
 
@@ -213,30 +212,9 @@ func TestDecide(t *testing.T) {
 	}
 }
 
-// clientHello is the first flight of a real TLS client for serverName.
-func clientHello(t testing.TB, serverName string) []byte {
-	c1, c2 := net.Pipe()
-	go func() {
-		tc := tls.Client(c1, &tls.Config{ServerName: serverName, InsecureSkipVerify: serverName == ""}) //nolint:gosec // only its ClientHello is used
-		_ = tc.Handshake()
-	}()
-	buf := make([]byte, 64<<10)
-	var out []byte
-	for {
-		n, err := c2.Read(buf)
-		out = append(out, buf[:n]...)
-		if err != nil || len(out) >= 5 && len(out) >= 5+int(out[3])<<8|int(out[4]) {
-			break
-		}
-	}
-	c2.Close()
-	c1.Close()
-	return out
-}
-
 func TestClientHelloSNI(t *testing.T) {
 	for _, name := range []string{"pypi.org", "files.pythonhosted.org", ""} {
-		b := clientHello(t, name)
+		b := tlstest.Hello(t, name, nil)
 		raw, hello, err := readClientHello(bufio.NewReader(bytes.NewReader(b)))
 		if err != nil {
 			t.Fatalf("readClientHello(%q): %v", name, err)
@@ -250,7 +228,7 @@ func TestClientHelloSNI(t *testing.T) {
 		}
 	}
 	// The same hello split over records of one byte each.
-	b := clientHello(t, "pypi.org")
+	b := tlstest.Hello(t, "pypi.org", nil)
 	body := b[5:]
 	var split []byte
 	for _, c := range body {
@@ -280,7 +258,7 @@ func TestClientHelloSNI(t *testing.T) {
 }
 
 func FuzzHelloSNI(f *testing.F) {
-	b := clientHello(f, "pypi.org")
+	b := tlstest.Hello(f, "pypi.org", nil)
 	f.Add(b[9:])
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, hello []byte) {
@@ -292,7 +270,7 @@ func FuzzHelloSNI(f *testing.F) {
 }
 
 func FuzzReadClientHello(f *testing.F) {
-	f.Add(clientHello(f, "pypi.org"))
+	f.Add(tlstest.Hello(f, "pypi.org", nil))
 	f.Add([]byte{22, 3, 1, 0, 1, 1})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		raw, hello, err := readClientHello(bufio.NewReader(bytes.NewReader(b)))

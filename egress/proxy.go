@@ -338,7 +338,7 @@ func (p *Proxy) handle(c net.Conn) {
 	}
 	t := &tally{p: p}
 	if req.Method == http.MethodConnect {
-		p.tunnel(c, br, up, host, t, &conn)
+		p.tunnel(c, br, lim, up, host, port, t, &conn)
 	} else {
 		p.forward(c, req, up, t, &conn)
 	}
@@ -594,9 +594,11 @@ func (c *countedWriter) Write(b []byte) (int, error) {
 }
 
 // tunnel answers CONNECT and relays bytes. A TLS ClientHello must name the host the
-// CONNECT named (or none): the address was chosen for that host, and an SNI for another
-// one is domain fronting past the allowlist.
-func (p *Proxy) tunnel(c net.Conn, br *bufio.Reader, up net.Conn, host string, t *tally, conn *sandbox.Connection) {
+// CONNECT named (or none), in the clear: the address was chosen for that host, and an
+// SNI for another one, or one encrypted (ECH), is domain fronting past the allowlist.
+// When the destination answers with a HelloRetryRequest, the client's second
+// ClientHello is held to the same rule: a front end may serve the name of the second.
+func (p *Proxy) tunnel(c net.Conn, br *bufio.Reader, lim *limitedReader, up net.Conn, host string, port int, t *tally, conn *sandbox.Connection) {
 	if _, err := io.WriteString(c, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
 		return
 	}
@@ -610,30 +612,174 @@ func (p *Proxy) tunnel(c net.Conn, br *bufio.Reader, up net.Conn, host string, t
 		_, _ = c.Write(tlsAlert)
 		return
 	}
+	switch firstLine(br) {
+	case lineHTTP:
+		p.tunnelHTTP(c, br, lim, up, net.JoinHostPort(host, strconv.Itoa(port)), t, conn)
+		return
+	case lineRefused:
+		conn.Verdict, conn.Rule = "refused", "http-in-tunnel"
+		writeStatus(c, http.StatusForbidden, &Refusal{"http-in-tunnel", "a tunnel that starts like an HTTP request must start with one whole HTTP/1 request line; send plain HTTP as an absolute http:// URL"})
+		closeGently(c)
+		return
+	}
+	var ur io.Reader = up
 	if isTLS(first[0]) {
-		raw, hello, err := readClientHello(br)
-		var sni string
-		if err == nil {
-			sni, err = helloSNI(hello)
+		if !p.passHello(c, br, up, host, t, conn) {
+			return
 		}
+		// The destination's answer is read whole before the client's next bytes: only
+		// after a HelloRetryRequest may the client send a hello again in the clear.
+		bur := bufio.NewReader(up)
+		ur = bur
+		_ = up.SetReadDeadline(time.Now().Add(p.headerTimeout))
+		raw, retry, ended, err := readServerHello(bur)
 		if err != nil {
-			conn.Verdict, conn.Rule = "refused", "malformed-tls"
-			_, _ = c.Write(tlsAlert)
+			conn.Verdict, conn.Rule = "failed", "bad-response"
+			p.log.Debug("egress: the destination's answer to a ClientHello is not TLS", "host", host, "err", err)
 			return
 		}
-		want, _ := normalizeHost(host)
-		if got, _ := normalizeHost(sni); sni != "" && got != want {
-			conn.Verdict, conn.Rule = "refused", "sni-mismatch"
-			p.log.Debug("egress: ClientHello names another host than CONNECT", "connect", host, "sni", sni)
-			_, _ = c.Write(tlsAlert)
+		_ = up.SetReadDeadline(time.Time{})
+		if _, err := (&countedWriter{t, c, &t.received}).Write(raw); err != nil {
 			return
 		}
-		if _, err := (&countedWriter{t, up, &t.sent}).Write(raw); err != nil {
+		if retry && !ended && !p.passSecondHello(c, br, up, host, t, conn) {
 			return
 		}
 	}
 	_ = c.SetReadDeadline(time.Time{})
-	relay(t, br, c, up)
+	relay(t, br, c, up, ur)
+}
+
+// The kinds of a tunnel's first line, for firstLine.
+const (
+	lineOther   = iota // not text, or text that is not an HTTP request: relayed as it is
+	lineHTTP           // an HTTP/1 request line: the request is forwarded
+	lineRefused        // could still become a request line a server reads, but not one the proxy can check
+)
+
+// firstLine classifies what a tunnel starts with. Plain HTTP through a CONNECT tunnel
+// would reach the checked address with any Host, request after request: behind a shared
+// front end, another site. So a tunnel whose first line is an HTTP/1 request line gets
+// the forwarded exchange's rules (tunnelHTTP), and one that could still turn into a
+// request line (leading blank lines, which servers skip; a line longer than the buffer;
+// one not ended in time) is refused. A byte no request line holds (a control, NUL:
+// binary protocols) ends the question, as does a whole line that is not a request.
+func firstLine(br *bufio.Reader) int {
+	b, _ := br.Peek(1)
+	if len(b) == 0 {
+		return lineOther
+	}
+	if c := b[0]; c == '\r' || c == '\n' || c == ' ' || c == '\t' {
+		return lineRefused
+	}
+	if !tokenByte(b[0]) {
+		return lineOther
+	}
+	for i := 1; ; i++ {
+		if i == br.Size() {
+			return lineRefused
+		}
+		b, err := br.Peek(i + 1)
+		if err != nil {
+			return lineRefused // the client ended, or stalled past the head timeout, mid-line
+		}
+		switch c := b[i]; {
+		case c == '\n':
+			// Exactly "method SP target SP HTTP/x.y"; any other line naming HTTP (a bare
+			// CR, which some servers end a line at; tabs or two spaces, which lenient
+			// ones read as one) is refused.
+			line := strings.TrimSuffix(string(b[:i]), "\r")
+			if f := strings.Split(line, " "); len(f) == 3 && strings.HasPrefix(f[2], "HTTP/") && !strings.ContainsAny(line, "\r\t") {
+				return lineHTTP
+			}
+			if strings.Contains(strings.ToUpper(line), "HTTP/") {
+				return lineRefused
+			}
+			return lineOther
+		case c < 0x20 && c != '\t' && c != '\r' || c == 0x7f:
+			return lineOther
+		}
+	}
+}
+
+// tokenByte reports whether c may start an HTTP method (a token, RFC 9110 §5.6.2).
+func tokenByte(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0
+}
+
+// tunnelHTTP serves a tunnel that carries plain HTTP as a forwarded request to the
+// CONNECT's destination: its Host is the CONNECT authority, and it is the one exchange
+// of the connection, as forward makes it.
+func (p *Proxy) tunnelHTTP(c net.Conn, br *bufio.Reader, lim *limitedReader, up net.Conn, authority string, t *tally, conn *sandbox.Connection) {
+	lim.n = maxHeader
+	req, err := http.ReadRequest(br)
+	lim.n = 1<<63 - 1
+	if err != nil || req.ProtoMajor != 1 {
+		conn.Verdict, conn.Rule = "refused", "http-in-tunnel"
+		writeStatus(c, http.StatusBadRequest, &Refusal{"http-in-tunnel", "not an HTTP/1 request"})
+		closeGently(c)
+		return
+	}
+	_ = c.SetReadDeadline(time.Time{})
+	req.URL.Scheme, req.URL.Host, req.URL.User = "http", authority, nil
+	p.forward(c, req, up, t, conn)
+}
+
+// passHello reads the client's ClientHello, checks the name it gives, and forwards it.
+// false: it was refused (conn says why) or could not be forwarded.
+func (p *Proxy) passHello(c net.Conn, br *bufio.Reader, up net.Conn, host string, t *tally, conn *sandbox.Connection) bool {
+	raw, hello, err := readClientHello(br)
+	var sni string
+	if err == nil {
+		sni, err = helloSNI(hello)
+	}
+	want, _ := normalizeHost(host)
+	got, _ := normalizeHost(sni)
+	switch {
+	case errors.Is(err, errHiddenName):
+		conn.Verdict, conn.Rule = "refused", "ech"
+	case err != nil:
+		conn.Verdict, conn.Rule = "refused", "malformed-tls"
+	case sni != "" && got != want:
+		conn.Verdict, conn.Rule = "refused", "sni-mismatch"
+		p.log.Debug("egress: ClientHello names another host than CONNECT", "connect", host, "sni", sni)
+	default:
+		_, err := (&countedWriter{t, up, &t.sent}).Write(raw)
+		return err == nil
+	}
+	_, _ = c.Write(tlsAlert)
+	return false
+}
+
+// passSecondHello forwards what a client sends after a HelloRetryRequest up to its
+// second ClientHello (a change_cipher_spec, early data the server skips), then that
+// hello, checked as the first was.
+func (p *Proxy) passSecondHello(c net.Conn, br *bufio.Reader, up net.Conn, host string, t *tally, conn *sandbox.Connection) bool {
+	_ = c.SetReadDeadline(time.Now().Add(p.headerTimeout))
+	for {
+		b, err := br.Peek(1)
+		if err != nil {
+			return false
+		}
+		switch b[0] {
+		case recordHandshake:
+			return p.passHello(c, br, up, host, t, conn)
+		case recordChangeCipher, recordAppData:
+			hdr, frag, err := readRecord(br)
+			if err != nil {
+				conn.Verdict, conn.Rule = "refused", "malformed-tls"
+				_, _ = c.Write(tlsAlert)
+				return false
+			}
+			if _, err := (&countedWriter{t, up, &t.sent}).Write(append(hdr, frag...)); err != nil {
+				return false
+			}
+		default:
+			conn.Verdict, conn.Rule = "refused", "malformed-tls"
+			_, _ = c.Write(tlsAlert)
+			return false
+		}
+	}
 }
 
 // tlsAlert is a fatal access_denied alert (TLS 1.2 record framing, as every version
@@ -642,8 +788,8 @@ var tlsAlert = []byte{21, 3, 3, 0, 2, 2, 49}
 
 // relay copies both ways until the destination is done or the cap is reached. The
 // sandbox's end of writing is passed on as a half-close; the destination's end, or any
-// error, ends both.
-func relay(t *tally, br *bufio.Reader, c, up net.Conn) {
+// error, ends both. ur reads up (through what was buffered of it).
+func relay(t *tally, br *bufio.Reader, c, up net.Conn, ur io.Reader) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -655,7 +801,7 @@ func relay(t *tally, br *bufio.Reader, c, up net.Conn) {
 		up.Close()
 		c.Close()
 	}()
-	_ = t.copyCounted(c, up, &t.received)
+	_ = t.copyCounted(c, ur, &t.received)
 	c.Close()
 	up.Close()
 	<-done

@@ -1,13 +1,16 @@
 package linux
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"maps"
 	"net"
 	"net/http"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -15,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/airlock-mcp/airlock/internal/tlstest"
 	"github.com/airlock-mcp/airlock/sandbox"
 )
 
@@ -338,7 +342,7 @@ func TestEgressHostileDestination(t *testing.T) {
 const uploadProgram = `
 import json, socket, sys
 dest = sys.argv[1]
-blob = b"u" * (4 << 20)
+blob = b"\0" * (4 << 20)  # binary: text with no line end would start a request line
 out = {}
 def attempt(key, first, rest=b""):
     try:
@@ -394,4 +398,112 @@ func TestEgressUploadCapped(t *testing.T) {
 		t.Errorf("network use: %+v, want capped within %d bytes", nu, maxBytes)
 	}
 	t.Logf("destination got %d bytes; program: %s", got.Load(), strings.TrimSpace(string(res.Stdout.Bytes())))
+}
+
+// helloProgram opens tunnels to allowed.test:argv[1] through the bridge and sends TLS
+// first flights read from files: an encrypted ClientHello (ECH), and a ClientHello
+// followed, once the destination has asked for a retry, by a second one for another
+// host. It prints, per attempt, whether the answer was the proxy's alert.
+const helloProgram = `
+import json, socket, sys
+port = int(sys.argv[1])
+def recvn(s, n):
+    b = b""
+    while len(b) < n:
+        c = s.recv(n - len(b))
+        if not c:
+            raise EOFError
+        b += c
+    return b
+out = {}
+def attempt(key, first, second=None):
+    try:
+        s = socket.create_connection(("127.0.0.1", 3128), timeout=10)
+        s.sendall(b"CONNECT allowed.test:%d HTTP/1.1\r\n\r\n" % port)
+        head = b""
+        while b"\r\n\r\n" not in head:
+            head += recvn(s, 1)
+        s.sendall(first)
+        if second is not None:
+            hdr = recvn(s, 5)
+            recvn(s, int.from_bytes(hdr[3:5], "big"))
+            s.sendall(second)
+        s.shutdown(socket.SHUT_WR)
+        data = b""
+        while True:
+            b = s.recv(65536)
+            if not b:
+                break
+            data += b
+        out[key] = "alert" if data[:1] == b"\x15" else "answer of %d bytes" % len(data)
+    except Exception as e:
+        out[key] = type(e).__name__
+attempt("ech", open("ech.bin", "rb").read())
+attempt("second_hello", open("first.bin", "rb").read(), open("second.bin", "rb").read())
+print(json.dumps(out))
+`
+
+// TestEgressSecondHello: from inside a sandbox, two ways to have an allowed name's front
+// end serve another name: an encrypted ClientHello whose outer SNI is the allowed name
+// (a front end that offers ECH serves the inner one), and, after the destination's
+// HelloRetryRequest, a second ClientHello for another host (OpenSSL servers take its
+// SNI). The proxy answers both with its alert and the destination never receives a
+// hello for another name.
+func TestEgressSecondHello(t *testing.T) {
+	sb := egressSandbox(t)
+	var mu sync.Mutex
+	var got [][]byte
+	port := tcpDestination(t, 20*time.Second, func(c net.Conn) {
+		var all []byte
+		defer func() {
+			mu.Lock()
+			got = append(got, all)
+			mu.Unlock()
+		}()
+		hdr := make([]byte, 5)
+		if _, err := io.ReadFull(c, hdr); err != nil {
+			return
+		}
+		rec := make([]byte, int(hdr[3])<<8|int(hdr[4]))
+		if _, err := io.ReadFull(c, rec); err != nil {
+			return
+		}
+		all = append(hdr, rec...)
+		_, _ = c.Write(tlstest.HelloRetry())
+		rest, _ := io.ReadAll(c)
+		all = append(all, rest...)
+	})
+	_, echList, _ := tlstest.ECHConfig(t, "allowed.test")
+	res, err := sb.Run(context.Background(), withDefaults(sandbox.Spec{
+		Argv: []string{python, "-I", "-S", "main.py", strconv.Itoa(port)}, Code: []byte(helloProgram), CodeFile: "main.py",
+		Files: []sandbox.File{
+			{Path: "ech.bin", Data: tlstest.Hello(t, "other.test", echList)},
+			{Path: "first.bin", Data: tlstest.Hello(t, "allowed.test", nil)},
+			{Path: "second.bin", Data: slices.Concat(tlstest.ChangeCipherSpec, tlstest.Hello(t, "other.test", nil))},
+		},
+		Network: sandbox.NetworkAllowlist, Limits: sandbox.Limits{Wall: 60 * time.Second},
+		Egress: &sandbox.Egress{Domains: []string{"allowed.test"}, Ports: []int{port}, AllowLoopback: true, MaxBytes: 1 << 20}}))
+	if err != nil || res.Status != sandbox.StatusOK {
+		t.Fatalf("run: %v %s", err, brief(res))
+	}
+	if out := strings.TrimSpace(string(res.Stdout.Bytes())); out != `{"ech": "alert", "second_hello": "alert"}` {
+		t.Errorf("program: %s, want the proxy's alert for both", out)
+	}
+	rules := map[string]bool{}
+	if res.Network != nil {
+		for _, c := range res.Network.Connections {
+			rules[c.Rule] = true
+		}
+	}
+	if !rules["ech"] || !rules["sni-mismatch"] {
+		t.Errorf("network use %+v, want connections refused as ech and sni-mismatch", res.Network)
+	}
+	time.Sleep(100 * time.Millisecond)
+	mu.Lock()
+	defer mu.Unlock()
+	for _, b := range got {
+		if bytes.Contains(b, []byte("other.test")) || bytes.Contains(b, []byte{0xfe, 0x0d}) {
+			t.Errorf("the destination received a hello for another name or an encrypted one (%d bytes)", len(b))
+		}
+	}
 }
