@@ -108,7 +108,17 @@ const initPidNS = 0xEFFFFFFC
 
 // sweep judges the owners of one sweep's leftovers; nsAlive is the pid namespaces that
 // have a process, read from /proc once, when a leftover of another namespace is found.
-type sweep struct{ nsAlive map[uint64]bool }
+// judged keeps each owner's verdict for the rest of the sweep: a server's own dir is in
+// every shared base (four with this host's cgroup v1: memory, pids, cpu, cpuacct), and
+// reading the same live server's /proc/PID/stat once per base was half of a one-shot
+// run's sweep (docs/performance.md, eighth round). A verdict cannot go stale in the
+// wrong direction: an owner is a pid and its start time, and once gone it never comes
+// back (a new process with that pid starts later); one that ends during the sweep is
+// left to the next.
+type sweep struct {
+	nsAlive map[uint64]bool
+	judged  map[owner]bool
+}
 
 // gone reports whether o is certainly no running process: only then may what it left
 // be killed and removed. An owner of this pid namespace is gone when its pid is gone
@@ -117,6 +127,19 @@ type sweep struct{ nsAlive map[uint64]bool }
 // lives exactly as long as its init, whose entry stays in /proc all that time (a
 // server in a namespace of its own that was its pid 1 leaves its dirs behind that way).
 func (s *sweep) gone(o owner) bool {
+	if g, ok := s.judged[o]; ok {
+		return g
+	}
+	g := s.judge(o)
+	if s.judged == nil {
+		s.judged = map[owner]bool{}
+	}
+	s.judged[o] = g
+	return g
+}
+
+// judge is gone without the sweep's memory.
+func (s *sweep) judge(o owner) bool {
 	me, judge := self()
 	switch {
 	case !judge:

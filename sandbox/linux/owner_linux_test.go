@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"syscall"
 	"testing"
@@ -22,7 +23,7 @@ type proc struct {
 	done chan struct{}
 }
 
-func startProc(t *testing.T, newPidNS bool) *proc {
+func startProc(t testing.TB, newPidNS bool) *proc {
 	t.Helper()
 	cmd := exec.Command("sleep", "600")
 	if newPidNS {
@@ -59,7 +60,7 @@ func (p *proc) alive() bool {
 
 // identity is what p would name its leftovers by, had it been a server: its pid as its
 // own pid namespace numbers it, that namespace, and its start time.
-func (p *proc) identity(t *testing.T) owner {
+func (p *proc) identity(t testing.TB) owner {
 	t.Helper()
 	pid := strconv.Itoa(p.cmd.Process.Pid)
 	var st unix.Stat_t
@@ -221,5 +222,46 @@ func skipUnprivilegedRun(t *testing.T) {
 	t.Helper()
 	if os.Getenv("AIRLOCK_UNPRIV_CHILD") == "1" {
 		t.Skip("the unprivileged run: the sweep's owners need root to make; the root run covers it")
+	}
+}
+
+// BenchmarkStaleSweep is one sweep of stale cgroups as a one-shot run's start makes it
+// beside itself, with five live servers' own dirs (each with a run's cgroup) in every
+// shared base (and whatever this host's servers have there): none of them is removed,
+// every owner is judged.
+func BenchmarkStaleSweep(b *testing.B) {
+	if os.Geteuid() != 0 {
+		b.Skip("SKIPPING: the cgroup sweep needs root (v1) or a delegated cgroup")
+	}
+	m := detectCgroups()
+	if m.version == 0 {
+		b.Skipf("SKIPPING: no cgroups here: %s", m.reason)
+	}
+	b.Cleanup(func() { _ = m.removeAll() })
+	var dirs []string
+	b.Cleanup(func() {
+		for _, d := range slices.Backward(dirs) {
+			_ = removeCgroupDir(d)
+		}
+	})
+	for range 5 {
+		o := startProc(b, false).identity(b)
+		for _, base := range m.shared {
+			d := filepath.Join(base, fmt.Sprintf("%d.%s.1", o.pid, o.token()))
+			if err := os.MkdirAll(filepath.Join(d, "7-run"), 0o755); err != nil {
+				b.Fatal(err)
+			}
+			dirs = append(dirs, d, filepath.Join(d, "7-run"))
+		}
+	}
+	log := slog.New(slog.DiscardHandler)
+	m.cleanStale(log) // what dead servers on this host left, before the timing
+	for b.Loop() {
+		m.cleanStale(log)
+	}
+	for _, d := range dirs {
+		if _, err := os.Stat(d); err != nil {
+			b.Fatalf("the sweep removed a live server's dir: %v", err)
+		}
 	}
 }
