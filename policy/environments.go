@@ -19,8 +19,9 @@ import (
 // An environment is a set of libraries the operator built on the host with the tools
 // they already use (uv, pip, conda, apt, npm), bound read-only at sandbox.EnvironmentDir
 // into every sandbox that runs in it. The server learns what it holds by reading files
-// (pyvenv.cfg, dist-info, package.json) and runs only the interpreter itself, with site
-// and every package's code off, as Detect does for the system interpreters.
+// (pyvenv.cfg, dist-info, package.json); on the host it runs only a base interpreter
+// outside the environment, with site off, as Detect does for the system interpreters,
+// and an interpreter of the environment's own only in a sandbox (inspectPython).
 
 // EnvironmentConfig is one [environments.NAME] table.
 type EnvironmentConfig struct {
