@@ -19,8 +19,9 @@ import (
 // An environment is a set of libraries the operator built on the host with the tools
 // they already use (uv, pip, conda, apt, npm), bound read-only at sandbox.EnvironmentDir
 // into every sandbox that runs in it. The server learns what it holds by reading files
-// (pyvenv.cfg, dist-info, package.json) and runs only the interpreter itself, with site
-// and every package's code off, as Detect does for the system interpreters.
+// (pyvenv.cfg, dist-info, package.json); on the host it runs only a base interpreter
+// outside the environment, with site off, as Detect does for the system interpreters,
+// and an interpreter of the environment's own only in a sandbox (inspectPython).
 
 // EnvironmentConfig is one [environments.NAME] table.
 type EnvironmentConfig struct {
@@ -67,6 +68,9 @@ type Environment struct {
 	// mounts are host prefixes the interpreter needs beyond the environment (a venv's
 	// base python outside /usr).
 	mounts []string
+	// sandboxedSite: the interpreter is one of the environment's files, so its version
+	// and site directories are asked in a sandbox (NeedsSiteQuery).
+	sandboxedSite bool
 }
 
 // The patterns here compile on first use, not at init: every airlock process, `airlock
@@ -196,8 +200,20 @@ func (e *Environment) addNodePackage(dir string) {
 // pythonSite asks the interpreter, with site and the environment's code off, for its
 // version, base prefix and the base prefix's site directories. -S keeps site.main()
 // from running, so no .pth file of any package is executed.
-var pythonSite = []string{"-I", "-S", "-c",
-	"import sys, site; print(sys.version.split()[0]); print(sys.base_prefix); print(*site.getsitepackages([sys.base_prefix]), sep='\\n')"}
+var pythonSite = []string{"-I", "-S", "-c", siteQuery}
+
+// siteQuery is pythonSite's program: the version, sys.base_prefix and the base prefix's
+// site directories, one a line.
+const siteQuery = "import sys, site; print(sys.version.split()[0]); print(sys.base_prefix); print(*site.getsitepackages([sys.base_prefix]), sep='\\n')"
+
+// The host runs no file of an environment. Python reads, even under -I -S, a "._pth"
+// file beside the executable it was started as (one holding "import site" turns site
+// back on, and with it every .pth file of the listed directories: code, run on the host
+// as the server's user; seen with Debian's 3.11) and the pyvenv.cfg beside it or one
+// directory up, whose home names the standard library it imports at start. So the host
+// asks only a base interpreter outside the environment, by its own path; an
+// interpreter that is the environment's own (a prefix, a venv made with --copies) is
+// asked in a sandbox by the startup check (SiteQuery, Environments.CompleteSite).
 
 func (e *Environment) inspectPython() error {
 	var host, rel string
@@ -214,33 +230,58 @@ func (e *Environment) inspectPython() error {
 	if err != nil {
 		return fmt.Errorf("interpreter: %w", err)
 	}
-	out, err := Probe(host, pythonSite)
+	e.Interpreter = sandbox.EnvironmentDir + "/" + rel
+	if within(real, e.Path) {
+		e.sandboxedSite = true
+		return nil
+	}
+	// The base interpreter runs on the host as this server's user: it must be a file
+	// no other user could have written or swapped.
+	if d := untrusted(real); d != "" {
+		return errors.New(swapProblem(real, d))
+	}
+	out, err := Probe(real, pythonSite)
 	if err != nil {
 		return err
 	}
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	if len(lines) < 2 {
-		return fmt.Errorf("%s: unexpected answer %q", host, out)
+		return fmt.Errorf("%s: unexpected answer %q", real, out)
 	}
-	e.Version, e.Interpreter = lines[0], sandbox.EnvironmentDir+"/"+rel
+	e.Version = lines[0]
 	basePrefix, baseSite := lines[1], lines[2:]
+	_, isVenv := readPyvenv(filepath.Join(e.Path, "pyvenv.cfg"))
+	// The venv's interpreter links to its base python, which must be visible at the same
+	// path inside the sandbox.
+	if m := mountFor(real, basePrefix); isVenv && m != "" {
+		if d := swappable(m); d != "" {
+			return errors.New(swapProblem(m, d))
+		}
+		e.mounts = append(e.mounts, m)
+	}
+	e.addSites(baseSite)
+	return nil
+}
+
+// untrusted is swappable for a file: a directory above it, or the file itself, that a
+// user other than root or this server's could change ("" when there is none).
+func untrusted(file string) string {
+	fi, err := os.Lstat(file)
+	if err != nil || !trust.Owner(fi) || fi.Mode().Perm()&0o022 != 0 {
+		return file
+	}
+	return swappable(file)
+}
+
+// addSites reads the packages of the environment's own site directories (a venv's, or
+// for a prefix its interpreter's, baseSite) and, with include-system-site-packages, the
+// base interpreter's baseSite.
+func (e *Environment) addSites(baseSite []string) {
 	cfg, isVenv := readPyvenv(filepath.Join(e.Path, "pyvenv.cfg"))
-	var own []string
+	own := baseSite // a prefix: its interpreter's site dirs are its own
 	if isVenv {
 		own, _ = filepath.Glob(filepath.Join(e.Path, "lib", "python*", "site-packages"))
-		// The venv's interpreter links to its base python, which must be visible at
-		// the same path inside the sandbox.
-		if !within(real, e.Path) {
-			if m := mountFor(real, basePrefix); m != "" {
-				if d := swappable(m); d != "" {
-					return errors.New(swapProblem(m, d))
-				}
-				e.mounts = append(e.mounts, m)
-			}
-		}
 		e.SystemSitePackages = strings.EqualFold(cfg["include-system-site-packages"], "true")
-	} else {
-		own = baseSite // a prefix: its interpreter's site dirs are its own
 	}
 	for _, d := range own {
 		e.addPythonPackages(d, false)
@@ -250,6 +291,41 @@ func (e *Environment) inspectPython() error {
 			e.addPythonPackages(d, true)
 		}
 	}
+}
+
+// SiteQuery is the program the startup check runs in a sandbox, before its own, for an
+// environment whose interpreter is its own (NeedsSiteQuery); its output goes to
+// Environments.CompleteSite.
+const SiteQuery = siteQuery + "\n"
+
+// NeedsSiteQuery reports whether the environment's version and site directories are
+// still to be asked in a sandbox: its interpreter is one of its own files.
+func (e Environment) NeedsSiteQuery() bool { return e.sandboxedSite && e.Version == "" }
+
+// pyVersion is what a version from a sandbox may look like: the answer is the
+// environment's code's (a .pth file runs before the query there), shown in get_config
+// and the tool's description.
+var pyVersion = lazyRegexp(`^[0-9]+\.[0-9]+[0-9A-Za-z.+]{0,24}$`)
+
+// completeSite takes SiteQuery's answer from a sandbox, where the environment is at
+// sandbox.EnvironmentDir: its site directories there are read on the host below e.Path,
+// and only system ones (/usr, /lib) besides; any other is not the environment's.
+func (e *Environment) completeSite(answer string) error {
+	lines := strings.Split(strings.TrimSpace(answer), "\n")
+	if len(lines) < 2 || !pyVersion().MatchString(lines[0]) {
+		return fmt.Errorf("%s: unexpected answer to the site query in a sandbox: %.200q", e.Interpreter, answer)
+	}
+	var sites []string
+	for _, d := range lines[2:] {
+		d = filepath.Clean(d)
+		if rest, ok := strings.CutPrefix(d, sandbox.EnvironmentDir+"/"); ok {
+			sites = append(sites, filepath.Join(e.Path, rest))
+		} else if within(d, "/usr") || within(d, "/lib") {
+			sites = append(sites, d)
+		}
+	}
+	e.Version = lines[0]
+	e.addSites(sites)
 	return nil
 }
 
@@ -530,6 +606,18 @@ func (es *Environments) Usable() []Environment {
 		}
 	}
 	return out
+}
+
+// CompleteSite records the answer of SiteQuery, run in a sandbox, for one environment.
+func (es *Environments) CompleteSite(name, answer string) error {
+	es.mu.Lock()
+	defer es.mu.Unlock()
+	for i := range es.list {
+		if es.list[i].Name == name {
+			return es.list[i].completeSite(answer)
+		}
+	}
+	return fmt.Errorf("unknown environment %q", name)
 }
 
 // SetUsable records the startup check's verdict on one environment.

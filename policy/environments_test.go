@@ -214,3 +214,41 @@ func TestPythonBootCold(t *testing.T) {
 		t.Errorf("stdout %q", got)
 	}
 }
+
+// The site query's answer comes from a sandbox where the environment's own code ran
+// first (its .pth files), so the host reads only the environment's directories and the
+// system's from it, and takes a version only of a version's shape.
+func TestCompleteSite(t *testing.T) {
+	env := t.TempDir()
+	site := filepath.Join(env, "lib", "python3.12", "site-packages")
+	if err := os.MkdirAll(filepath.Join(site, "ok-1.0.dist-info"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(site, "ok-1.0.dist-info", "METADATA"), []byte("Name: ok\nVersion: 1.0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	outside := t.TempDir() // a host directory the answer names: never read
+	if err := os.MkdirAll(filepath.Join(outside, "leak-1.0.dist-info"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(outside, "leak-1.0.dist-info", "METADATA"), []byte("Name: leak\nVersion: 1.0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e := Environment{Path: env}
+	if err := e.completeSite("3.12.4\n/env\n/env/lib/python3.12/site-packages\n" + outside + "\n/env/../" + outside + "\n"); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, p := range e.Packages {
+		names = append(names, p.Name)
+	}
+	if e.Version != "3.12.4" || !slices.Equal(names, []string{"ok"}) {
+		t.Errorf("version %q, packages %v; want 3.12.4, [ok]", e.Version, names)
+	}
+	for _, bad := range []string{"", "3.12.4", "<b>3</b>\n/env\n", strings.Repeat("3", 40) + "\n/env\n"} {
+		e := Environment{Path: env}
+		if err := e.completeSite(bad); err == nil {
+			t.Errorf("answer %q: taken, version %q", bad, e.Version)
+		}
+	}
+}

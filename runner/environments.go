@@ -21,6 +21,9 @@ func (r *Runner) CheckEnvironments(ctx context.Context) {
 	log := r.logger()
 	for _, e := range r.Environments.All() {
 		problem := e.Problem
+		if problem == "" && e.NeedsSiteQuery() {
+			problem = r.querySite(ctx, e)
+		}
 		if problem == "" {
 			problem = r.checkEnvironment(ctx, e)
 		}
@@ -33,6 +36,37 @@ func (r *Runner) CheckEnvironments(ctx context.Context) {
 	}
 }
 
+// querySite asks an environment's own interpreter, in a sandbox, what the host would
+// not run it to ask (policy.SiteQuery): "" when it answered, else why not.
+func (r *Runner) querySite(ctx context.Context, e policy.Environment) string {
+	r.Environments.SetUsable(e.Name, "") // Lookup finds only usable ones; the caller sets the verdict
+	out, err := r.Run(ctx, Call{Environment: e.Name, Code: []byte(policy.SiteQuery), Timeout: environmentCheckTimeout})
+	switch {
+	case err != nil:
+		return "site query: " + err.Error()
+	case out.Result.Status != sandbox.StatusOK:
+		return fmt.Sprintf("site query in a sandbox ended %s: %s", out.Result.Status, lastLine(out.Result.Stderr.Bytes(), out.Result.Detail))
+	}
+	if err := r.Environments.CompleteSite(e.Name, string(out.Result.Stdout.Bytes())); err != nil {
+		return err.Error()
+	}
+	return ""
+}
+
+// lastLine is the last line of a failed run's stderr, which says what failed, or detail
+// when it wrote none (the result's detail is addressed to a model: which environments
+// to try instead).
+func lastLine(stderr []byte, detail string) string {
+	why := strings.TrimSpace(string(stderr))
+	if i := strings.LastIndexByte(why, '\n'); i >= 0 {
+		why = why[i+1:]
+	}
+	if why == "" {
+		why = detail
+	}
+	return why
+}
+
 // checkEnvironment is the startup check of one environment: "" when its preload list
 // imports in a sandbox, else why not.
 func (r *Runner) checkEnvironment(ctx context.Context, e policy.Environment) string {
@@ -43,16 +77,7 @@ func (r *Runner) checkEnvironment(ctx context.Context, e policy.Environment) str
 	case err != nil:
 		return "startup check: " + err.Error()
 	case out.Result.Status != sandbox.StatusOK:
-		// The error's own last line says what failed (the result's detail is addressed to
-		// a model: which environments to try instead).
-		why := strings.TrimSpace(string(out.Result.Stderr.Bytes()))
-		if i := strings.LastIndexByte(why, '\n'); i >= 0 {
-			why = why[i+1:]
-		}
-		if why == "" {
-			why = out.Result.Detail
-		}
-		return fmt.Sprintf("startup check %q ended %s: %s", strings.TrimSpace(string(code)), out.Result.Status, why)
+		return fmt.Sprintf("startup check %q ended %s: %s", strings.TrimSpace(string(code)), out.Result.Status, lastLine(out.Result.Stderr.Bytes(), out.Result.Detail))
 	}
 	return ""
 }

@@ -7,7 +7,7 @@ a read-only root, a non-root user, unmasked /proc, gVisor (runsc do), and the La
 the configuration must give. Then the engine's own test binary (sandbox/linux, escape tests
 included) inside a default container and one with seccomp=unconfined. Prints the table configuration → outcome → active layers.
 
-Usage: scripts/container-tests.py [--table FILE] [--skip-engine-tests] [--airlock BINARY]
+Usage: scripts/container-tests.py [--table FILE] [--skip-engine-tests] [--airlock BINARY] [--only TEXT]
 Needs: root, podman, mmdebstrap (scripts/container-image.sh), go; runsc optional (Debian's).
 """
 import argparse
@@ -19,6 +19,8 @@ import sys
 import tempfile
 
 IMAGE = "localhost/airlock-base:bookworm"
+# The Containerfile's image, built here from IMAGE (not kube play's localhost/airlock).
+RUNTIME = "localhost/airlock-container-tests:latest"
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 AIRLOCK = os.path.join(ROOT, "bin", "airlock")
 # Quirks of the CI machine, not of airlock: crun 1.8 rejects the VM's hybrid cgroup layout,
@@ -79,17 +81,20 @@ def runsc(state):
     return lambda argv: ["runsc", "--root", state, "--network=none", "do", AIRLOCK] + argv[1:]
 
 
-def mcp_run_code(cmd, code=CODE):
+def mcp_run_code(cmd, code=CODE, then=None):
     """run_code over stdio; returns (structuredContent or None, problem or None, stderr).
-    stdin stays open until the answer is in: EOF ends the server and cancels the call."""
+    stdin stays open until the answer is in: EOF ends the server and cancels the call.
+    With then, a second call follows the first's answer, and its answer is returned."""
+    call = lambda i, c: {"jsonrpc": "2.0", "id": i, "method": "tools/call",
+                         "params": {"name": "run_code", "arguments": {"code": c}}}
     msgs = [
         {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
             "protocolVersion": "2025-06-18", "capabilities": {},
             "clientInfo": {"name": "airlock-container-tests", "version": "1"}}},
         {"jsonrpc": "2.0", "method": "notifications/initialized"},
-        {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
-         "params": {"name": "run_code", "arguments": {"code": code}}},
+        call(2, code),
     ]
+    want = 2
     errf = tempfile.TemporaryFile()
     p = subprocess.Popen(cmd(["airlock", "serve"]), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errf)
     p.stdin.write("".join(json.dumps(m) + "\n" for m in msgs).encode())
@@ -105,7 +110,11 @@ def mcp_run_code(cmd, code=CODE):
         if m.get("jsonrpc") != "2.0":
             problem = "not JSON-RPC 2.0: %r" % line[:200]
             break
-        if m.get("id") == 2:
+        if m.get("id") == 2 and then is not None:
+            p.stdin.write((json.dumps(call(3, then)) + "\n").encode())
+            p.stdin.flush()
+            then, want = None, 3
+        elif m.get("id") == want:
             result = m.get("result")
             break
     p.stdin.close()
@@ -121,6 +130,45 @@ def mcp_run_code(cmd, code=CODE):
     if result is None:
         return None, "no answer to tools/call (exit %s)" % p.returncode, err
     return result.get("structuredContent"), None, err
+
+
+# One run's memfds fill the container's memory limit: pages no process's RSS counts, so
+# without a cgroup of the sandbox's own the OOM killer chose the server (docs/containers.md).
+MEMFD_FILL = """
+import os
+fds = []
+try:
+    while True:
+        fd = os.memfd_create("fill"); fds.append(fd)
+        try:
+            while True:
+                os.write(fd, b"\\1" * (1 << 20))
+        except OSError as e:
+            if e.errno != 27:  # EFBIG: RLIMIT_FSIZE, the next memfd
+                raise
+except OSError as e:
+    print("held", len(fds), "memfds:", e)
+"""
+
+
+def oom_attack(cmd):
+    """Two calls on one server: MEMFD_FILL, then CODE. Returns a problem or None: the
+    second must be answered by the same, living server."""
+    first, problem, err = mcp_run_code(cmd, MEMFD_FILL, then=CODE)
+    if problem:
+        return "after the memfd fill: %s; the server's log: %s" % (problem, err[-400:])
+    if first is None or not first.get("stdout", "").startswith("42 "):
+        return "after the memfd fill, run_code answered %r" % first
+    return None
+
+
+def runtime_image(work):
+    """The Containerfile's image, FROM the base image, with bin/airlock in it."""
+    ctx = os.path.join(work, "ctx")
+    os.makedirs(os.path.join(ctx, "bin"))
+    shutil.copy(AIRLOCK, os.path.join(ctx, "bin", "airlock"))
+    subprocess.run(["podman", "build", "--quiet", "-f", os.path.join(ROOT, "Containerfile"),
+                    "--build-arg", "BASE=" + IMAGE, "-t", RUNTIME, ctx], check=True, stdout=subprocess.DEVNULL)
 
 
 def probe(cmd):
@@ -172,6 +220,10 @@ def check_case(name, cmd, want):
         for w in want.get("log", []):
             if w not in serve_err:
                 problems.append("the server's log lacks %r" % w)
+        if want.get("attack"):
+            problem = want["attack"](cmd)
+            if problem:
+                problems.append(problem)
         first = res.get("stdout", "").split("\n")[0]
         proc = "with /proc" if first.endswith("True") else "no /proc"
         outcome = "serves (%s, %s)" % (rep["verdict"], proc)
@@ -239,6 +291,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--table", help="also write the table (markdown) to this file")
     ap.add_argument("--skip-engine-tests", action="store_true")
+    ap.add_argument("--only", help="run only the configurations whose name holds this text")
     ap.add_argument("--airlock", help="the binary to test (default bin/airlock), e.g. an older build for a before/after")
     args = ap.parse_args()
     global AIRLOCK, MOUNT
@@ -284,7 +337,20 @@ def main():
         ("podman --cap-drop ALL --security-opt no-new-privileges --read-only --user 65534:65534",
          pod(["--cap-drop", "ALL", "--security-opt", "no-new-privileges", "--read-only", "--user", "65534:65534"]),
          {"serves": True}),
+        # The Containerfile's image as the Deployment runs it: its own user (10001), no
+        # capabilities, no_new_privs. Seen refusing before the image's user lost its
+        # subordinate ids: newuidmap cannot map them there.
+        ("runtime image (Containerfile), its user, --cap-drop ALL --security-opt no-new-privileges",
+         lambda argv: ["podman", "run", "--rm", "-i"] + QUIRKS + ["--cap-drop", "ALL", "--security-opt", "no-new-privileges",
+                                                                  RUNTIME] + argv[1:],
+         {"serves": True, "inactive": ["host-uids", "proc", "cgroups"]}),
+        # A pod's memory limit and no cgroup of the sandbox's own: one run fills it with
+        # memfds, and the server must be the one that answers the next call. Seen failing
+        # before sandbox processes got oom_score_adj 1000: the kernel killed the server.
+        ("podman --memory 768m, a run filling it with memfds", pod(["--memory", "768m", "--memory-swap", "768m"]),
+         {"serves": True, "inactive": ["cgroups"], "attack": oom_attack}),
     ]
+    runtime_image(work)
     if shutil.which("runsc"):
         cases.append(("gVisor (runsc do, Debian's runsc)",
                       runsc(os.path.join(work, "runsc")),
@@ -292,6 +358,8 @@ def main():
     else:
         print("container-tests: runsc not installed; the gVisor case is not run")
 
+    if args.only:
+        cases = [c for c in cases if args.only in c[0]]
     rows, failed = [], []
     for name, cmd, want in cases:
         ok, outcome, active, inactive, problems = check_case(name, cmd, want)

@@ -374,6 +374,14 @@ void __attribute__((noreturn)) spawner(void) {
 			failf("join cgroup", e, "write %s: %s", *p, strerror(e));
 		}
 	}
+	// Every process of the sandbox goes before the server when the memory of what
+	// holds them both runs out (a pod's or a container's limit, with no cgroup of the
+	// sandbox's own): pages a program holds outside its RSS (memfds, shared memory, pipe
+	// and socket buffers) count for no process, and the OOM killer chose the server by
+	// its 19 MiB (seen in podman: one run's memfds killed the server). Raising a score
+	// needs no privilege; the init and the program inherit it.
+	if (write_file("/proc/self/oom_score_adj", "1000") < 0)
+		fail("oom score", "write /proc/self/oom_score_adj");
 	if (cfg.flags & CFG_LANDLOCK)
 		landlock_spawner(&cfg);
 	// A root server's supplementary groups (root's own among them) must not follow

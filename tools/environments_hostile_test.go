@@ -1,0 +1,79 @@
+package tools
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/airlock-mcp/airlock/internal/sandboxtest"
+	"github.com/airlock-mcp/airlock/policy"
+)
+
+// A hostile environment's files run nowhere but in a sandbox. Each environment here has
+// a bin/python3._pth, which Python honours even under -I -S ("import site" turns site
+// back on) and a .pth file in its site-packages that, run on the host, writes a marker
+// beside the environment. Seen before the fix: the server's startup inspection ran both
+// as root on the host (the marker appeared, for both environments). Two shapes: a venv
+// whose interpreter links to the system's (the host asks the system's by its own path),
+// and one made with --copies, whose interpreter is the environment's own file (asked in
+// a sandbox).
+func TestHostileEnvironmentRunsNothingOnHost(t *testing.T) {
+	d := realDeps(t)
+	root, err := os.MkdirTemp("/var/tmp", "airlock-hostile-env-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(root) })
+	if err := os.Chmod(root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	stdlib, err := exec.Command("/usr/bin/python3", "-I", "-S", "-c", "import sys; print(*sys.path[1:], sep='\\n')").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfgs []policy.EnvironmentConfig
+	markers := map[string]string{}
+	for _, name := range []string{"linked", "copies"} {
+		dir := filepath.Join(root, name)
+		args := []string{"-m", "venv", "--without-pip"}
+		if name == "copies" {
+			args = append(args, "--copies")
+		}
+		if out, err := exec.Command("/usr/bin/python3", append(args, dir)...).CombinedOutput(); err != nil {
+			sandboxtest.SkipOrFail(t, "environment test: python3 -m venv: %v: %s (apt install python3-venv)", err, out)
+		}
+		site, _ := filepath.Glob(filepath.Join(dir, "lib", "python3*", "site-packages"))
+		if len(site) != 1 {
+			t.Fatalf("venv %s: site-packages %v", dir, site)
+		}
+		marker := filepath.Join(root, name+"-ran-on-host")
+		markers[name] = marker
+		writeFiles(t, map[string]string{
+			filepath.Join(dir, "bin", "python3._pth"): "import site\n" + string(stdlib) + site[0] + "\n",
+			// In a sandbox the host path is not there: the write fails, the query goes on.
+			filepath.Join(site[0], "hostile.pth"): fmt.Sprintf("import os; exec(%q)\n",
+				fmt.Sprintf("try:\n open(%q, 'w').write(str(os.getuid()))\nexcept OSError:\n pass\n", marker)),
+		})
+		cfgs = append(cfgs, policy.EnvironmentConfig{Name: name, Language: "python", Path: dir})
+	}
+	var envs []policy.Environment
+	for _, c := range cfgs {
+		lang, _ := d.Runner.Languages.Lookup(c.Language)
+		envs = append(envs, policy.InspectEnvironment(c, lang))
+	}
+	d.Runner.Environments = policy.NewEnvironments(envs...)
+	d.Runner.CheckEnvironments(context.Background())
+	for _, e := range d.Runner.Environments.All() {
+		if b, err := os.ReadFile(markers[e.Name]); err == nil {
+			t.Errorf("%s: the environment's .pth file ran on the host as uid %s at startup", e.Name, b)
+		}
+		// Still offered: nothing is wrong with it inside a sandbox.
+		if !e.Usable || !strings.HasPrefix(e.Version, "3.") {
+			t.Errorf("%s: usable %t, version %q, problem %q", e.Name, e.Usable, e.Version, e.Problem)
+		}
+	}
+}
