@@ -509,6 +509,7 @@ func TestE2ENodeHeapCapOnlyWithoutCgroup(t *testing.T) {
 // rawStdio is airlock serve driven by raw lines: every stdout line must be a JSON-RPC
 // message in valid UTF-8, or the test fails.
 type rawStdio struct {
+	pid   int
 	stdin io.WriteCloser
 	msgs  chan map[string]any
 	bad   chan string
@@ -529,7 +530,7 @@ func startRawStdio(t *testing.T, bin string) *rawStdio {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	p := &rawStdio{stdin: stdin, msgs: make(chan map[string]any, 16), bad: make(chan string, 1)}
+	p := &rawStdio{pid: cmd.Process.Pid, stdin: stdin, msgs: make(chan map[string]any, 16), bad: make(chan string, 1)}
 	go func() {
 		defer close(p.msgs)
 		sc := bufio.NewScanner(stdout)

@@ -29,10 +29,15 @@ func duplicateMember(msg []byte) (name, first string, ok bool) {
 	var names [][]byte // the names of the open objects, innermost last
 	for i := 0; i < len(msg); i++ {
 		switch msg[i] {
-		case '{':
-			stack = append(stack, frame{object: true, wantKey: true, names: len(names)})
-		case '[':
-			stack = append(stack, frame{names: len(names)})
+		case '{', '[':
+			if len(stack) == maxDepth {
+				// Deeper than encoding/json accepts: every decoder of the message
+				// refuses it whole as a parse error, so there is nothing to hide. Scanned
+				// on, a 16 MiB line of '[' grew this stack to 2.2 GB allocated and the
+				// stdio server to 1.6 GB resident (TestE2EDeepNestingBoundedMemory).
+				return "", "", false
+			}
+			stack = append(stack, frame{object: msg[i] == '{', wantKey: msg[i] == '{', names: len(names)})
 		case '}', ']':
 			if len(stack) == 0 {
 				return "", "", false
@@ -72,6 +77,10 @@ func duplicateMember(msg []byte) (name, first string, ok bool) {
 	}
 	return "", "", false
 }
+
+// maxDepth is encoding/json's limit on nesting (its scanner's maxNestingDepth): a
+// message nested deeper is not JSON to mcp-go or the tools.
+const maxDepth = 10000
 
 // frame is an open object or array of duplicateMember's scan.
 type frame struct {

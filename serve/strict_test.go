@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -60,6 +61,32 @@ func TestDuplicateMember(t *testing.T) {
 	}
 	if name, first, ok := duplicateMember([]byte("{" + strings.Join(many, ",") + `,"K17":0}`)); !ok || name != "K17" || first != "k17" {
 		t.Errorf("a repeat after 1000 names: %q %q %t", name, first, ok)
+	}
+}
+
+// A message nested past encoding/json's limit is not scanned on: each level cost the
+// scan a frame, and a 16 MiB line of '[' allocated 2.2 GB. Up to the limit, where the
+// decoders still read the message, a repeat is still found.
+func TestDuplicateMemberDepth(t *testing.T) {
+	nest := func(depth int, inner string) []byte {
+		return []byte(strings.Repeat("[", depth-1) + inner + strings.Repeat("]", depth-1))
+	}
+	if msg := nest(maxDepth, `{"a":1,"A":2}`); !json.Valid(msg) {
+		t.Fatal("encoding/json refuses a message at maxDepth: the limit is not its limit")
+	} else if name, _, ok := duplicateMember(msg); !ok || name != "A" {
+		t.Errorf("a repeat at depth %d: %q %t", maxDepth, name, ok)
+	}
+	if json.Valid(nest(maxDepth+1, `{"a":1}`)) {
+		t.Fatal("encoding/json accepts a message past maxDepth: a repeat there would reach mcp-go")
+	}
+	deep := append([]byte(`{"jsonrpc":"2.0","id":1,"method":"ping","params":{"x":`), bytes.Repeat([]byte("["), 16<<20)...)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	duplicateMember(deep)
+	runtime.ReadMemStats(&after)
+	if n := after.TotalAlloc - before.TotalAlloc; n > 4<<20 {
+		t.Errorf("a 16 MiB line of '[' allocated %d MB", n>>20)
 	}
 }
 
