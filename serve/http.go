@@ -662,7 +662,11 @@ func message(r *http.Request) envelope {
 		msg.Params.Meta = nil
 		msg.partial = json.Valid(b.raw)
 	}
+	bad := badEnvelope(b.raw, msg.ID, msg.Method)
 	switch name, first, dup := duplicateMember(b.raw); {
+	case bad != "":
+		msg.malformed, msg.malformedCode = bad, mcp.INVALID_REQUEST
+		msg.ID = nil // not an id a response can carry
 	case !utf8.Valid(b.raw):
 		// As on stdio: decoding turns bad bytes in code or stdin into U+FFFD, and would run
 		// something the client never sent.
@@ -751,6 +755,10 @@ func calls(next http.Handler, sess *sessions, opt HTTPOptions) http.Handler {
 	own := newOwnCalls()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		msg := message(r)
+		if msg.malformed != "" {
+			refuseMalformed(w, msg)
+			return
+		}
 		if msg.partial {
 			// mcp-go reads such a message otherwise than message did: as an initialize
 			// past the cap and the claim, or a cancellation of another client's call.
@@ -758,10 +766,6 @@ func calls(next http.Handler, sess *sessions, opt HTTPOptions) http.Handler {
 			w.WriteHeader(http.StatusBadRequest)
 			_ = json.NewEncoder(w).Encode(errorResponse(msg.ID, mcp.INVALID_REQUEST,
 				"malformed JSON-RPC message: a member has the wrong type (method must be a string, params and _meta objects)"))
-			return
-		}
-		if msg.malformed != "" {
-			refuseMalformed(w, msg)
 			return
 		}
 		modern := mcp.IsModernProtocol(r.Header.Get(mcp.HeaderProtocolVersion)) || mcp.IsModernProtocol(msg.Params.Meta.ProtocolVersion())
