@@ -73,3 +73,48 @@ func TestE2EDeepNestingBoundedMemory(t *testing.T) {
 		t.Errorf("the server's peak resident size was %d MB after two deep lines", n>>20)
 	}
 }
+
+// Protocol misuse written straight to the real binary's stdio, with a real sandbox
+// running a call meanwhile: each is answered at once, none runs code, and the server
+// goes on serving.
+func TestE2EProtocolMisuseRawStdio(t *testing.T) {
+	p := startRawStdio(t, needSandbox(t))
+	call := func(id, code string) []byte {
+		return []byte(`{"jsonrpc":"2.0","id":` + id + `,"method":"tools/call","params":{"name":"run_code","arguments":{"code":"` + code + `"}}}`)
+	}
+	errorOf := func(m map[string]any) string {
+		e, _ := m["error"].(map[string]any)
+		return fmt.Sprint(e["message"])
+	}
+	// Before initialize: ran on main.
+	p.send(t, call("1", "print('ran before initialize')"))
+	if m := p.answer(t); !strings.Contains(errorOf(m), "not initialized") {
+		t.Errorf("a call before initialize: %.300v", m)
+	}
+	initRaw(t, p)
+	// A call that runs while the rest is sent.
+	p.send(t, call(`"slow"`, "import time; time.sleep(3); print('slow done')"))
+	for _, tc := range []struct {
+		name string
+		line []byte
+		want string
+	}{
+		{"id null", call("null", "print('ran with id null')"), "the id must be a string or a number"},
+		{"batch", append(append([]byte("["), call("2", "print('ran in a batch')")...), ']'), "batches are not supported"},
+		{"lone surrogate", call("3", `print('\ud800')`), "surrogate"},
+		{"id in flight", call(`"slow"`, "print('ran twice')"), "already in use"},
+	} {
+		p.send(t, tc.line)
+		m := p.answer(t)
+		if m["id"] == "slow" && tc.name != "id in flight" {
+			t.Fatalf("%s: answered only after the call in flight: %.300v", tc.name, m)
+		}
+		if !strings.Contains(errorOf(m), tc.want) {
+			t.Errorf("%s: %.300v", tc.name, m)
+		}
+	}
+	if m := p.answer(t); m["id"] != "slow" || !strings.Contains(fmt.Sprint(m["result"]), "slow done") {
+		t.Errorf("the call in flight: %.300v", m)
+	}
+	aliveRaw(t, p, 4)
+}

@@ -16,7 +16,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
@@ -662,15 +661,13 @@ func message(r *http.Request) envelope {
 		msg.Params.Meta = nil
 		msg.partial = json.Valid(b.raw)
 	}
-	bad := badEnvelope(b.raw, msg.ID, msg.Method)
+	bad, text := badEnvelope(b.raw, msg.ID, msg.Method), textError(b.raw)
 	switch name, first, dup := duplicateMember(b.raw); {
 	case bad != "":
 		msg.malformed, msg.malformedCode = bad, mcp.INVALID_REQUEST
 		msg.ID = nil // not an id a response can carry
-	case !utf8.Valid(b.raw):
-		// As on stdio: decoding turns bad bytes in code or stdin into U+FFFD, and would run
-		// something the client never sent.
-		msg.malformed, msg.malformedCode = "message is not valid UTF-8: JSON text must be UTF-8 (RFC 8259)", mcp.PARSE_ERROR
+	case text != "":
+		msg.malformed, msg.malformedCode = text, mcp.PARSE_ERROR
 	case dup:
 		msg.malformed, msg.malformedCode = duplicateError(name, first), mcp.INVALID_REQUEST
 	}

@@ -16,7 +16,6 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
-	"unicode/utf8"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
@@ -129,11 +128,9 @@ func Stdio(ctx context.Context, s *server.MCPServer, in io.Reader, out io.Writer
 			return nil
 		case line := <-lines:
 			id, method, isRequest, cancelled, progress := peek(line)
-			if !utf8.Valid(line) {
-				// JSON text must be UTF-8 (RFC 8259 §8.1). Decoding would quietly turn bad
-				// bytes in code or stdin into U+FFFD and run something the client never sent.
+			if why := textError(line); why != "" {
 				if isRequest {
-					w.emit(nil, errorResponse(id, mcp.PARSE_ERROR, "message is not valid UTF-8: JSON text must be UTF-8 (RFC 8259)"))
+					w.emit(nil, errorResponse(id, mcp.PARSE_ERROR, why))
 				}
 				continue
 			}
@@ -159,7 +156,7 @@ func Stdio(ctx context.Context, s *server.MCPServer, in io.Reader, out io.Writer
 				}
 				continue
 			}
-			if w.running(id) {
+			if len(id) > 0 && w.running(id) {
 				// JSON-RPC forbids reusing an id in flight. Taken, the two calls shared
 				// one entry of mcp-go's cancellations: the first to end removed the
 				// other's, which no notifications/cancelled could end after that.
