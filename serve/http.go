@@ -670,6 +670,10 @@ func message(r *http.Request) envelope {
 		msg.malformed, msg.malformedCode = text, mcp.PARSE_ERROR
 	case dup:
 		msg.malformed, msg.malformedCode = duplicateError(name, first), mcp.INVALID_REQUEST
+	case msg.Params.Meta != nil && msg.Params.Meta.ProgressToken != nil:
+		if t, err := json.Marshal(msg.Params.Meta.ProgressToken); err == nil && tokenError(len(t)) != "" {
+			msg.malformed, msg.malformedCode = tokenError(len(t)), mcp.INVALID_PARAMS
+		}
 	}
 	return msg
 }

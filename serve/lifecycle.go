@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strconv"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
@@ -81,4 +82,19 @@ func clipID(id []byte) []byte {
 		return append(id[:32:32], "…"...)
 	}
 	return id
+}
+
+// maxProgressToken bounds a request's progress token, in bytes as sent. Every progress
+// notification of the call carries it back, one a second: an 8 MB token on a 5 s call
+// came back as 40 MB of stdout, and a call of the longest timeout multiplies it by
+// hundreds. SDKs send a counter or a short id.
+const maxProgressToken = 256
+
+// tokenError refuses a progress token of n bytes, or is "".
+func tokenError(n int) string {
+	if n <= maxProgressToken {
+		return ""
+	}
+	return "params._meta.progressToken is " + strconv.Itoa(n) + " bytes, over the " + strconv.Itoa(maxProgressToken) +
+		" allowed: every progress notification carries it back"
 }

@@ -249,3 +249,45 @@ func TestStdioDuplicateIDInFlightRefused(t *testing.T) {
 		t.Errorf("after the cancellation: %v", m)
 	}
 }
+
+// TestLongProgressTokenRefused: a call whose progress token is over maxProgressToken
+// bytes is refused (-32602, its id kept) on every transport and runs nothing. Taken,
+// each of its progress notifications, one a second, carried the token back: an 8 MB
+// token on a 5 s call was 40 MB of stdout.
+func TestLongProgressTokenRefused(t *testing.T) {
+	d := fakeDeps(runnertest.Echo, 1)
+	p := startStdio(t, d, StdioOptions{})
+	stateless := httpServer(t, d, HTTPOptions{MaxBodyBytes: 1 << 20, Stateless: true})
+	sse := httpServer(t, d, HTTPOptions{MaxBodyBytes: 1 << 20, SSE: true})
+	s := openSSE(t, sse.URL)
+	post(t, s.endpoint, initBody, nil)
+	s.next(t)
+	long := callLine(9, "x", strings.Repeat("T", maxProgressToken))
+	refused := func(m map[string]any) bool {
+		e, _ := m["error"].(map[string]any)
+		return m["id"] == float64(9) && e != nil && e["code"] == float64(-32602) && strings.Contains(fmt.Sprint(e["message"]), "progressToken")
+	}
+	p.send(t, long)
+	if m := recvWithin(t, p); !refused(m) {
+		t.Errorf("stdio: %v", m)
+	}
+	if code, m := postJSON(t, stateless.URL+"/mcp", long, nil); code != http.StatusBadRequest || !refused(m) {
+		t.Errorf("Streamable HTTP: %d %v", code, m)
+	}
+	if code, m := postJSON(t, s.endpoint, long, nil); code != http.StatusBadRequest || !refused(m) {
+		t.Errorf("SSE: %d %v", code, m)
+	}
+	if n := runs(d); n != 0 {
+		t.Fatalf("%d runs", n)
+	}
+	// The longest token allowed runs (the JSON string's quotes count).
+	p.send(t, callLine(10, "x", strings.Repeat("T", maxProgressToken-2)))
+	for {
+		if m := recvWithin(t, p); m["id"] == float64(10) {
+			if m["result"] == nil {
+				t.Errorf("a token of %d bytes: %v", maxProgressToken, m)
+			}
+			break
+		}
+	}
+}

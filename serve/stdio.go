@@ -127,7 +127,8 @@ func Stdio(ctx context.Context, s *server.MCPServer, in io.Reader, out io.Writer
 			}
 			return nil
 		case line := <-lines:
-			id, method, isRequest, cancelled, progress := peek(line)
+			id, method, isRequest, cancelled, token := peek(line)
+			progress := len(token) > 0 && string(token) != "null"
 			if why := textError(line); why != "" {
 				if isRequest {
 					w.emit(nil, errorResponse(id, mcp.PARSE_ERROR, why))
@@ -154,6 +155,10 @@ func Stdio(ctx context.Context, s *server.MCPServer, in io.Reader, out io.Writer
 				if resp := s.HandleMessage(callCtx, line); resp != nil {
 					w.emit(nil, resp)
 				}
+				continue
+			}
+			if why := tokenError(len(token)); why != "" {
+				w.emit(nil, errorResponse(id, mcp.INVALID_PARAMS, why))
 				continue
 			}
 			if len(id) > 0 && w.running(id) {
@@ -218,9 +223,9 @@ func pollable(f *os.File) *os.File {
 }
 
 // peek reads just enough of a message to route it: its id (nil for notifications), its
-// method, for notifications/cancelled the cancelled request's id, and whether it asks
-// for progress notifications (a progress token).
-func peek(line []byte) (id json.RawMessage, method string, isRequest bool, cancelled string, progress bool) {
+// method, for notifications/cancelled the cancelled request's id, and its progress token
+// as sent (it asks for progress notifications).
+func peek(line []byte) (id json.RawMessage, method string, isRequest bool, cancelled string, token json.RawMessage) {
 	var m struct {
 		ID     json.RawMessage `json:"id"`
 		Method string          `json:"method"`
@@ -233,13 +238,12 @@ func peek(line []byte) (id json.RawMessage, method string, isRequest bool, cance
 	}
 	if err := json.Unmarshal(line, &m); err != nil {
 		// Let mcp-go answer the parse error like any request.
-		return nil, "", true, "", false
+		return nil, "", true, "", nil
 	}
 	if m.Method == "notifications/cancelled" {
 		cancelled = string(bytes.TrimSpace(m.Params.RequestID))
 	}
-	token := string(bytes.TrimSpace(m.Params.Meta.ProgressToken))
-	return m.ID, m.Method, len(m.ID) > 0 && string(m.ID) != "null", cancelled, token != "" && token != "null"
+	return m.ID, m.Method, len(m.ID) > 0 && string(m.ID) != "null", cancelled, bytes.TrimSpace(m.Params.Meta.ProgressToken)
 }
 
 func errorResponse(id json.RawMessage, code int, msg string) any {
