@@ -289,14 +289,16 @@ func TestE2EStdoutIsOnlyJSONRPC(t *testing.T) {
 		`{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"run_code","arguments":{"code":"print(1)\u0000"}}}`,
 		`{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"run_code","arguments":{"code":"print(1)","timeout_seconds":-5}}}`,
 		`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"no_such_tool","arguments":{}}}`,
-		`{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"run_code","arguments":{"code":"print('\udcff', 'ok')","stdin":"\u0000\u00ff"}}}`,
+		`{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"run_code","arguments":{"code":"print('\u00ff\u2028', 'ok')","stdin":"\u0000\u00ff"}}}`,
+		// Half a surrogate pair would be decoded to U+FFFD and run as such: refused.
+		`{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"run_code","arguments":{"code":"print('\udcff', 'ok')"}}}`,
 	}
 	for _, l := range lines {
 		if _, err := io.WriteString(stdin, l+"\n"); err != nil {
 			t.Fatal(err)
 		}
 	}
-	want := map[float64]bool{1: true, 2: true, 3: true, 4: true, 5: true, 6: true, 7: true, 8: true}
+	want := map[float64]bool{1: true, 2: true, 3: true, 4: true, 5: true, 6: true, 7: true, 8: true, 9: true}
 	sc := bufio.NewScanner(stdout)
 	sc.Buffer(nil, 16<<20)
 	results := map[float64]map[string]any{}
@@ -341,6 +343,9 @@ func TestE2EStdoutIsOnlyJSONRPC(t *testing.T) {
 	}
 	if r, _ := results[8]["result"].(map[string]any); r == nil || r["isError"] == true {
 		t.Errorf("odd unicode and NUL stdin: %v", results[8])
+	}
+	if e, _ := results[9]["error"].(map[string]any); e == nil || e["code"] != float64(-32700) {
+		t.Errorf("half a surrogate pair: want a parse error, got %v", results[9])
 	}
 }
 
