@@ -289,14 +289,16 @@ func TestE2EStdoutIsOnlyJSONRPC(t *testing.T) {
 		`{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"run_code","arguments":{"code":"print(1)\u0000"}}}`,
 		`{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"run_code","arguments":{"code":"print(1)","timeout_seconds":-5}}}`,
 		`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"no_such_tool","arguments":{}}}`,
-		`{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"run_code","arguments":{"code":"print('\udcff', 'ok')","stdin":"\u0000\u00ff"}}}`,
+		`{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"run_code","arguments":{"code":"print('\u00ff\u2028', 'ok')","stdin":"\u0000\u00ff"}}}`,
+		// Half a surrogate pair would be decoded to U+FFFD and run as such: refused.
+		`{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"run_code","arguments":{"code":"print('\udcff', 'ok')"}}}`,
 	}
 	for _, l := range lines {
 		if _, err := io.WriteString(stdin, l+"\n"); err != nil {
 			t.Fatal(err)
 		}
 	}
-	want := map[float64]bool{1: true, 2: true, 3: true, 4: true, 5: true, 6: true, 7: true, 8: true}
+	want := map[float64]bool{1: true, 2: true, 3: true, 4: true, 5: true, 6: true, 7: true, 8: true, 9: true}
 	sc := bufio.NewScanner(stdout)
 	sc.Buffer(nil, 16<<20)
 	results := map[float64]map[string]any{}
@@ -341,6 +343,9 @@ func TestE2EStdoutIsOnlyJSONRPC(t *testing.T) {
 	}
 	if r, _ := results[8]["result"].(map[string]any); r == nil || r["isError"] == true {
 		t.Errorf("odd unicode and NUL stdin: %v", results[8])
+	}
+	if e, _ := results[9]["error"].(map[string]any); e == nil || e["code"] != float64(-32700) {
+		t.Errorf("half a surrogate pair: want a parse error, got %v", results[9])
 	}
 }
 
@@ -509,6 +514,7 @@ func TestE2ENodeHeapCapOnlyWithoutCgroup(t *testing.T) {
 // rawStdio is airlock serve driven by raw lines: every stdout line must be a JSON-RPC
 // message in valid UTF-8, or the test fails.
 type rawStdio struct {
+	pid   int
 	stdin io.WriteCloser
 	msgs  chan map[string]any
 	bad   chan string
@@ -529,7 +535,7 @@ func startRawStdio(t *testing.T, bin string) *rawStdio {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	p := &rawStdio{stdin: stdin, msgs: make(chan map[string]any, 16), bad: make(chan string, 1)}
+	p := &rawStdio{pid: cmd.Process.Pid, stdin: stdin, msgs: make(chan map[string]any, 16), bad: make(chan string, 1)}
 	go func() {
 		defer close(p.msgs)
 		sc := bufio.NewScanner(stdout)

@@ -16,7 +16,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
@@ -669,13 +668,19 @@ func message(r *http.Request) envelope {
 		msg.Params.Meta = nil
 		msg.partial = json.Valid(b.raw)
 	}
+	bad, text := badEnvelope(b.raw, msg.ID, msg.Method), textError(b.raw)
 	switch name, first, dup := duplicateMember(b.raw); {
-	case !utf8.Valid(b.raw):
-		// As on stdio: decoding turns bad bytes in code or stdin into U+FFFD, and would run
-		// something the client never sent.
-		msg.malformed, msg.malformedCode = "message is not valid UTF-8: JSON text must be UTF-8 (RFC 8259)", mcp.PARSE_ERROR
+	case bad != "":
+		msg.malformed, msg.malformedCode = bad, mcp.INVALID_REQUEST
+		msg.ID = nil // not an id a response can carry
+	case text != "":
+		msg.malformed, msg.malformedCode = text, mcp.PARSE_ERROR
 	case dup:
 		msg.malformed, msg.malformedCode = duplicateError(name, first), mcp.INVALID_REQUEST
+	case msg.Params.Meta != nil && msg.Params.Meta.ProgressToken != nil:
+		if t, err := json.Marshal(msg.Params.Meta.ProgressToken); err == nil && tokenError(len(t)) != "" {
+			msg.malformed, msg.malformedCode = tokenError(len(t)), mcp.INVALID_PARAMS
+		}
 	}
 	return msg
 }
@@ -789,6 +794,10 @@ func calls(next http.Handler, sess *sessions, opt HTTPOptions) http.Handler {
 	own := newOwnCalls()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		msg := message(r)
+		if msg.malformed != "" {
+			refuseMalformed(w, msg)
+			return
+		}
 		if msg.partial {
 			// mcp-go reads such a message otherwise than message did: as an initialize
 			// past the cap and the claim, or a cancellation of another client's call.
@@ -796,10 +805,6 @@ func calls(next http.Handler, sess *sessions, opt HTTPOptions) http.Handler {
 			w.WriteHeader(http.StatusBadRequest)
 			_ = json.NewEncoder(w).Encode(errorResponse(msg.ID, mcp.INVALID_REQUEST,
 				"malformed JSON-RPC message: a member has the wrong type (method must be a string, params and _meta objects)"))
-			return
-		}
-		if msg.malformed != "" {
-			refuseMalformed(w, msg)
 			return
 		}
 		modern := mcp.IsModernProtocol(r.Header.Get(mcp.HeaderProtocolVersion)) || mcp.IsModernProtocol(msg.Params.Meta.ProtocolVersion())

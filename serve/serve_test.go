@@ -43,6 +43,18 @@ type pipeServer struct {
 
 func startStdio(t testing.TB, d tools.Deps, opt StdioOptions) *pipeServer {
 	t.Helper()
+	p := startStdioRaw(t, d, opt)
+	p.send(t, `{"jsonrpc":"2.0","id":"init","method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
+	if m := p.recv(t); m["id"] != "init" {
+		t.Fatalf("initialize: %v", m)
+	}
+	p.send(t, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	return p
+}
+
+// startStdioRaw is startStdio without the handshake.
+func startStdioRaw(t testing.TB, d tools.Deps, opt StdioOptions) *pipeServer {
+	t.Helper()
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
 	opt.Log = quiet
@@ -53,11 +65,6 @@ func startStdio(t testing.TB, d tools.Deps, opt StdioOptions) *pipeServer {
 		outW.Close()
 	}()
 	t.Cleanup(func() { inW.Close() })
-	p.send(t, `{"jsonrpc":"2.0","id":"init","method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
-	if m := p.recv(t); m["id"] != "init" {
-		t.Fatalf("initialize: %v", m)
-	}
-	p.send(t, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
 	return p
 }
 

@@ -14,7 +14,10 @@ Use get_config to see the enabled languages and limits, and probe_sandbox to che
 
 // New builds the MCP server with every tool registered.
 func New(d tools.Deps) *server.MCPServer {
+	hooks := &server.Hooks{}
+	hooks.AddOnRequestInitialization(beforeInitialize)
 	s := server.NewMCPServer("airlock", d.Version,
+		server.WithHooks(hooks),
 		server.WithToolCapabilities(false),
 		server.WithRecovery(),
 		server.WithInstructions(instructions),

@@ -16,7 +16,6 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
-	"unicode/utf8"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
@@ -128,12 +127,11 @@ func Stdio(ctx context.Context, s *server.MCPServer, in io.Reader, out io.Writer
 			}
 			return nil
 		case line := <-lines:
-			id, isRequest, cancelled, progress := peek(line)
-			if !utf8.Valid(line) {
-				// JSON text must be UTF-8 (RFC 8259 §8.1). Decoding would quietly turn bad
-				// bytes in code or stdin into U+FFFD and run something the client never sent.
+			id, method, isRequest, cancelled, token := peek(line)
+			progress := len(token) > 0 && string(token) != "null"
+			if why := textError(line); why != "" {
 				if isRequest {
-					w.emit(nil, errorResponse(id, mcp.PARSE_ERROR, "message is not valid UTF-8: JSON text must be UTF-8 (RFC 8259)"))
+					w.emit(nil, errorResponse(id, mcp.PARSE_ERROR, why))
 				}
 				continue
 			}
@@ -142,6 +140,10 @@ func Stdio(ctx context.Context, s *server.MCPServer, in io.Reader, out io.Writer
 				if isRequest {
 					w.emit(nil, errorResponse(id, mcp.INVALID_REQUEST, duplicateError(name, first)))
 				}
+				continue
+			}
+			if why := badEnvelope(line, id, method); why != "" {
+				w.emit(nil, errorResponse(nil, mcp.INVALID_REQUEST, why))
 				continue
 			}
 			if cancelled != "" {
@@ -153,6 +155,26 @@ func Stdio(ctx context.Context, s *server.MCPServer, in io.Reader, out io.Writer
 				if resp := s.HandleMessage(callCtx, line); resp != nil {
 					w.emit(nil, resp)
 				}
+				continue
+			}
+			if why := tokenError(len(token)); why != "" {
+				w.emit(nil, errorResponse(id, mcp.INVALID_PARAMS, why))
+				continue
+			}
+			if len(id) > 0 && w.running(id) {
+				// JSON-RPC forbids reusing an id in flight. Taken, the two calls shared
+				// one entry of mcp-go's cancellations: the first to end removed the
+				// other's, which no notifications/cancelled could end after that.
+				w.emit(nil, errorResponse(id, mcp.INVALID_REQUEST,
+					"request id "+string(clipID(bytes.TrimSpace(id)))+" is already in use by a request in flight: use a new id"))
+				continue
+			}
+			if method == string(mcp.MethodInitialize) {
+				// Answered before the next line is read: a client that sends its first
+				// requests right behind initialize finds the session initialized
+				// (beforeInitialize), and the handshake runs no code.
+				w.begin(id, false)
+				w.emit(id, s.HandleMessage(callCtx, line))
 				continue
 			}
 			if inflight.Add(1) > int64(opt.MaxInFlight) {
@@ -200,10 +222,10 @@ func pollable(f *os.File) *os.File {
 	return g
 }
 
-// peek reads just enough of a message to route it: its id (nil for notifications), for
-// notifications/cancelled the cancelled request's id, and whether it asks for progress
-// notifications (a progress token).
-func peek(line []byte) (id json.RawMessage, isRequest bool, cancelled string, progress bool) {
+// peek reads just enough of a message to route it: its id (nil for notifications), its
+// method, for notifications/cancelled the cancelled request's id, and its progress token
+// as sent (it asks for progress notifications).
+func peek(line []byte) (id json.RawMessage, method string, isRequest bool, cancelled string, token json.RawMessage) {
 	var m struct {
 		ID     json.RawMessage `json:"id"`
 		Method string          `json:"method"`
@@ -216,13 +238,12 @@ func peek(line []byte) (id json.RawMessage, isRequest bool, cancelled string, pr
 	}
 	if err := json.Unmarshal(line, &m); err != nil {
 		// Let mcp-go answer the parse error like any request.
-		return nil, true, "", false
+		return nil, "", true, "", nil
 	}
 	if m.Method == "notifications/cancelled" {
 		cancelled = string(bytes.TrimSpace(m.Params.RequestID))
 	}
-	token := string(bytes.TrimSpace(m.Params.Meta.ProgressToken))
-	return m.ID, len(m.ID) > 0 && string(m.ID) != "null", cancelled, token != "" && token != "null"
+	return m.ID, m.Method, len(m.ID) > 0 && string(m.ID) != "null", cancelled, bytes.TrimSpace(m.Params.Meta.ProgressToken)
 }
 
 func errorResponse(id json.RawMessage, code int, msg string) any {
@@ -313,6 +334,14 @@ func (w *writer) begin(id json.RawMessage, progress bool) {
 	case w.busy <- struct{}{}: // wake the ticker
 	default:
 	}
+}
+
+// running reports whether a request with this id is being handled.
+func (w *writer) running(id json.RawMessage) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	_, ok := w.inflight[string(bytes.TrimSpace(id))]
+	return ok
 }
 
 // markCancelled remembers a cancellation only for a request still running, so ids of

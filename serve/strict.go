@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"strconv"
 	"unicode"
+	"unicode/utf16"
 	"unicode/utf8"
 )
 
@@ -29,10 +30,15 @@ func duplicateMember(msg []byte) (name, first string, ok bool) {
 	var names [][]byte // the names of the open objects, innermost last
 	for i := 0; i < len(msg); i++ {
 		switch msg[i] {
-		case '{':
-			stack = append(stack, frame{object: true, wantKey: true, names: len(names)})
-		case '[':
-			stack = append(stack, frame{names: len(names)})
+		case '{', '[':
+			if len(stack) == maxDepth {
+				// Deeper than encoding/json accepts: every decoder of the message
+				// refuses it whole as a parse error, so there is nothing to hide. Scanned
+				// on, a 16 MiB line of '[' grew this stack to 2.2 GB allocated and the
+				// stdio server to 1.6 GB resident (TestE2EDeepNestingBoundedMemory).
+				return "", "", false
+			}
+			stack = append(stack, frame{object: msg[i] == '{', wantKey: msg[i] == '{', names: len(names)})
 		case '}', ']':
 			if len(stack) == 0 {
 				return "", "", false
@@ -72,6 +78,10 @@ func duplicateMember(msg []byte) (name, first string, ok bool) {
 	}
 	return "", "", false
 }
+
+// maxDepth is encoding/json's limit on nesting (its scanner's maxNestingDepth): a
+// message nested deeper is not JSON to mcp-go or the tools.
+const maxDepth = 10000
 
 // frame is an open object or array of duplicateMember's scan.
 type frame struct {
@@ -151,4 +161,68 @@ func fold(s string) string {
 		b = utf8.AppendRune(b, m)
 	}
 	return string(b)
+}
+
+// textError says why msg's text is refused before it is decoded, or "": encoding/json
+// quietly turns invalid UTF-8 (RFC 8259 §8.1: JSON text must be UTF-8) and a \u escape
+// of a lone UTF-16 surrogate (§8.2: behaviour unpredictable) into U+FFFD, so code or
+// stdin would run otherwise than the client sent it and showed it: JSON.parse and
+// Python's json keep the lone surrogate ("print('\ud800')" ran as print('\ufffd')).
+func textError(msg []byte) string {
+	if !utf8.Valid(msg) {
+		return "message is not valid UTF-8: JSON text must be UTF-8 (RFC 8259)"
+	}
+	if esc, ok := loneSurrogate(msg); ok {
+		return "message has " + esc + ", half of a UTF-16 surrogate pair: send the character itself, or both halves (RFC 8259 §8.2)"
+	}
+	return ""
+}
+
+// loneSurrogate returns the first \u escape in msg of a surrogate that is not half of a
+// pair. Backslashes occur only inside strings, and each escape is skipped whole, so an
+// escaped backslash followed by "ud800" is text, not an escape.
+func loneSurrogate(msg []byte) (string, bool) {
+	for i := 0; i < len(msg); {
+		j := bytes.IndexByte(msg[i:], '\\')
+		if j < 0 {
+			return "", false
+		}
+		i += j
+		r, ok := hex4(msg, i)
+		switch {
+		case !ok:
+			i += 2 // any other escape, \\ included
+		case utf16.IsSurrogate(r) && r < 0xdc00:
+			if lo, ok := hex4(msg, i+6); ok && lo >= 0xdc00 && lo <= 0xdfff {
+				i += 12
+				continue
+			}
+			return string(msg[i : i+6]), true
+		case utf16.IsSurrogate(r):
+			return string(msg[i : i+6]), true
+		default:
+			i += 6
+		}
+	}
+	return "", false
+}
+
+// hex4 reads the \uXXXX escape at msg[i:], if there is one.
+func hex4(msg []byte, i int) (rune, bool) {
+	if i+6 > len(msg) || msg[i] != '\\' || msg[i+1] != 'u' {
+		return 0, false
+	}
+	var r rune
+	for _, c := range msg[i+2 : i+6] {
+		switch {
+		case c >= '0' && c <= '9':
+			c -= '0'
+		case c|0x20 >= 'a' && c|0x20 <= 'f':
+			c = c | 0x20 - 'a' + 10
+		default:
+			return 0, false
+		}
+		r = r<<4 | rune(c)
+	}
+	return r, true
 }

@@ -11,9 +11,11 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/airlock-mcp/airlock/runner"
 	"github.com/airlock-mcp/airlock/runner/runnertest"
@@ -61,6 +63,102 @@ func TestDuplicateMember(t *testing.T) {
 	if name, first, ok := duplicateMember([]byte("{" + strings.Join(many, ",") + `,"K17":0}`)); !ok || name != "K17" || first != "k17" {
 		t.Errorf("a repeat after 1000 names: %q %q %t", name, first, ok)
 	}
+}
+
+// A message nested past encoding/json's limit is not scanned on: each level cost the
+// scan a frame, and a 16 MiB line of '[' allocated 2.2 GB. Up to the limit, where the
+// decoders still read the message, a repeat is still found.
+func TestDuplicateMemberDepth(t *testing.T) {
+	nest := func(depth int, inner string) []byte {
+		return []byte(strings.Repeat("[", depth-1) + inner + strings.Repeat("]", depth-1))
+	}
+	if msg := nest(maxDepth, `{"a":1,"A":2}`); !json.Valid(msg) {
+		t.Fatal("encoding/json refuses a message at maxDepth: the limit is not its limit")
+	} else if name, _, ok := duplicateMember(msg); !ok || name != "A" {
+		t.Errorf("a repeat at depth %d: %q %t", maxDepth, name, ok)
+	}
+	if json.Valid(nest(maxDepth+1, `{"a":1}`)) {
+		t.Fatal("encoding/json accepts a message past maxDepth: a repeat there would reach mcp-go")
+	}
+	deep := append([]byte(`{"jsonrpc":"2.0","id":1,"method":"ping","params":{"x":`), bytes.Repeat([]byte("["), 16<<20)...)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	duplicateMember(deep)
+	runtime.ReadMemStats(&after)
+	if n := after.TotalAlloc - before.TotalAlloc; n > 4<<20 {
+		t.Errorf("a 16 MiB line of '[' allocated %d MB", n>>20)
+	}
+}
+
+func TestLoneSurrogate(t *testing.T) {
+	for _, tc := range []struct{ msg, want string }{
+		{`{"code":"print(1)"}`, ""},
+		{`{"code":"\ud800"}`, `\ud800`},
+		{`{"code":"a\uDC00b"}`, `\uDC00`},
+		{`{"code":"\ud83d\ude00"}`, ""},             // a pair: U+1F600
+		{`{"code":"\uD83D\uDE00\ud83d"}`, `\ud83d`}, // a pair, then half of one
+		{`{"code":"\ude00\ud83d"}`, `\ude00`},       // halves in the wrong order
+		{`{"code":"\ud83d\u0041"}`, `\ud83d`},       // a high half, then no low one
+		{`{"code":"\ud83d\n\ude00"}`, `\ud83d`},     // not adjacent
+		{`{"code":"\\ud800"}`, ""},                  // an escaped backslash, then text
+		{`{"code":"\\\ud800"}`, `\ud800`},           // an escaped backslash, then an escape
+		{`{"code":"\u00e9\n\t\"\/"}`, ""},
+		{`{"code":"\ud7ff\ue000"}`, ""}, // either side of the surrogates
+		{`{"code":"x\`, ""},
+		{`{"code":"\ud8`, ""},
+	} {
+		got, ok := loneSurrogate([]byte(tc.msg))
+		if ok != (tc.want != "") || got != tc.want {
+			t.Errorf("%s: %q %t, want %q", tc.msg, got, ok, tc.want)
+		}
+		// What the check refuses is what encoding/json would change.
+		var v struct{ Code string }
+		if json.Unmarshal([]byte(tc.msg), &v) == nil && ok != strings.ContainsRune(v.Code, utf8.RuneError) {
+			t.Errorf("%s: refused %t, but decoded %q", tc.msg, ok, v.Code)
+		}
+	}
+}
+
+// FuzzLoneSurrogate: on valid JSON in UTF-8 without U+FFFD of its own, loneSurrogate
+// finds an escape exactly when encoding/json decodes some string, or name, to U+FFFD.
+func FuzzLoneSurrogate(f *testing.F) {
+	f.Add(`{"code":"\ud800"}`)
+	f.Add(`{"\udc00":["\\ud800","\ud83d\ude00"]}`)
+	f.Fuzz(func(t *testing.T, msg string) {
+		var v any
+		if !utf8.ValidString(msg) || strings.ContainsRune(msg, utf8.RuneError) ||
+			strings.Contains(strings.ToLower(msg), `\ufffd`) || json.Unmarshal([]byte(msg), &v) != nil {
+			return
+		}
+		if _, _, dup := duplicateMember([]byte(msg)); dup {
+			return // the decoder kept one of the two values
+		}
+		_, ok := loneSurrogate([]byte(msg))
+		if changed := hasRuneError(v); ok != changed {
+			t.Errorf("%q: loneSurrogate %t, decoded to U+FFFD %t", msg, ok, changed)
+		}
+	})
+}
+
+func hasRuneError(v any) bool {
+	switch v := v.(type) {
+	case string:
+		return strings.ContainsRune(v, utf8.RuneError)
+	case []any:
+		for _, e := range v {
+			if hasRuneError(e) {
+				return true
+			}
+		}
+	case map[string]any:
+		for k, e := range v {
+			if strings.ContainsRune(k, utf8.RuneError) || hasRuneError(e) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func FuzzFoldMatchesEqualFold(f *testing.F) {
@@ -187,18 +285,22 @@ func repeats(t *testing.T, dec *json.Decoder) bool {
 	return false
 }
 
-// Over HTTP as over stdio, a body that is not UTF-8 is refused: decoded, its bad bytes
-// would become U+FFFD and run a program the client never sent.
+// Over HTTP as over stdio, a body that is not UTF-8, or escapes half of a surrogate
+// pair, is refused: decoded, its bad bytes or the escape would become U+FFFD and run a
+// program the client never sent.
 func TestHTTPInvalidUTF8Refused(t *testing.T) {
 	d := fakeDeps(runnertest.Echo, 1)
-	bad := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"run_code","arguments":{"code":"print('` + "\xff\xfe" + `')"}}}`
 	ts := httpServer(t, d, HTTPOptions{MaxBodyBytes: 1 << 20, Stateless: true})
-	if code, got := postJSON(t, ts.URL+"/mcp", bad, nil); code != http.StatusBadRequest || got["id"] != float64(7) {
-		t.Errorf("Streamable HTTP: %d %v", code, got)
-	}
 	sse := httpServer(t, d, HTTPOptions{MaxBodyBytes: 1 << 20, SSE: true})
-	if r := do(t, http.MethodPost, openStream(t, sse.URL, nil), bad, nil); r.code != http.StatusBadRequest || !strings.Contains(r.body, "UTF-8") {
-		t.Errorf("SSE: %d %s", r.code, r.body)
+	for bytes, want := range map[string]string{"\xff\xfe": "UTF-8", `\ud800`: "surrogate"} {
+		bad := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"run_code","arguments":{"code":"print('` + bytes + `')"}}}`
+		if code, got := postJSON(t, ts.URL+"/mcp", bad, nil); code != http.StatusBadRequest || got["id"] != float64(7) ||
+			!strings.Contains(fmt.Sprint(got["error"]), want) {
+			t.Errorf("Streamable HTTP, %q: %d %v", bytes, code, got)
+		}
+		if r := do(t, http.MethodPost, openStream(t, sse.URL, nil), bad, nil); r.code != http.StatusBadRequest || !strings.Contains(r.body, want) {
+			t.Errorf("SSE, %q: %d %s", bytes, r.code, r.body)
+		}
 	}
 	if n := d.Runner.Sandbox.(*runnertest.Sandbox).Runs.Load(); n != 0 {
 		t.Errorf("%d runs of a program with its bytes replaced", n)
