@@ -107,6 +107,14 @@ func dialSSE(t *testing.T, base string, hdr map[string]string) *sseClient {
 		}
 	}()
 	t.Cleanup(c.close)
+	// The handshake first: a call before initialize is refused (beforeInitialize).
+	init := strings.Replace(initBody, `"id":1`, `"id":"init"`, 1)
+	if r := do(t, http.MethodPost, c.endpoint, init, hdr); r.code != http.StatusAccepted {
+		t.Fatalf("initialize: %d %s", r.code, r.body)
+	}
+	if m := c.next(5 * time.Second); m == nil || m["id"] != "init" || m["result"] == nil {
+		t.Fatalf("initialize's answer: %v", m)
+	}
 	return c
 }
 
@@ -118,6 +126,13 @@ func (c *sseClient) next(d time.Duration) map[string]any {
 	case <-time.After(d):
 		return nil
 	}
+}
+
+// settled waits until nothing is held: a dialed stream's initialize gives its hold back
+// just after its answer is flushed, which the client may read first.
+func settled(t *testing.T, st *State, b *bodyBudget) {
+	t.Helper()
+	waitFor(t, "initialize's hold given back", func() bool { held, _ := b.heldNow(); return held == 0 && st.InFlight() == 0 })
 }
 
 // waitFor polls cond for up to 5 s.
@@ -210,6 +225,7 @@ func TestSSEBodyBudgetHeldUntilAnswered(t *testing.T) {
 	d := g.deps(bodyBudgetBodies + 1)
 	st, budget, base := sseServer(t, d, HTTPOptions{})
 	c := dialSSE(t, base, nil)
+	settled(t, st, budget) // initialize's hold comes back just after its answer is flushed
 	body := func(i int) string { return callID(fmt.Sprint(i), "hold", 4000) }
 	for i := range bodyBudgetBodies {
 		if r := do(t, http.MethodPost, c.endpoint, body(i), nil); r.code != http.StatusAccepted {
@@ -249,6 +265,7 @@ func TestSSEStreamEndReleasesEverything(t *testing.T) {
 	d := g.deps(4)
 	st, budget, base := sseServer(t, d, HTTPOptions{})
 	c := dialSSE(t, base, nil)
+	settled(t, st, budget) // initialize's hold comes back just after its answer is flushed
 	for i := range 3 {
 		if r := do(t, http.MethodPost, c.endpoint, callID(fmt.Sprint(i), "hold", 1000), nil); r.code != http.StatusAccepted {
 			t.Fatalf("post %d: %d %s", i, r.code, r.body)
@@ -256,7 +273,6 @@ func TestSSEStreamEndReleasesEverything(t *testing.T) {
 	}
 	for _, msg := range []string{
 		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
-		`{"jsonrpc":"2.0","id":null,"method":"notifications/initialized"}`,
 		`{"jsonrpc":"2.0","id":5,"result":{}}`,
 		`{"jsonrpc":"2.0","id":6,"method":7}`,        // mcp-go answers these two with a null id
 		`{"jsonrpc":2,"id":8,"method":"tools/list"}`, // (their decode fails)
@@ -264,6 +280,10 @@ func TestSSEStreamEndReleasesEverything(t *testing.T) {
 		if r := do(t, http.MethodPost, c.endpoint, msg, nil); r.code != http.StatusAccepted {
 			t.Errorf("%s: %d %s", msg, r.code, r.body)
 		}
+	}
+	// An id of null is refused outright (badEnvelope), holding nothing either.
+	if r := do(t, http.MethodPost, c.endpoint, `{"jsonrpc":"2.0","id":null,"method":"notifications/initialized"}`, nil); r.code != http.StatusBadRequest {
+		t.Errorf("id null: %d %s, want 400", r.code, r.body)
 	}
 	waitFor(t, "the calls to start", func() bool { return d.Runner.Limiter.Running() == 3 })
 	if held, _ := budget.heldNow(); held != 3*int64(len(callID("0", "hold", 1000))) || st.InFlight() != 3 {
@@ -283,6 +303,7 @@ func TestSSEAnswerIDEncodings(t *testing.T) {
 	d := g.deps(4)
 	st, budget, base := sseServer(t, d, HTTPOptions{})
 	c := dialSSE(t, base, nil)
+	settled(t, st, budget) // initialize's hold comes back just after its answer is flushed
 	if r := do(t, http.MethodPost, c.endpoint, callID("1.0", "one", 0), nil); r.code != http.StatusAccepted {
 		t.Fatalf("post: %d %s", r.code, r.body)
 	}
@@ -302,8 +323,8 @@ func TestSSEAnswerIDEncodings(t *testing.T) {
 		t.Errorf("an oversized message with id 1 while 1.0 is in flight: %d %.200s, want 413", r.code, r.body)
 	}
 	for _, bad := range []string{"true", `{"a":1}`, "[1]", `"` + strings.Repeat("x", 300) + `"`} {
-		if r := do(t, http.MethodPost, c.endpoint, callID(bad, "echo", 0), nil); r.code != http.StatusBadRequest || !strings.Contains(r.body, "nothing ran") {
-			t.Errorf("id %.20s: %d %s, want 400", bad, r.code, r.body)
+		if r := do(t, http.MethodPost, c.endpoint, callID(bad, "echo", 0), nil); r.code != http.StatusBadRequest || !strings.Contains(r.body, "invalid request") {
+			t.Errorf("id %.20s: %d %s, want 400 (invalid request)", bad, r.code, r.body)
 		}
 	}
 	if now, _ := budget.heldNow(); now != held || st.InFlight() != 2 {
@@ -352,6 +373,7 @@ func TestSSETwoClientsHoldTheirOwn(t *testing.T) {
 	alice := map[string]string{"Authorization": "Bearer aaaaaaaaaaaaaaaaaaaa"}
 	bob := map[string]string{"Authorization": "Bearer bbbbbbbbbbbbbbbbbbbb"}
 	ca, cb := dialSSE(t, base, alice), dialSSE(t, base, bob)
+	settled(t, st, budget) // initialize's hold comes back just after its answer is flushed
 	aliceBody, bobBody := callID("1", "alice", 2000), callID("1", "bob", 1500)
 	if r := do(t, http.MethodPost, ca.endpoint, aliceBody, alice); r.code != http.StatusAccepted {
 		t.Fatalf("alice: %d %s", r.code, r.body)
