@@ -789,7 +789,8 @@ func endWithStream(next server.ToolHandlerFunc) server.ToolHandlerFunc {
 
 // calls applies admit and the sessions to the Streamable HTTP transport. A message on
 // the 2026-07-28 protocol has no session (SEP-2567) and is left to mcp-go, as is every
-// message of a stateless server, but for their cancellations (see ownCalls).
+// message of a stateless server; cancellations and, in a session, ids in flight are
+// applied here on every path (see ownCalls).
 func calls(next http.Handler, sess *sessions, opt HTTPOptions) http.Handler {
 	own := newOwnCalls()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -816,12 +817,12 @@ func calls(next http.Handler, sess *sessions, opt HTTPOptions) http.Handler {
 		defer leave()
 		switch {
 		case modern:
-			own.serve(w, r, next, msg)
+			own.serve(w, r, next, msg, "")
 		case sess == nil && (r.Method == http.MethodGet || r.Method == http.MethodDelete):
 			w.Header().Set("Allow", "POST")
 			http.Error(w, "this server is stateless: it has no sessions and no server-to-client stream; POST each request", http.StatusMethodNotAllowed)
 		case sess == nil:
-			own.serve(w, r, next, msg)
+			own.serve(w, r, next, msg, "")
 		case r.Method == http.MethodPost && msg.Method == string(mcp.MethodInitialize):
 			initialize(w, r, next, sess, msg)
 		case r.Method != http.MethodPost && r.Method != http.MethodGet && r.Method != http.MethodDelete:
@@ -833,7 +834,7 @@ func calls(next http.Handler, sess *sessions, opt HTTPOptions) http.Handler {
 		case r.Method == http.MethodDelete:
 			next.ServeHTTP(w, r) // mcp-go calls Terminate, which cancels the session's calls
 		default:
-			inSession(w, r, next, sess, id, msg)
+			inSession(w, r, next, sess, own, id, msg)
 		}
 	})
 }
@@ -854,8 +855,9 @@ func initialize(w http.ResponseWriter, r *http.Request, next http.Handler, sess 
 }
 
 // inSession serves a request of session id under a context that ends when the session
-// does (DELETE, expiry), so that ending a session cancels its calls in flight.
-func inSession(w http.ResponseWriter, r *http.Request, next http.Handler, sess *sessions, id string, msg envelope) {
+// does (DELETE, expiry), so that ending a session cancels its calls in flight, and
+// through own (see ownCalls) its cancellations and ids.
+func inSession(w http.ResponseWriter, r *http.Request, next http.Handler, sess *sessions, own *ownCalls, id string, msg envelope) {
 	sctx := sess.begin(id, runner.PrincipalFrom(r.Context()))
 	if sctx == nil {
 		rpcError(w, http.StatusNotFound, msg.ID, "no such session: it ended, expired or was never issued; initialize again")
@@ -869,7 +871,7 @@ func inSession(w http.ResponseWriter, r *http.Request, next http.Handler, sess *
 	if r.Method == http.MethodGet {
 		defer sess.stream(id, cancel)()
 	}
-	next.ServeHTTP(w, r.WithContext(ctx))
+	own.serve(w, r.WithContext(ctx), next, msg, id)
 }
 
 // claimer gives the session an initialize issues to the client that sent it, as the
