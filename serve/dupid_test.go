@@ -227,3 +227,32 @@ func TestStdioCancelNamesExactlyOneID(t *testing.T) {
 		t.Error("the refused request 7.0 ran")
 	}
 }
+
+// TestSSECancelNamesExactlyOneID: on the legacy SSE transport, where 7 and "7" may be in
+// flight on one stream at once (sseAnswers tells their answers apart), a cancellation
+// of 7 ends the call 7 and not "7": through mcp-go both had one slot, the later's.
+func TestSSECancelNamesExactlyOneID(t *testing.T) {
+	log := &cancelLog{ended: map[string]bool{}}
+	d := fakeDeps(log.run, 4)
+	ts := httpServer(t, d, HTTPOptions{MaxBodyBytes: 1 << 20, SSE: true})
+	s := openSSE(t, ts.URL)
+	post(t, s.endpoint, initBody, nil)
+	s.next(t)
+	running := func() int64 { return int64(d.Runner.Limiter.Running()) }
+	for _, c := range []struct{ id, code string }{{"7", "num"}, {`"7"`, "str"}} {
+		if r := do(t, http.MethodPost, s.endpoint, sessionCall(c.id, c.code), nil); r.code != http.StatusAccepted {
+			t.Fatalf("post %s: %d %s", c.id, r.code, r.body)
+		}
+	}
+	waitRunning(t, 2, running)
+	if r := do(t, http.MethodPost, s.endpoint, cancelOf("7.0"), nil); r.code != http.StatusAccepted {
+		t.Errorf("cancellation: %d %s", r.code, r.body)
+	}
+	if !log.waitEnded("num") || log.was("str") {
+		t.Errorf("cancelled 7.0: request 7 ended %v, request \"7\" ended %v; want true, false", log.was("num"), log.was("str"))
+	}
+	do(t, http.MethodPost, s.endpoint, cancelOf(`"7"`), nil)
+	if !log.waitEnded("str") {
+		t.Error(`cancelled "7": request "7" did not end`)
+	}
+}

@@ -710,8 +710,10 @@ func admit(w http.ResponseWriter, r *http.Request, msg envelope, st *State) (fun
 
 // gate applies admit to the legacy SSE transport's posted messages, and tracks its
 // streams' owners. What a posted request holds (admit's place, guard's body bytes) is
-// held until its answer is on its stream (see sseAnswers), not only until the 202.
+// held until its answer is on its stream (see sseAnswers), not only until the 202. Its
+// cancellations are applied here, as on Streamable HTTP (see ownCalls).
 func gate(next http.Handler, streams *sseStreams, opt HTTPOptions) http.Handler {
+	own := newOwnCalls()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodGet {
 			streams.stream(next, w, r)
@@ -741,14 +743,32 @@ func gate(next http.Handler, streams *sseStreams, opt HTTPOptions) http.Handler 
 		}
 		rel.add(leave)
 		sid := r.URL.Query().Get("sessionId")
-		if end := streams.end(sid); end != nil {
-			r = r.WithContext(context.WithValue(r.Context(), streamEndKey{}, end))
+		who := runner.PrincipalFrom(r.Context())
+		if msg.Method == string(mcp.MethodNotificationCancelled) && len(msg.ID) == 0 {
+			own.cancel(callKey{who, sid, idKey(msg.Params.RequestID)})
+			w.WriteHeader(http.StatusAccepted)
+			return
 		}
+		end := streams.end(sid)
 		answers := streams.answersOf(sid)
 		if key == "" || answers == nil {
+			if end != nil {
+				r = r.WithContext(context.WithValue(r.Context(), streamEndKey{}, end))
+			}
 			next.ServeHTTP(w, r)
 			return
 		}
+		// The call's context, which endWithStream applies, ends with the stream or with
+		// the client's cancellation of it; it is the client's to cancel until its answer
+		// is on the stream.
+		if end == nil {
+			end = context.Background()
+		}
+		call, cancel := context.WithCancel(end)
+		done, _ := own.add(callKey{who, sid, key}, cancel, false)
+		rel.add(done)
+		rel.add(cancel)
+		r = r.WithContext(context.WithValue(r.Context(), streamEndKey{}, context.Context(call)))
 		// Kept before mcp-go sees the message: its answer may be on the stream before
 		// the 202 is.
 		if !answers.hold(key, rel) {
@@ -764,7 +784,8 @@ func gate(next http.Handler, streams *sseStreams, opt HTTPOptions) http.Handler 
 	})
 }
 
-// streamEndKey carries, in a message posted to an SSE stream, the stream's context.
+// streamEndKey carries, in a message posted to an SSE stream, the stream's context (for
+// a request with an id, one that its cancellation ends too).
 type streamEndKey struct{}
 
 // endWithStream ends a tool call posted to an SSE stream when the stream ends. mcp-go
