@@ -710,8 +710,10 @@ func admit(w http.ResponseWriter, r *http.Request, msg envelope, st *State) (fun
 
 // gate applies admit to the legacy SSE transport's posted messages, and tracks its
 // streams' owners. What a posted request holds (admit's place, guard's body bytes) is
-// held until its answer is on its stream (see sseAnswers), not only until the 202.
+// held until its answer is on its stream (see sseAnswers), not only until the 202. Its
+// cancellations are applied here, as on Streamable HTTP (see ownCalls).
 func gate(next http.Handler, streams *sseStreams, opt HTTPOptions) http.Handler {
+	own := newOwnCalls()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodGet {
 			streams.stream(next, w, r)
@@ -741,14 +743,32 @@ func gate(next http.Handler, streams *sseStreams, opt HTTPOptions) http.Handler 
 		}
 		rel.add(leave)
 		sid := r.URL.Query().Get("sessionId")
-		if end := streams.end(sid); end != nil {
-			r = r.WithContext(context.WithValue(r.Context(), streamEndKey{}, end))
+		who := runner.PrincipalFrom(r.Context())
+		if msg.Method == string(mcp.MethodNotificationCancelled) && len(msg.ID) == 0 {
+			own.cancel(callKey{who, sid, idKey(msg.Params.RequestID)})
+			w.WriteHeader(http.StatusAccepted)
+			return
 		}
+		end := streams.end(sid)
 		answers := streams.answersOf(sid)
 		if key == "" || answers == nil {
+			if end != nil {
+				r = r.WithContext(context.WithValue(r.Context(), streamEndKey{}, end))
+			}
 			next.ServeHTTP(w, r)
 			return
 		}
+		// The call's context, which endWithStream applies, ends with the stream or with
+		// the client's cancellation of it; it is the client's to cancel until its answer
+		// is on the stream.
+		if end == nil {
+			end = context.Background()
+		}
+		call, cancel := context.WithCancel(end)
+		done, _ := own.add(callKey{who, sid, key}, cancel, false)
+		rel.add(done)
+		rel.add(cancel)
+		r = r.WithContext(context.WithValue(r.Context(), streamEndKey{}, context.Context(call)))
 		// Kept before mcp-go sees the message: its answer may be on the stream before
 		// the 202 is.
 		if !answers.hold(key, rel) {
@@ -764,7 +784,8 @@ func gate(next http.Handler, streams *sseStreams, opt HTTPOptions) http.Handler 
 	})
 }
 
-// streamEndKey carries, in a message posted to an SSE stream, the stream's context.
+// streamEndKey carries, in a message posted to an SSE stream, the stream's context (for
+// a request with an id, one that its cancellation ends too).
 type streamEndKey struct{}
 
 // endWithStream ends a tool call posted to an SSE stream when the stream ends. mcp-go
@@ -789,7 +810,8 @@ func endWithStream(next server.ToolHandlerFunc) server.ToolHandlerFunc {
 
 // calls applies admit and the sessions to the Streamable HTTP transport. A message on
 // the 2026-07-28 protocol has no session (SEP-2567) and is left to mcp-go, as is every
-// message of a stateless server, but for their cancellations (see ownCalls).
+// message of a stateless server; cancellations and, in a session, ids in flight are
+// applied here on every path (see ownCalls).
 func calls(next http.Handler, sess *sessions, opt HTTPOptions) http.Handler {
 	own := newOwnCalls()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -816,12 +838,12 @@ func calls(next http.Handler, sess *sessions, opt HTTPOptions) http.Handler {
 		defer leave()
 		switch {
 		case modern:
-			own.serve(w, r, next, msg)
+			own.serve(w, r, next, msg, "")
 		case sess == nil && (r.Method == http.MethodGet || r.Method == http.MethodDelete):
 			w.Header().Set("Allow", "POST")
 			http.Error(w, "this server is stateless: it has no sessions and no server-to-client stream; POST each request", http.StatusMethodNotAllowed)
 		case sess == nil:
-			own.serve(w, r, next, msg)
+			own.serve(w, r, next, msg, "")
 		case r.Method == http.MethodPost && msg.Method == string(mcp.MethodInitialize):
 			initialize(w, r, next, sess, msg)
 		case r.Method != http.MethodPost && r.Method != http.MethodGet && r.Method != http.MethodDelete:
@@ -833,7 +855,7 @@ func calls(next http.Handler, sess *sessions, opt HTTPOptions) http.Handler {
 		case r.Method == http.MethodDelete:
 			next.ServeHTTP(w, r) // mcp-go calls Terminate, which cancels the session's calls
 		default:
-			inSession(w, r, next, sess, id, msg)
+			inSession(w, r, next, sess, own, id, msg)
 		}
 	})
 }
@@ -854,8 +876,9 @@ func initialize(w http.ResponseWriter, r *http.Request, next http.Handler, sess 
 }
 
 // inSession serves a request of session id under a context that ends when the session
-// does (DELETE, expiry), so that ending a session cancels its calls in flight.
-func inSession(w http.ResponseWriter, r *http.Request, next http.Handler, sess *sessions, id string, msg envelope) {
+// does (DELETE, expiry), so that ending a session cancels its calls in flight, and
+// through own (see ownCalls) its cancellations and ids.
+func inSession(w http.ResponseWriter, r *http.Request, next http.Handler, sess *sessions, own *ownCalls, id string, msg envelope) {
 	sctx := sess.begin(id, runner.PrincipalFrom(r.Context()))
 	if sctx == nil {
 		rpcError(w, http.StatusNotFound, msg.ID, "no such session: it ended, expired or was never issued; initialize again")
@@ -869,7 +892,7 @@ func inSession(w http.ResponseWriter, r *http.Request, next http.Handler, sess *
 	if r.Method == http.MethodGet {
 		defer sess.stream(id, cancel)()
 	}
-	next.ServeHTTP(w, r.WithContext(ctx))
+	own.serve(w, r.WithContext(ctx), next, msg, id)
 }
 
 // claimer gives the session an initialize issues to the client that sent it, as the

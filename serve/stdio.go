@@ -104,6 +104,9 @@ func Stdio(ctx context.Context, s *server.MCPServer, in io.Reader, out io.Writer
 
 	var wg sync.WaitGroup
 	var inflight atomic.Int64
+	// The duplicate ids are refused by w (running), which frees an id as its answer is
+	// written; own only holds the cancellations.
+	own := newOwnCalls()
 	stop := func() {
 		cancelCalls()
 		done := make(chan struct{})
@@ -146,8 +149,12 @@ func Stdio(ctx context.Context, s *server.MCPServer, in io.Reader, out io.Writer
 				w.emit(nil, errorResponse(nil, mcp.INVALID_REQUEST, why))
 				continue
 			}
-			if cancelled != "" {
+			if !isRequest && method == string(mcp.MethodNotificationCancelled) {
+				// Applied here, not by mcp-go, whose key makes "7" and 7 one request
+				// (see ownCalls).
 				w.markCancelled(cancelled)
+				own.cancel(callKey{id: cancelled})
+				continue
 			}
 			if !isRequest {
 				// Notifications (cancellation above all) are handled inline so that a
@@ -165,8 +172,7 @@ func Stdio(ctx context.Context, s *server.MCPServer, in io.Reader, out io.Writer
 				// JSON-RPC forbids reusing an id in flight. Taken, the two calls shared
 				// one entry of mcp-go's cancellations: the first to end removed the
 				// other's, which no notifications/cancelled could end after that.
-				w.emit(nil, errorResponse(id, mcp.INVALID_REQUEST,
-					"request id "+string(clipID(bytes.TrimSpace(id)))+" is already in use by a request in flight: use a new id"))
+				w.emit(nil, errorResponse(id, mcp.INVALID_REQUEST, idInUse(id)))
 				continue
 			}
 			if method == string(mcp.MethodInitialize) {
@@ -184,12 +190,18 @@ func Stdio(ctx context.Context, s *server.MCPServer, in io.Reader, out io.Writer
 				continue
 			}
 			w.begin(id, progress)
+			// Registered before the next line is read: a cancellation right behind the
+			// request finds it.
+			rctx, cancel := context.WithCancel(callCtx)
+			done, _ := own.add(callKey{id: idKey(id)}, cancel, false)
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
 				defer inflight.Add(-1)
+				defer done()
+				defer cancel()
 				growStack()
-				w.emit(id, s.HandleMessage(callCtx, line))
+				w.emit(id, s.HandleMessage(rctx, line))
 			}()
 		}
 	}
@@ -223,7 +235,7 @@ func pollable(f *os.File) *os.File {
 }
 
 // peek reads just enough of a message to route it: its id (nil for notifications), its
-// method, for notifications/cancelled the cancelled request's id, and its progress token
+// method, for notifications/cancelled the cancelled request's id (idKey), and its progress token
 // as sent (it asks for progress notifications).
 func peek(line []byte) (id json.RawMessage, method string, isRequest bool, cancelled string, token json.RawMessage) {
 	var m struct {
@@ -240,8 +252,8 @@ func peek(line []byte) (id json.RawMessage, method string, isRequest bool, cance
 		// Let mcp-go answer the parse error like any request.
 		return nil, "", true, "", nil
 	}
-	if m.Method == "notifications/cancelled" {
-		cancelled = string(bytes.TrimSpace(m.Params.RequestID))
+	if m.Method == string(mcp.MethodNotificationCancelled) {
+		cancelled = idKey(m.Params.RequestID)
 	}
 	return m.ID, m.Method, len(m.ID) > 0 && string(m.ID) != "null", cancelled, bytes.TrimSpace(m.Params.Meta.ProgressToken)
 }
@@ -318,7 +330,7 @@ type writer struct {
 
 // begin records a request being handled; one that asked for progress wakes the ticker.
 func (w *writer) begin(id json.RawMessage, progress bool) {
-	key := string(bytes.TrimSpace(id))
+	key := idKey(id)
 	w.mu.Lock()
 	if _, dup := w.inflight[key]; !dup {
 		w.inflight[key] = progress
@@ -340,7 +352,7 @@ func (w *writer) begin(id json.RawMessage, progress bool) {
 func (w *writer) running(id json.RawMessage) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	_, ok := w.inflight[string(bytes.TrimSpace(id))]
+	_, ok := w.inflight[idKey(id)]
 	return ok
 }
 
@@ -363,7 +375,7 @@ func (w *writer) emit(id json.RawMessage, msg any) {
 	if msg == nil {
 		return
 	}
-	if key := string(bytes.TrimSpace(id)); key != "" {
+	if key := idKey(id); key != "" {
 		if progress, ok := w.inflight[key]; ok {
 			delete(w.inflight, key)
 			if progress {
