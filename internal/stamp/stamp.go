@@ -25,11 +25,13 @@ import (
 	"github.com/airlock-mcp/airlock/internal/sysfile"
 )
 
-// maxSize bounds what Load reads: a stamp is a few hundred bytes.
+// maxSize bounds what Load reads: a stamp is a few hundred bytes, a self-check's with
+// its seccomp programs ≈ 6 KB.
 const maxSize = 64 << 10
 
 // format is the version of the file layout; a stamp of another version is a miss.
-const format = 1
+// Format 2: the record's JSON on one line, a newline, then the value's attachment.
+const format = 2
 
 // Store is a directory of stamps.
 type Store struct {
@@ -136,11 +138,24 @@ func (k *Key) Sum() string {
 
 // record is a stamp's file.
 type record struct {
-	Format int             `json:"format"`
-	Kind   string          `json:"kind"`
-	Key    string          `json:"key"`
-	Passed time.Time       `json:"passed"`
-	Value  json.RawMessage `json:"value"`
+	Format int       `json:"format"`
+	Kind   string    `json:"kind"`
+	Key    string    `json:"key"`
+	Passed time.Time `json:"passed"`
+	// Attached is the length of the attachment after the record's line (Attacher).
+	Attached int             `json:"attached"`
+	Value    json.RawMessage `json:"value"`
+}
+
+// An Attacher is a value that keeps its bulk out of its JSON, as raw bytes after the
+// record: a self-check's seccomp programs (≈ 6 KB) as base64 in the JSON were most of
+// a load, and a load is on every `airlock run`'s start. The attachment is trusted
+// exactly as the record is (the same file, the same checks).
+type Attacher interface {
+	// Attachment is the bytes Save stores after the record.
+	Attachment() []byte
+	// Attach gives a decoded value its attachment; an error makes the stamp a miss.
+	Attach(b []byte) error
 }
 
 // ErrMiss wraps every reason a stamp is not used.
@@ -177,7 +192,13 @@ func (s *Store) Load(kind string, key *Key, v any) error {
 	if err != nil || len(b) > maxSize {
 		return fmt.Errorf("%w: %s cannot be read whole", ErrMiss, p)
 	}
-	r, err := decodeRecord(b, v)
+	// json.Marshal escapes every newline in a string, so the record's line ends at the
+	// first one.
+	line, att, ok := bytes.Cut(b, []byte{'\n'})
+	if !ok {
+		return fmt.Errorf("%w: %s is corrupt: no end to its record", ErrMiss, p)
+	}
+	r, err := decodeRecord(line, v)
 	if err != nil {
 		return fmt.Errorf("%w: %s is corrupt: %w", ErrMiss, p, err)
 	}
@@ -191,14 +212,23 @@ func (s *Store) Load(kind string, key *Key, v any) error {
 		return fmt.Errorf("%w: %s passed in the future (%s)", ErrMiss, p, r.Passed)
 	case now.Sub(r.Passed) > s.maxAge:
 		return fmt.Errorf("%w: %s is older than %s", ErrMiss, p, s.maxAge)
+	case r.Attached != len(att):
+		return fmt.Errorf("%w: %s is corrupt: an attachment of %d bytes, %d said", ErrMiss, p, len(att), r.Attached)
+	}
+	if a, ok := v.(Attacher); ok {
+		if err := a.Attach(att); err != nil {
+			return fmt.Errorf("%w: %s is corrupt: %w", ErrMiss, p, err)
+		}
+	} else if len(att) > 0 {
+		return fmt.Errorf("%w: %s is corrupt: an attachment for a value that takes none", ErrMiss, p)
 	}
 	return nil
 }
 
 // decodeRecord reads a stamp's fields from b, and its value straight into v, in one
-// pass: the value is most of a stamp (a self-check's seccomp programs, ≈ 7 KB), and
-// keeping it as a json.RawMessage to decode afterwards scanned it twice more (190 → 95
-// µs a load in BenchmarkLoadSelfCheckSized, on every `airlock run`). Every field must be
+// pass: keeping the value as a json.RawMessage to decode afterwards scanned it twice
+// more (190 → 95 µs a load of a self-check's with its programs in the JSON, when they
+// were). Every field must be
 // present and known, nested ones too. v is filled before the record is checked, so on a
 // miss it may hold part of a value that must not be used: Load's callers use v only on
 // a nil error.
@@ -229,6 +259,8 @@ func decodeRecord(b []byte, v any) (record, error) {
 			err = dec.Decode(&r.Key)
 		case "passed":
 			err = dec.Decode(&r.Passed)
+		case "attached":
+			err = dec.Decode(&r.Attached)
 		case "value":
 			err = dec.Decode(v)
 		default:
@@ -241,28 +273,34 @@ func decodeRecord(b []byte, v any) (record, error) {
 	if t, err := dec.Token(); err != nil || t != json.Delim('}') {
 		return r, fmt.Errorf("unterminated object (%w)", err)
 	}
-	if len(seen) != 5 {
-		return r, fmt.Errorf("fields missing: have %d of 5", len(seen))
+	if len(seen) != 6 {
+		return r, fmt.Errorf("fields missing: have %d of 6", len(seen))
 	}
 	return r, nil
 }
 
-// Save records that the check of kind passed now for key, with its result v. The file
-// is replaced atomically (a reader sees the old stamp or the new one), and the stamps of
-// the same kind that have outlived their age are removed.
+// Save records that the check of kind passed now for key, with its result v (and v's
+// attachment, for an Attacher). The file is replaced atomically (a reader sees the old
+// stamp or the new one), and the stamps of the same kind that have outlived their age
+// are removed.
 func (s *Store) Save(kind string, key *Key, v any) error {
 	sum := key.Sum()
 	if sum == "" {
 		return errors.New("an input of the check cannot be read: nothing to stamp")
 	}
+	var att []byte
+	if a, ok := v.(Attacher); ok {
+		att = a.Attachment()
+	}
 	val, err := json.Marshal(v)
 	if err != nil {
 		return err
 	}
-	b, err := json.Marshal(record{Format: format, Kind: kind, Key: sum, Passed: s.now(), Value: val})
+	b, err := json.Marshal(record{Format: format, Kind: kind, Key: sum, Passed: s.now(), Attached: len(att), Value: val})
 	if err != nil {
 		return err
 	}
+	b = append(append(b, '\n'), att...)
 	tmp, err := os.CreateTemp(s.dir, "."+kind+"-*")
 	if err != nil {
 		return fmt.Errorf("save stamp: %w", err)

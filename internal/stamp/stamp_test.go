@@ -3,7 +3,9 @@
 package stamp
 
 import (
+	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -304,4 +306,81 @@ func TestStampUnreadableInputNeverStamps(t *testing.T) {
 		t.Fatal("a key with an unreadable input was stamped")
 	}
 	mustMiss(t, st, k, "unreadable input")
+}
+
+// attached is a value with an attachment (a self-check's programs, in sandbox/linux).
+type attached struct {
+	Rules int    `json:"rules"`
+	Blob  []byte `json:"-"`
+}
+
+func (a attached) Attachment() []byte { return a.Blob }
+
+func (a *attached) Attach(b []byte) error {
+	if len(b) == 0 {
+		return errors.New("no attachment")
+	}
+	a.Blob = b
+	return nil
+}
+
+// An attachment comes back byte for byte, newlines and all, and stays out of the JSON;
+// one whose length is not the record's, one a value does not take, or one the value
+// refuses makes the stamp a miss.
+func TestStampAttachment(t *testing.T) {
+	blob := []byte("\n{\"rules\":8}\n\x00\xff prog")
+	save := func(t *testing.T) (*Store, *Key, string) {
+		st, _ := testStore(t)
+		k := testKey(t, fakeBinary(t))
+		if err := st.Save("check", k, &attached{Rules: 7, Blob: blob}); err != nil {
+			t.Fatal(err)
+		}
+		return st, k, stampFile(t, st)
+	}
+	st, k, p := save(t)
+	var v attached
+	if err := st.Load("check", k, &v); err != nil || v.Rules != 7 || !bytes.Equal(v.Blob, blob) {
+		t.Fatalf("Load = %d %q, %v; want 7 %q", v.Rules, v.Blob, err, blob)
+	}
+	if b, _ := os.ReadFile(p); !bytes.HasSuffix(b, append([]byte("}\n"), blob...)) || bytes.Count(b, blob) != 1 {
+		t.Fatalf("the attachment is not the file's tail, once: %q", b)
+	}
+	for _, c := range []struct {
+		name   string
+		tamper func(b []byte) []byte
+	}{
+		{"longer", func(b []byte) []byte { return append(b, 'x') }},
+		{"shorter", func(b []byte) []byte { return b[:len(b)-1] }},
+		{"no line end", func(b []byte) []byte { return b[:bytes.IndexByte(b, '\n')] }},
+		{"length said larger", func(b []byte) []byte {
+			return bytes.Replace(b, fmt.Appendf(nil, `"attached":%d`, len(blob)), fmt.Appendf(nil, `"attached":%d`, len(blob)+1), 1)
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			st, k, p := save(t)
+			b, _ := os.ReadFile(p)
+			if err := os.WriteFile(p, c.tamper(b), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			var v attached
+			if err := st.Load("check", k, &v); !errors.Is(err, ErrMiss) {
+				t.Fatalf("a tampered attachment (%s) was trusted: %v", c.name, err)
+			}
+		})
+	}
+	t.Run("a value that takes none", func(t *testing.T) {
+		st, k, _ := save(t)
+		mustMiss(t, st, k, "an attachment for a plain value")
+	})
+	t.Run("refused by the value", func(t *testing.T) {
+		st, _ := testStore(t)
+		k := testKey(t, fakeBinary(t))
+		if err := st.Save("check", k, &attached{Rules: 7}); err != nil {
+			t.Fatal(err)
+		}
+		var v attached
+		if err := st.Load("check", k, &v); !errors.Is(err, ErrMiss) {
+			t.Fatalf("an attachment the value refuses was trusted: %v", err)
+		}
+	})
 }

@@ -185,6 +185,9 @@ func (l *launch) start(cfg *initConfig) error {
 		return l.sb.startError(err)
 	}
 	l.pidfd = pidfd
+	if l.sb.sweepLater != nil {
+		l.sb.sweepLater()
+	}
 	go func() {
 		if err := waitPidfd(pidfd); err != nil {
 			// Cannot happen with a pidfd the kernel gave us; if it does, the sandbox

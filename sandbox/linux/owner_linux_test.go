@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/airlock-mcp/airlock/internal/sandboxtest"
+	"github.com/airlock-mcp/airlock/sandbox"
 )
 
 // proc is a process the test started, and whether it has ended.
@@ -262,6 +263,66 @@ func BenchmarkStaleSweep(b *testing.B) {
 	for _, d := range dirs {
 		if _, err := os.Stat(d); err != nil {
 			b.Fatalf("the sweep removed a live server's dir: %v", err)
+		}
+	}
+}
+
+// A one-shot backend (`airlock run`, its self-check reused from a stamp) sweeps once its
+// program has been spawned, not beside its start: a proved-gone owner's cgroups made
+// after New, with a process in them, are killed and removed by that run's sweep all
+// the same.
+func TestOneShotSweepsOnceItsProgramIsSpawned(t *testing.T) {
+	skipUnprivilegedRun(t)
+	if os.Geteuid() != 0 {
+		sandboxtest.SkipOrFail(t, "the cgroup sweep needs root (v1) or a delegated cgroup")
+	}
+	opts := sandbox.Options{OneShot: true, Stamps: stampStore(t, t.TempDir())}
+	first, err := New(opts) // the full check, stamped: its spawn is New's
+	sandboxtest.Require(t, err)
+	first.Close()
+	s := newStamped(t, opts)
+	if s.checked == nil || !s.filtersStamped {
+		t.Fatal("the second one-shot backend did not reuse the stamped check")
+	}
+	if s.cg.version == 0 {
+		t.Skipf("SKIPPING: no cgroups here, so the sweep is not tested: %s", s.cg.reason)
+	}
+	dead := startProc(t, false)
+	gone := dead.identity(t)
+	dead.end()
+	victim := startProc(t, false)
+	t.Cleanup(victim.end)
+	var dirs []string
+	for _, base := range s.cg.shared {
+		d := filepath.Join(base, fmt.Sprintf("%d.%s.9", gone.pid, gone.token()))
+		if err := os.MkdirAll(filepath.Join(d, "7-run"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		dirs = append(dirs, d)
+		t.Cleanup(func() {
+			_ = removeCgroupDir(filepath.Join(d, "7-run"))
+			_ = removeCgroupDir(d)
+		})
+		if err := os.WriteFile(filepath.Join(d, "7-run", "cgroup.procs"), []byte(strconv.Itoa(victim.cmd.Process.Pid)), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res, err := s.Run(t.Context(), withDefaults(shSpec("true", newMarker())))
+	if err != nil || res.Status != sandbox.StatusOK {
+		t.Fatalf("run: %v %s", err, brief(res))
+	}
+	select {
+	case <-victim.done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the gone owner's run still lives after the one-shot run's sweep")
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for _, d := range dirs {
+		for _, err := os.Stat(d); err == nil; _, err = os.Stat(d) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s is left after the one-shot run's sweep", d)
+			}
+			time.Sleep(10 * time.Millisecond)
 		}
 	}
 }

@@ -4,8 +4,10 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 
 	"golang.org/x/sys/unix"
@@ -35,11 +37,41 @@ type checkStamp struct {
 	Filters map[sandbox.Network]stampedFilter `json:"filters,omitempty"`
 }
 
-// stampedFilter is one compiled seccomp program (bpf) as a stamp keeps it.
+// stampedFilter is one compiled seccomp program (bpf) as a stamp keeps it: its length
+// here, its bytes in the stamp's attachment (Attachment).
 type stampedFilter struct {
-	Prog    []byte `json:"prog"`
+	Prog    []byte `json:"-"`
+	Len     int    `json:"len"`
 	Rules   int    `json:"rules"`
 	BadArch string `json:"bad_arch"`
+}
+
+// Attachment is the stamp's programs back to back, in the order of their modes' names
+// (stamp.Attacher): decoding them from base64 in the JSON was 15 % of New's CPU at each
+// `airlock run`.
+func (st checkStamp) Attachment() []byte {
+	var b []byte
+	for _, n := range slices.Sorted(maps.Keys(st.Filters)) {
+		b = append(b, st.Filters[n].Prog...)
+	}
+	return b
+}
+
+// Attach cuts the loaded attachment into the programs, each as long as its Len says; a
+// length that does not add up is a corrupt stamp (a miss: the check runs in full).
+func (st *checkStamp) Attach(b []byte) error {
+	for _, n := range slices.Sorted(maps.Keys(st.Filters)) {
+		f := st.Filters[n]
+		if f.Len < 0 || f.Len > len(b) {
+			return fmt.Errorf("the %s filter's %d bytes are not in the attachment", n, f.Len)
+		}
+		f.Prog, b = b[:f.Len:f.Len], b[f.Len:]
+		st.Filters[n] = f
+	}
+	if len(b) != 0 {
+		return fmt.Errorf("%d bytes of the attachment are no filter's", len(b))
+	}
+	return nil
 }
 
 // checkSysctls are the host settings that decide whether sandboxes can be built.
@@ -115,13 +147,13 @@ func (s *Sandbox) stampCheck(k *stamp.Key, rules int) {
 	st := checkStamp{Rules: rules, NoProc: s.adapt.noProc, KeepHostname: s.adapt.keepHostname,
 		Filters: map[sandbox.Network]stampedFilter{}}
 	for n, f := range s.filters {
-		st.Filters[n] = stampedFilter{Prog: f.prog, Rules: f.rules, BadArch: f.badArch}
+		st.Filters[n] = stampedFilter{Prog: f.prog, Len: len(f.prog), Rules: f.rules, BadArch: f.badArch}
 	}
 	s.checked = &st
 	if s.opts.Stamps == nil {
 		return
 	}
-	if err := s.opts.Stamps.Save(checkKind, k, st); err != nil {
+	if err := s.opts.Stamps.Save(checkKind, k, &st); err != nil {
 		s.log.Debug("self-check not stamped", "err", err)
 	}
 }

@@ -231,22 +231,37 @@ func editCheckStamps(t *testing.T, dir string, edit func(*checkStamp)) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		line, att, ok := bytes.Cut(b, []byte("\n"))
+		if !ok {
+			t.Fatalf("%s: no record line", p)
+		}
 		var r map[string]json.RawMessage
 		var st checkStamp
-		if err := json.Unmarshal(b, &r); err != nil {
+		if err := json.Unmarshal(line, &r); err != nil {
 			t.Fatal(err)
 		}
 		if err := json.Unmarshal(r["value"], &st); err != nil {
 			t.Fatal(err)
 		}
+		if err := st.Attach(att); err != nil {
+			t.Fatal(err)
+		}
 		edit(&st)
+		for n, f := range st.Filters { // the edit's programs, whole as the store keeps them
+			f.Len = len(f.Prog)
+			st.Filters[n] = f
+		}
+		att = st.Attachment()
 		if r["value"], err = json.Marshal(st); err != nil {
 			t.Fatal(err)
 		}
-		if b, err = json.Marshal(r); err != nil {
+		if r["attached"], err = json.Marshal(len(att)); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(p, b, 0o600); err != nil {
+		if line, err = json.Marshal(r); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, append(append(line, '\n'), att...), 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -365,6 +380,35 @@ func TestWellFormedFilter(t *testing.T) {
 	} {
 		if got := wellFormed(c.prog); got != c.want {
 			t.Errorf("%s: wellFormed %t, want %t", c.name, got, c.want)
+		}
+	}
+}
+
+// A stamp's programs come back from its attachment by their lengths, in the order they
+// were written; lengths that do not add up to the attachment refuse the stamp.
+func TestCheckStampAttachment(t *testing.T) {
+	st := checkStamp{Filters: map[sandbox.Network]stampedFilter{
+		sandbox.NetworkNone: {Prog: []byte("none-prog"), Len: 9},
+		sandbox.NetworkHost: {Prog: []byte("host"), Len: 4},
+	}}
+	att := st.Attachment()
+	got := checkStamp{Filters: map[sandbox.Network]stampedFilter{
+		sandbox.NetworkNone: {Len: 9}, sandbox.NetworkHost: {Len: 4},
+	}}
+	if err := got.Attach(att); err != nil {
+		t.Fatal(err)
+	}
+	for n, f := range st.Filters {
+		if !bytes.Equal(got.Filters[n].Prog, f.Prog) {
+			t.Errorf("%s: %q back, want %q", n, got.Filters[n].Prog, f.Prog)
+		}
+	}
+	for _, lens := range [][2]int{{9, 3}, {9, 5}, {-1, 14}, {14, -1}, {0, 0}} {
+		bad := checkStamp{Filters: map[sandbox.Network]stampedFilter{
+			sandbox.NetworkNone: {Len: lens[0]}, sandbox.NetworkHost: {Len: lens[1]},
+		}}
+		if err := bad.Attach(att); err == nil {
+			t.Errorf("lengths %v of a %d-byte attachment were taken", lens, len(att))
 		}
 	}
 }
