@@ -163,3 +163,42 @@ while not os.path.exists('swapping'):
 	}
 	t.Logf("%d of 300 walks found out/swap a FIFO; by skip reason/data: %v", fifo, states)
 }
+
+// A call the server stops leaves a pid hopper behind: a daemon in a session of its own
+// that ignores the interrupt and forks again and again, each parent exiting as soon as
+// its child is born, so that the pid the sweep listed is gone by the time of its signal
+// while the hopper goes on, appending to a workspace file the next calls would read.
+// After each stopped call the next one must find only the driver's processes (init,
+// supervisor, worker) and the file unchanged. (Seen failing before the sweep went on
+// until a listing showed no process: the hopper outlived 1 of 8 stopped calls.)
+func TestSessionStoppedCallLeavesNoPidHopper(t *testing.T) {
+	ss := openSession(t, sessionSpec(t, "python"))
+	hopper := `import ctypes, os, signal, time
+libc = ctypes.CDLL(None, use_errno=True)
+if os.fork() == 0:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    os.setsid()
+    n = 0
+    while True:
+        if libc.syscall(57) != 0:  # a raw fork: the parent leaves at once
+            libc._exit(0)
+        n += 1
+        if n % 1000 == 0:
+            fd = os.open('/workspace/tamper', os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+            os.write(fd, b'x')
+            os.close(fd)
+time.sleep(60)`
+	check := "import os, time\ntime.sleep(0.3)\n" +
+		"size = os.path.getsize('/workspace/tamper') if os.path.exists('/workspace/tamper') else 0\ntime.sleep(0.3)\n" +
+		"grown = os.path.exists('/workspace/tamper') and os.path.getsize('/workspace/tamper') != size\n" +
+		"print(len([p for p in os.listdir('/proc') if p.isdigit()]), grown)"
+	for try := 0; try < 24; try++ {
+		res := call(t, ss, hopper, 500*time.Millisecond)
+		if res.Status != sandbox.StatusTimeout {
+			t.Fatalf("try %d: the hopper's call: %s", try, brief(res))
+		}
+		if after := call(t, ss, check); strings.TrimSpace(string(after.Stdout.Bytes())) != "3 False" {
+			t.Fatalf("try %d: after a stopped call, want only the driver's 3 processes and no write to the workspace, got %s (stopped call: %s)", try, brief(after), brief(res))
+		}
+	}
+}
