@@ -253,3 +253,29 @@ func TestOwnerGoneWhileOpening(t *testing.T) {
 		}
 	}
 }
+
+// While its owner's call runs, another client naming the session gets the answer a
+// guessed id gets, not "busy": a busy answer would tell it the id is live. Nor may its
+// close end it. (Seen failing with the busy check moved before the owner check.)
+func TestBusySessionUnknownToOthers(t *testing.T) {
+	m, _ := testManager(t, Limits{IdleTTL: time.Minute, MaxLifetime: time.Hour, MaxPerClient: 4, MaxTotal: 16})
+	h, f := open(t, m, "http:a:alice")
+	held, err := m.Acquire("http:a:alice", h.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	guess := NewID()
+	_, errGuess := m.Acquire("http:b:bob", guess)
+	_, errOther := m.Acquire("http:b:bob", h.ID)
+	if !errors.Is(errOther, ErrUnknown) || errors.Is(errOther, ErrBusy) ||
+		strings.ReplaceAll(errOther.Error(), h.ID, "ID") != strings.ReplaceAll(errGuess.Error(), guess, "ID") {
+		t.Fatalf("another client on a busy session: %v\nwant as a guess: %v", errOther, errGuess)
+	}
+	if m.Release(held, false) || closed(f.done) {
+		t.Fatal("the owner's session ended")
+	}
+	m.Release(h, true)
+	if _, err := m.Acquire("http:a:alice", h.ID); !errors.Is(err, ErrUnknown) {
+		t.Fatalf("the owner's id after close: %v", err)
+	}
+}
