@@ -89,6 +89,16 @@ var envName = lazyRegexp(`^[a-z][a-z0-9_-]{0,31}$`)
 // npmName is npm's rule for package names, scoped or not.
 var npmName = lazyRegexp(`^(@[a-z0-9-~][a-z0-9-._~]*/)?[a-z0-9-~][a-z0-9-._~]*$`)
 
+// An environment's package names and versions are its installers' text: run_code's
+// description and get_config show them to the model, so only a name and a version in
+// their own shape are listed, never a line of text. pkgVersion is PEP 440's and
+// semver's characters; npm names may hold upper case in old packages (JSONStream).
+var (
+	pyPackage  = lazyRegexp(`^[A-Za-z0-9]([A-Za-z0-9._-]{0,198}[A-Za-z0-9])?$`)
+	npmPackage = lazyRegexp(`^(@[A-Za-z0-9-~][A-Za-z0-9-._~]*/)?[A-Za-z0-9-~][A-Za-z0-9-._~]*$`)
+	pkgVersion = lazyRegexp(`^([0-9A-Za-z][0-9A-Za-z.+!_-]{0,63})?$`)
+)
+
 // lazyRegexp is regexp.MustCompile(expr) on the first call.
 func lazyRegexp(expr string) func() *regexp.Regexp {
 	return sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(expr) })
@@ -201,7 +211,7 @@ func (e *Environment) addNodePackage(root *os.Root, dir string) {
 		return
 	}
 	var pj struct{ Name, Version string }
-	if json.Unmarshal(data, &pj) != nil || pj.Name == "" {
+	if json.Unmarshal(data, &pj) != nil || len(pj.Name) > 214 || !npmPackage().MatchString(pj.Name) || !pkgVersion().MatchString(pj.Version) {
 		return
 	}
 	e.Packages = append(e.Packages, Package{Name: pj.Name, Version: pj.Version, modules: []string{pj.Name}})
@@ -474,7 +484,7 @@ func readMetadata(root *os.Root, name string) (Package, bool) {
 			p.Version = strings.TrimSpace(v)
 		}
 	}
-	return p, p.Name != ""
+	return p, pyPackage().MatchString(p.Name) && pkgVersion().MatchString(p.Version)
 }
 
 // Provides returns the package that provides the top-level module, if any.
