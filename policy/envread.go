@@ -31,7 +31,7 @@ const (
 	maxSmallFile = 64 << 10
 	// maxEntries bounds the directory entries one inspection lists, across its site
 	// directories or node_modules (a large environment has a few thousand).
-	maxEntries = 100_000
+	maxEntries = 50_000
 )
 
 var errNotRegular = errors.New("not a regular file")
