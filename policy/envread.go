@@ -17,7 +17,9 @@ import (
 // its packages' installers wrote. So every read of the environment's files goes through
 // an os.Root at the environment's directory: a symlink may point anywhere inside the
 // environment's own tree (npm's file: dependencies and pnpm's store are relative links
-// into it) but not out of it, to a host file whose Name:/Version: or "name"/"version"
+// into it; an absolute link is refused even into it, as it names the host's path, which
+// the sandbox, seeing the environment at /env, does not have) but not out of it, to a
+// host file whose Name:/Version: or "name"/"version"
 // lines would reach any client. Only regular files are read, opened non-blocking (a
 // FIFO opened for reading would block the server's start until a writer came), and
 // each read and listing is bounded (a device or a huge file would not be read whole).

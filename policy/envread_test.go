@@ -160,6 +160,10 @@ func TestHostileEnvironmentFilesStayInside(t *testing.T) {
 			// npm's file: dependency: a relative symlink into the environment's own tree.
 			"packages/local/package.json": `{"name": "local", "version": "0.1.0"}`,
 			"node_modules/local":          "->../packages/local",
+			// An absolute link, even into the tree, names the host's path of it, which
+			// the sandbox does not have (it sees the environment at /env): not listed.
+			"packages/abs/package.json": `{"name": "abs", "version": "1.0.0"}`,
+			"node_modules/abs":          "->" + filepath.Join(env, "packages/abs"),
 		})
 		node := Language{Name: "javascript", Installed: true, Interpreter: "/usr/bin/node", Version: "20"}
 		e := inspectWithin(t, EnvironmentConfig{Name: "js", Language: "javascript", Path: env}, node)
