@@ -2,10 +2,10 @@ package policy
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -469,14 +469,16 @@ func (e *Environment) addPythonPackages(dir string, system bool) {
 }
 
 // readMetadata reads Name and Version from the headers of a core-metadata file below
-// root; they come before its description, so a bounded prefix holds them.
+// root; they come before its description, so the read stops at the blank line after
+// them, within maxManifest.
 func readMetadata(root *os.Root, name string) (Package, bool) {
-	data, _, err := readBounded(root, name, maxManifest)
+	f, err := openRegular(root, name)
 	if err != nil {
 		return Package{}, false
 	}
+	defer f.Close()
 	var p Package
-	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc := bufio.NewScanner(io.LimitReader(f, maxManifest))
 	for sc.Scan() && sc.Text() != "" {
 		if v, ok := strings.CutPrefix(sc.Text(), "Name:"); ok {
 			p.Name = strings.TrimSpace(v)

@@ -53,35 +53,33 @@ func (e *Environment) envRoot(dir string) (*os.Root, string, error) {
 	return r, ".", err
 }
 
-// readBounded reads at most limit bytes of a regular file below root; whole is false
-// when the file holds more.
-func readBounded(root *os.Root, name string, limit int64) (data []byte, whole bool, err error) {
+// openRegular opens a regular file below root for reading.
+func openRegular(root *os.Root, name string) (*os.File, error) {
 	f, err := root.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
 	if err != nil {
-		return nil, false, err
+		return nil, err
 	}
-	defer f.Close()
 	fi, err := f.Stat()
+	if err == nil && !fi.Mode().IsRegular() {
+		err = fmt.Errorf("%s: %w", name, errNotRegular)
+	}
 	if err != nil {
-		return nil, false, err
+		f.Close()
+		return nil, err
 	}
-	if !fi.Mode().IsRegular() {
-		return nil, false, fmt.Errorf("%s: %w", name, errNotRegular)
-	}
-	data, err = io.ReadAll(io.LimitReader(f, limit+1))
-	if err != nil {
-		return nil, false, err
-	}
-	if int64(len(data)) > limit {
-		return data[:limit], false, nil
-	}
-	return data, true, nil
+	return f, nil
 }
 
-// readWhole is readBounded for a file that is useless cut: larger than limit is an error.
+// readWhole reads a regular file below root of at most limit bytes: a larger one is an
+// error, as a file cut is of no use.
 func readWhole(root *os.Root, name string, limit int64) ([]byte, error) {
-	data, whole, err := readBounded(root, name, limit)
-	if err == nil && !whole {
+	f, err := openRegular(root, name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err == nil && int64(len(data)) > limit {
 		err = fmt.Errorf("%s: larger than %d bytes", name, limit)
 	}
 	return data, err
