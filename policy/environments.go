@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -71,6 +73,10 @@ type Environment struct {
 	// sandboxedSite: the interpreter is one of the environment's files, so its version
 	// and site directories are asked in a sandbox (NeedsSiteQuery).
 	sandboxedSite bool
+	// venv: the environment has a pyvenv.cfg (else it is a prefix).
+	venv bool
+	// entries counts the directory entries the inspection listed (maxEntries).
+	entries int
 }
 
 // The patterns here compile on first use, not at init: every airlock process, `airlock
@@ -82,6 +88,16 @@ var envName = lazyRegexp(`^[a-z][a-z0-9_-]{0,31}$`)
 
 // npmName is npm's rule for package names, scoped or not.
 var npmName = lazyRegexp(`^(@[a-z0-9-~][a-z0-9-._~]*/)?[a-z0-9-~][a-z0-9-._~]*$`)
+
+// An environment's package names and versions are its installers' text: run_code's
+// description and get_config show them to the model, so only a name and a version in
+// their own shape are listed, never a line of text. pkgVersion is PEP 440's and
+// semver's characters; npm names may hold upper case in old packages (JSONStream).
+var (
+	pyPackage  = lazyRegexp(`^[A-Za-z0-9]([A-Za-z0-9._-]{0,198}[A-Za-z0-9])?$`)
+	npmPackage = lazyRegexp(`^(@[A-Za-z0-9-~][A-Za-z0-9-._~]*/)?[A-Za-z0-9-~][A-Za-z0-9-._~]*$`)
+	pkgVersion = lazyRegexp(`^([0-9A-Za-z][0-9A-Za-z.+!_-]{0,63})?$`)
+)
 
 // lazyRegexp is regexp.MustCompile(expr) on the first call.
 func lazyRegexp(expr string) func() *regexp.Regexp {
@@ -163,35 +179,39 @@ func InspectEnvironment(c EnvironmentConfig, base Language) Environment {
 }
 
 func (e *Environment) inspectNode(node Language) error {
-	mods := filepath.Join(e.Path, "node_modules")
-	if fi, err := os.Stat(mods); err != nil || !fi.IsDir() {
+	root, err := os.OpenRoot(e.Path)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	if fi, err := root.Stat("node_modules"); err != nil || !fi.IsDir() {
 		return fmt.Errorf("%s: no node_modules directory (run npm install there)", e.Path)
 	}
 	e.Interpreter, e.Version = node.Interpreter, node.Version
-	entries, _ := os.ReadDir(mods)
-	for _, d := range entries {
+	for _, d := range e.readDir(root, "node_modules") {
 		name := d.Name()
 		if strings.HasPrefix(name, "@") {
-			scoped, _ := os.ReadDir(filepath.Join(mods, name))
-			for _, s := range scoped {
-				e.addNodePackage(filepath.Join(mods, name, s.Name()))
+			scope := filepath.Join("node_modules", name)
+			for _, s := range e.readDir(root, scope) {
+				e.addNodePackage(root, filepath.Join(scope, s.Name()))
 			}
 			continue
 		}
 		if !strings.HasPrefix(name, ".") {
-			e.addNodePackage(filepath.Join(mods, name))
+			e.addNodePackage(root, filepath.Join("node_modules", name))
 		}
 	}
 	return nil
 }
 
-func (e *Environment) addNodePackage(dir string) {
-	data, err := os.ReadFile(filepath.Join(dir, "package.json"))
+// addNodePackage reads the package.json of dir, a path below root.
+func (e *Environment) addNodePackage(root *os.Root, dir string) {
+	data, err := readWhole(root, filepath.Join(dir, "package.json"), maxManifest)
 	if err != nil {
 		return
 	}
 	var pj struct{ Name, Version string }
-	if json.Unmarshal(data, &pj) != nil || pj.Name == "" {
+	if json.Unmarshal(data, &pj) != nil || len(pj.Name) > 214 || !npmPackage().MatchString(pj.Name) || !pkgVersion().MatchString(pj.Version) {
 		return
 	}
 	e.Packages = append(e.Packages, Package{Name: pj.Name, Version: pj.Version, modules: []string{pj.Name}})
@@ -226,6 +246,12 @@ func (e *Environment) inspectPython() error {
 	if host == "" {
 		return fmt.Errorf("%s: no bin/python3 (not a venv or a prefix)", e.Path)
 	}
+	cfg, isVenv, err := readPyvenv(e.Path)
+	if err != nil {
+		return err
+	}
+	e.venv = isVenv
+	e.SystemSitePackages = isVenv && strings.EqualFold(cfg["include-system-site-packages"], "true")
 	real, err := realBinary(host, "linux")
 	if err != nil {
 		return fmt.Errorf("interpreter: %w", err)
@@ -250,10 +276,9 @@ func (e *Environment) inspectPython() error {
 	}
 	e.Version = lines[0]
 	basePrefix, baseSite := lines[1], lines[2:]
-	_, isVenv := readPyvenv(filepath.Join(e.Path, "pyvenv.cfg"))
 	// The venv's interpreter links to its base python, which must be visible at the same
 	// path inside the sandbox.
-	if m := mountFor(real, basePrefix); isVenv && m != "" {
+	if m := mountFor(real, basePrefix); e.venv && m != "" {
 		if d := swappable(m); d != "" {
 			return errors.New(swapProblem(m, d))
 		}
@@ -277,11 +302,9 @@ func untrusted(file string) string {
 // for a prefix its interpreter's, baseSite) and, with include-system-site-packages, the
 // base interpreter's baseSite.
 func (e *Environment) addSites(baseSite []string) {
-	cfg, isVenv := readPyvenv(filepath.Join(e.Path, "pyvenv.cfg"))
 	own := baseSite // a prefix: its interpreter's site dirs are its own
-	if isVenv {
-		own, _ = filepath.Glob(filepath.Join(e.Path, "lib", "python*", "site-packages"))
-		e.SystemSitePackages = strings.EqualFold(cfg["include-system-site-packages"], "true")
+	if e.venv {
+		own = e.venvSites()
 	}
 	for _, d := range own {
 		e.addPythonPackages(d, false)
@@ -363,49 +386,80 @@ func swapProblem(path, dir string) string {
 	return fmt.Sprintf("%s: %s can be renamed or replaced by a user other than root or this server's (sandboxes bind the path by name, so a symlink swapped in would change what they see); make every directory on the path root's and not group- or world-writable (chown root; chmod go-w), or move the environment (e.g. to /opt/venvs)", path, dir)
 }
 
-// readPyvenv parses a venv's pyvenv.cfg ("key = value" lines); ok is false when there
-// is none, i.e. the directory is a prefix.
-func readPyvenv(path string) (map[string]string, bool) {
-	data, err := os.ReadFile(path)
+// venvSites are a venv's lib/python*/site-packages directories.
+func (e *Environment) venvSites() []string {
+	root, err := os.OpenRoot(e.Path)
 	if err != nil {
-		return nil, false
+		return nil
 	}
-	cfg := map[string]string{}
+	defer root.Close()
+	var sites []string
+	for _, d := range e.readDir(root, "lib") {
+		site := filepath.Join("lib", d.Name(), "site-packages")
+		if ok, _ := filepath.Match("python*", d.Name()); ok {
+			if fi, err := root.Stat(site); err == nil && fi.IsDir() {
+				sites = append(sites, filepath.Join(e.Path, site))
+			}
+		}
+	}
+	return sites
+}
+
+// readPyvenv parses the pyvenv.cfg of the environment at dir ("key = value" lines); ok
+// is false when there is none, i.e. the directory is a prefix. One that is there but
+// not a readable regular file inside the environment is an error.
+func readPyvenv(dir string) (cfg map[string]string, ok bool, err error) {
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, false, err
+	}
+	defer root.Close()
+	data, err := readWhole(root, "pyvenv.cfg", maxSmallFile)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("%s: %w", filepath.Join(dir, "pyvenv.cfg"), err)
+	}
+	cfg = map[string]string{}
 	for _, line := range strings.Split(string(data), "\n") {
 		if k, v, ok := strings.Cut(line, "="); ok {
 			cfg[strings.ToLower(strings.TrimSpace(k))] = strings.TrimSpace(v)
 		}
 	}
-	return cfg, true
+	return cfg, true, nil
 }
 
 // addPythonPackages reads the distributions in one site directory: *.dist-info (pip,
 // uv, conda) and *.egg-info (Debian's packages), file or directory.
 func (e *Environment) addPythonPackages(dir string, system bool) {
-	entries, err := os.ReadDir(dir)
+	root, rel, err := e.envRoot(dir)
 	if err != nil {
 		return
 	}
-	for _, d := range entries {
+	defer root.Close()
+	for _, d := range e.readDir(root, rel) {
 		name := d.Name()
 		var meta, top string
 		switch {
 		case strings.HasSuffix(name, ".dist-info"):
-			meta, top = filepath.Join(dir, name, "METADATA"), filepath.Join(dir, name, "top_level.txt")
+			meta, top = filepath.Join(rel, name, "METADATA"), filepath.Join(rel, name, "top_level.txt")
 		case strings.HasSuffix(name, ".egg-info") && d.IsDir():
-			meta, top = filepath.Join(dir, name, "PKG-INFO"), filepath.Join(dir, name, "top_level.txt")
+			meta, top = filepath.Join(rel, name, "PKG-INFO"), filepath.Join(rel, name, "top_level.txt")
 		case strings.HasSuffix(name, ".egg-info"):
-			meta = filepath.Join(dir, name)
+			meta = filepath.Join(rel, name)
 		default:
 			continue
 		}
-		p, ok := readMetadata(meta)
+		p, ok := readMetadata(root, meta)
 		if !ok || slices.ContainsFunc(e.Packages, func(q Package) bool { return strings.EqualFold(q.Name, p.Name) }) {
 			continue // the first site directory on sys.path wins, as at import
 		}
 		p.System = system
-		if data, err := os.ReadFile(top); top != "" && err == nil {
-			p.modules = strings.Fields(string(data))
+		if top != "" {
+			if data, err := readWhole(root, top, maxSmallFile); err == nil {
+				p.modules = strings.Fields(string(data))
+			}
 		}
 		if len(p.modules) == 0 {
 			p.modules = []string{strings.ToLower(strings.ReplaceAll(p.Name, "-", "_"))}
@@ -414,15 +468,17 @@ func (e *Environment) addPythonPackages(dir string, system bool) {
 	}
 }
 
-// readMetadata reads Name and Version from a core-metadata file's headers.
-func readMetadata(path string) (Package, bool) {
-	f, err := os.Open(path)
+// readMetadata reads Name and Version from the headers of a core-metadata file below
+// root; they come before its description, so the read stops at the blank line after
+// them, within maxManifest.
+func readMetadata(root *os.Root, name string) (Package, bool) {
+	f, err := openRegular(root, name)
 	if err != nil {
 		return Package{}, false
 	}
 	defer f.Close()
 	var p Package
-	sc := bufio.NewScanner(f)
+	sc := bufio.NewScanner(io.LimitReader(f, maxManifest))
 	for sc.Scan() && sc.Text() != "" {
 		if v, ok := strings.CutPrefix(sc.Text(), "Name:"); ok {
 			p.Name = strings.TrimSpace(v)
@@ -430,7 +486,7 @@ func readMetadata(path string) (Package, bool) {
 			p.Version = strings.TrimSpace(v)
 		}
 	}
-	return p, p.Name != ""
+	return p, pyPackage().MatchString(p.Name) && pkgVersion().MatchString(p.Version)
 }
 
 // Provides returns the package that provides the top-level module, if any.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/airlock-mcp/airlock/policy"
 	"github.com/airlock-mcp/airlock/sandbox"
+	"github.com/airlock-mcp/airlock/sanitize"
 )
 
 // environmentCheckTimeout bounds one environment's startup check: importing pandas and
@@ -53,9 +54,15 @@ func (r *Runner) querySite(ctx context.Context, e policy.Environment) string {
 	return ""
 }
 
+// maxProblemLine bounds the line of a failed check's stderr an environment's problem
+// quotes: Python's and node's last line (the exception) is well under it.
+const maxProblemLine = 300
+
 // lastLine is the last line of a failed run's stderr, which says what failed, or detail
 // when it wrote none (the result's detail is addressed to a model: which environments
-// to try instead).
+// to try instead). The environment's code writes that stderr and the problem reaches
+// get_config's every client and the operator's log, so it is cut to maxProblemLine and
+// what is not visible is escaped (sanitize.Escape), as clip does for a call's names.
 func lastLine(stderr []byte, detail string) string {
 	why := strings.TrimSpace(string(stderr))
 	if i := strings.LastIndexByte(why, '\n'); i >= 0 {
@@ -64,7 +71,10 @@ func lastLine(stderr []byte, detail string) string {
 	if why == "" {
 		why = detail
 	}
-	return why
+	if len(why) > maxProblemLine {
+		why = strings.ToValidUTF8(why[:maxProblemLine], "") + "…"
+	}
+	return sanitize.Escape(why)
 }
 
 // checkEnvironment is the startup check of one environment: "" when its preload list
