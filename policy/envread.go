@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 )
 
 // The host reads an environment's metadata as the server's user, often root, and
@@ -55,7 +54,7 @@ func (e *Environment) envRoot(dir string) (*os.Root, string, error) {
 
 // openRegular opens a regular file below root for reading.
 func openRegular(root *os.Root, name string) (*os.File, error) {
-	f, err := root.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
+	f, err := root.OpenFile(name, os.O_RDONLY|fileOpenFlags, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -87,7 +86,7 @@ func readWhole(root *os.Root, name string, limit int64) ([]byte, error) {
 
 // readDir lists a directory below root, sorted, within the inspection's entry budget.
 func (e *Environment) readDir(root *os.Root, name string) []fs.DirEntry {
-	f, err := root.OpenFile(name, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NONBLOCK, 0)
+	f, err := root.OpenFile(name, os.O_RDONLY|dirOpenFlags, 0)
 	if err != nil {
 		return nil
 	}
