@@ -320,17 +320,7 @@ func TestDrainLetsCallsFinish(t *testing.T) {
 		}
 		return runnertest.Echo(ctx, s)
 	}, 2)
-	st := NewState()
-	st.SetReady()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	url := "http://" + ln.Addr().String()
-	h := Handler(New(d), url, HTTPOptions{MaxBodyBytes: 1 << 20, Stateless: true, State: st, Log: quiet})
-	ctx, sigterm := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- ServeHTTP(ctx, ln, h, st, 10*time.Second, quiet) }()
+	st, url, sigterm, served := serveDraining(t, d, HTTPOptions{Stateless: true})
 	slow := make(chan reply, 1)
 	go func() { slow <- do(t, http.MethodPost, url+"/mcp", call("slow"), nil) }()
 	for deadline := time.Now().Add(3 * time.Second); d.Runner.Limiter.Running() == 0; {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"runtime"
 	"strings"
@@ -401,4 +402,25 @@ func mustTemp(t *testing.T) *os.File {
 	}
 	t.Cleanup(func() { f.Close() })
 	return f
+}
+
+// serveDraining serves opt (with a ready State of its own) on a loopback listener the
+// way the binary does, through ServeHTTP with a 10 s drain: sigterm starts the drain,
+// served has ServeHTTP's answer.
+func serveDraining(t *testing.T, d tools.Deps, opt HTTPOptions) (st *State, url string, sigterm func(), served chan error) {
+	t.Helper()
+	st = NewState()
+	st.SetReady()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	url = "http://" + ln.Addr().String()
+	opt.MaxBodyBytes, opt.State, opt.Log = 1<<20, st, quiet
+	h := Handler(New(d), url, opt)
+	ctx, sigterm := context.WithCancel(context.Background())
+	t.Cleanup(sigterm)
+	served = make(chan error, 1)
+	go func() { served <- ServeHTTP(ctx, ln, h, st, 10*time.Second, quiet) }()
+	return st, url, sigterm, served
 }

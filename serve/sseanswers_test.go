@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -173,17 +172,7 @@ func sseServer(t *testing.T, d tools.Deps, opt HTTPOptions) (*State, *bodyBudget
 func TestSSEDrainWaitsForTheAnswer(t *testing.T) {
 	g := newGates("slow")
 	d := g.deps(2)
-	st := NewState()
-	st.SetReady()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	url := "http://" + ln.Addr().String()
-	h := Handler(New(d), url, HTTPOptions{MaxBodyBytes: 1 << 20, SSE: true, State: st, Log: quiet})
-	ctx, sigterm := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- ServeHTTP(ctx, ln, h, st, 10*time.Second, quiet) }()
+	st, url, sigterm, served := serveDraining(t, d, HTTPOptions{SSE: true})
 	c := dialSSE(t, url, nil)
 	if r := do(t, http.MethodPost, c.endpoint, callID("7", "slow", 0), nil); r.code != http.StatusAccepted {
 		t.Fatalf("post: %d %s", r.code, r.body)

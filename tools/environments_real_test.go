@@ -40,12 +40,11 @@ func requireHostModules(t *testing.T, mods ...string) {
 	}
 }
 
-func makeVenv(t *testing.T, dir string, systemSite bool) string {
+// makeVenv makes a venv at dir from Debian's python3, with extra options of venv's
+// (--system-site-packages, --copies), and returns its site-packages.
+func makeVenv(t *testing.T, dir string, extra ...string) string {
 	t.Helper()
-	args := []string{"-m", "venv", "--without-pip"}
-	if systemSite {
-		args = append(args, "--system-site-packages")
-	}
+	args := append([]string{"-m", "venv", "--without-pip"}, extra...)
 	if out, err := exec.Command("/usr/bin/python3", append(args, dir)...).CombinedOutput(); err != nil {
 		sandboxtest.SkipOrFail(t, "environment test: python3 -m venv: %v: %s (apt install python3-venv)", err, out)
 	}
@@ -108,15 +107,15 @@ func environmentDeps(t *testing.T) envFixture {
 		t.Fatal(err)
 	}
 	data := filepath.Join(root, "data")
-	site := makeVenv(t, data, true)
+	site := makeVenv(t, data, "--system-site-packages")
 	writeFiles(t, map[string]string{
 		filepath.Join(site, "airlock_localpkg/__init__.py"): "VALUE = 42\n",
 		filepath.Join(site, "airlock_localpkg-"+localPkgVersion+".dist-info/METADATA"): "Metadata-Version: 2.1\nName: airlock-localpkg\nVersion: " +
 			localPkgVersion + "\n\nA package only the data environment has.\n",
 		filepath.Join(site, "airlock_localpkg-"+localPkgVersion+".dist-info/top_level.txt"): "airlock_localpkg\n",
 	})
-	makeVenv(t, filepath.Join(root, "bare"), false)
-	makeVenv(t, filepath.Join(root, "broken"), false)
+	makeVenv(t, filepath.Join(root, "bare"))
+	makeVenv(t, filepath.Join(root, "broken"))
 	nodeDir, pkg := nodeEnv(t, root)
 
 	cfgs := []policy.EnvironmentConfig{
