@@ -115,7 +115,8 @@ func (s *Sandbox) PoolStats() sandbox.PoolStats {
 	}
 	st := sandbox.PoolStats{Size: p.size, Templates: len(p.slots), Hits: p.hits.Load(), Misses: p.misses.Load()}
 	for _, sl := range p.slots {
-		st.Ready += int(sl.waiting.Load())
+		// A take may count its sandbox out before fill has counted it in: never below 0.
+		st.Ready += max(0, int(sl.waiting.Load()))
 	}
 	if s.cg.version > 0 {
 		st.IdleMemory = s.cg.usage()
@@ -156,8 +157,10 @@ func (p *pool) fill(ctx context.Context, sl *slot) {
 			l, err := p.prepare(sl.tmpl)
 			if err == nil {
 				backoff = 100 * time.Millisecond
-				sl.waiting.Add(1)
+				// Counted once it can be taken: counted before the send, PoolStats could
+				// report it ready while a take found the channel empty (a miss).
 				sl.ready <- l // never blocks: at most size sandboxes exist per slot
+				sl.waiting.Add(1)
 				break
 			}
 			p.s.log.Warn("pool: prepare failed", "language", sl.tmpl.Language, "err", err, "retry_in", backoff)
