@@ -122,11 +122,15 @@ func TestEgressHostileRequests(t *testing.T) {
 	egressDNS.mu.Lock()
 	egressDNS.answers["tencent.test"] = []netip.Addr{netip.MustParseAddr("169.254.0.23")}
 	egressDNS.answers["oracle.test"] = []netip.Addr{netip.MustParseAddr("192.0.0.192")}
+	egressDNS.answers["gcp6.test"] = []netip.Addr{netip.MustParseAddr("fd20:ce::254")}
+	egressDNS.answers["eks.test"] = []netip.Addr{netip.MustParseAddr("169.254.170.23")}
 	egressDNS.mu.Unlock()
 	reqs["tencent_metadata"] = get("http://tencent.test:80/")
 	reqs["oracle_metadata"] = conn("oracle.test:80")
+	reqs["gcp_v6_metadata"] = conn("gcp6.test:80")
+	reqs["eks_credentials"] = get("http://eks.test:80/")
 	eg := e.egress(1 << 20)
-	eg.Domains = append(eg.Domains, "tencent.test", "oracle.test")
+	eg.Domains = append(eg.Domains, "tencent.test", "oracle.test", "gcp6.test", "eks.test")
 	out := runRaw(t, eg, reqs)
 	if out == nil {
 		return
@@ -136,6 +140,7 @@ func TestEgressHostileRequests(t *testing.T) {
 		"dotted_literal": "403 ip-literal", "v6_loopback": "403 ip-literal", "v4_mapped": "403 ip-literal",
 		"v4_compatible": "403 ip-literal", "nat64": "403 ip-literal", "mapped_metadata": "403 ip-literal",
 		"metadata_name": "403 metadata", "tencent_metadata": "403 metadata", "oracle_metadata": "403 metadata",
+		"gcp_v6_metadata": "403 metadata", "eks_credentials": "403 metadata",
 		"userinfo": "403 domain", "userinfo_tunnel": "403 domain",
 		"idn": "403 domain", "punycode": "403 domain",
 		"https_absolute": "400 not-a-proxy-request", "origin_form": "400 not-a-proxy-request",
