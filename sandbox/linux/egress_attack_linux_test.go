@@ -10,6 +10,9 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -511,4 +514,73 @@ func TestEgressSecondHello(t *testing.T) {
 			t.Errorf("the destination received a hello for another name or an encrypted one (%d bytes)", len(b))
 		}
 	}
+}
+
+// vhostServer is Python's http.server as a destination that serves sites by Host, as
+// a shared front end on a plain-HTTP port does; it appends each request's Host and
+// path to the file it returns.
+const vhostServer = `
+import http.server, sys
+log = open(sys.argv[1], "a", buffering=1)
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        log.write("%s %s\n" % (self.headers.get("Host"), self.path))
+        self.send_response(200)
+        self.end_headers()
+        self.wfile.write(b"site " + self.headers.get("Host", "").encode())
+    def log_message(self, *a):
+        pass
+s = http.server.HTTPServer(("127.0.0.1", 0), H)
+print(s.server_address[1], flush=True)
+s.serve_forever()
+`
+
+// TestEgressLenientRequestLine: inside a CONNECT tunnel to an allowed plain-HTTP port,
+// a request line whose separators are controls Python's http.server reads as spaces
+// (str.split: \v, \f, 0x1c-0x1f) must not reach it unread: relayed as "not HTTP", it was
+// a request for any Host, one after another. The proxy refuses such a tunnel
+// (http-in-tunnel); a well-formed request line is still forwarded with the CONNECT's
+// Host, and the server never sees the Host the program named.
+func TestEgressLenientRequestLine(t *testing.T) {
+	egressSandbox(t)
+	logPath := filepath.Join(t.TempDir(), "hosts")
+	cmd := exec.Command(python, "-I", "-S", "-c", vhostServer, logPath)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	var port int
+	if _, err := fmt.Fscan(stdout, &port); err != nil {
+		t.Fatalf("vhost server: %v", err)
+	}
+	authority := "allowed.test:" + strconv.Itoa(port)
+	tunnel := func(line string) string {
+		return "CONNECT " + authority + " HTTP/1.1\r\nHost: " + authority + "\r\n\r\n" +
+			line + "\r\nHost: evil.test\r\n\r\n" + "GET /second HTTP/1.1\r\nHost: evil.test\r\n\r\n"
+	}
+	out := runRaw(t, &sandbox.Egress{Domains: []string{"allowed.test"}, Ports: []int{port}, AllowLoopback: true, MaxBytes: 1 << 20},
+		map[string]string{
+			"plain":          tunnel("GET /plain HTTP/1.1"),
+			"vertical_tab":   tunnel("GET\v/vt\vHTTP/1.1"),
+			"form_feed":      tunnel("GET\f/ff\fHTTP/1.1"),
+			"unit_separator": tunnel("GET\x1f/us\x1fHTTP/1.1"),
+		})
+	if out == nil {
+		return
+	}
+	for _, key := range []string{"vertical_tab", "form_feed", "unit_separator"} {
+		if !strings.Contains(out[key], "403 Forbidden") {
+			t.Errorf("%s: %q, want the proxy's 403 http-in-tunnel", key, out[key])
+		}
+	}
+	time.Sleep(100 * time.Millisecond)
+	seen, _ := os.ReadFile(logPath)
+	if want := authority + " /plain\n"; string(seen) != want {
+		t.Errorf("the vhost server saw %q, want only %q", seen, want)
+	}
+	t.Logf("%v", out)
 }
