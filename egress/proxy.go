@@ -905,9 +905,12 @@ func hostAddr(addrs []netip.Addr) (netip.Addr, bool) {
 		return addrs[0], true
 	}
 	for _, a := range addrs {
+		// An IPv6 spelling of an own IPv4 address (NAT64, 6to4) is this host too
+		// wherever the network carries it back there, as DeniedAddr reads it.
+		forms := append([]netip.Addr{a.WithZone("").Unmap()}, embedded(a.WithZone(""))...)
 		for _, ia := range ifs {
 			if n, ok := ia.(*net.IPNet); ok {
-				if own, ok := netip.AddrFromSlice(n.IP); ok && own.Unmap() == a.WithZone("").Unmap() {
+				if own, ok := netip.AddrFromSlice(n.IP); ok && slices.Contains(forms, own.Unmap()) {
 					return a, true
 				}
 			}
