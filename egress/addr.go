@@ -38,10 +38,17 @@ var addrRules = []addrRule{
 	{pfx("fd00:ec2::254/128"), "metadata", never},  // AWS IPv6 instance metadata
 	{pfx("100.100.100.200/32"), "metadata", never}, // Alibaba Cloud metadata
 	// Inside the ranges allow_private opens, or in a public one: still never.
-	{pfx("169.254.0.23/32"), "metadata", never},  // Tencent Cloud metadata (metadata.tencentyun.com)
-	{pfx("192.0.0.192/32"), "metadata", never},   // Oracle Cloud's legacy metadata address
-	{pfx("168.63.129.16/32"), "metadata", never}, // Azure WireServer: VM agent config, certificates
-	{pfx("0.0.0.0/8"), "unspecified", never},     // "this network": 0.0.0.0 reaches the host
+	{pfx("169.254.0.23/32"), "metadata", never},       // Tencent Cloud metadata (metadata.tencentyun.com)
+	{pfx("192.0.0.192/32"), "metadata", never},        // Oracle Cloud's legacy metadata address
+	{pfx("168.63.129.16/32"), "metadata", never},      // Azure WireServer: VM agent config, certificates
+	{pfx("fd20:ce::254/128"), "metadata", never},      // GCP IPv6 instance metadata
+	{pfx("169.254.170.23/32"), "metadata", never},     // EKS Pod Identity agent: pod credentials
+	{pfx("fd00:ec2::23/128"), "metadata", never},      // EKS Pod Identity agent, IPv6
+	{pfx("fd00:a9fe:a9fe::1/128"), "metadata", never}, // Akamai (Linode) IPv6 metadata
+	{pfx("169.254.42.42/32"), "metadata", never},      // Scaleway metadata
+	{pfx("fd00:42::42/128"), "metadata", never},       // Scaleway IPv6 metadata
+	{pfx("fe80::a9fe:a9fe/128"), "metadata", never},   // OpenStack IPv6 metadata (Neutron)
+	{pfx("0.0.0.0/8"), "unspecified", never},          // "this network": 0.0.0.0 reaches the host
 	{pfx("::/128"), "unspecified", never},
 	{pfx("224.0.0.0/4"), "multicast", never},
 	{pfx("ff00::/8"), "multicast", never},

@@ -130,6 +130,14 @@ func TestDeniedAddr(t *testing.T) {
 		{"192.0.0.192", "metadata", "metadata", "metadata"},
 		{"168.63.129.16", "metadata", "metadata", "metadata"},
 		{"::ffff:168.63.129.16", "metadata", "metadata", "metadata"},
+		// Inside the link-local and ULA ranges allow_private opens: still never.
+		{"fd20:ce::254", "metadata", "metadata", "metadata"},      // GCP IPv6
+		{"169.254.170.23", "metadata", "metadata", "metadata"},    // EKS Pod Identity
+		{"fd00:ec2::23", "metadata", "metadata", "metadata"},      // EKS Pod Identity IPv6
+		{"fd00:a9fe:a9fe::1", "metadata", "metadata", "metadata"}, // Akamai (Linode) IPv6
+		{"169.254.42.42", "metadata", "metadata", "metadata"},     // Scaleway
+		{"fd00:42::42", "metadata", "metadata", "metadata"},       // Scaleway IPv6
+		{"fe80::a9fe:a9fe", "metadata", "metadata", "metadata"},   // OpenStack IPv6
 		{"0.0.0.0", "unspecified", "unspecified", "unspecified"},
 		{"::", "unspecified", "unspecified", "unspecified"},
 		{"224.0.0.1", "multicast", "multicast", "multicast"},

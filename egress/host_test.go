@@ -72,3 +72,40 @@ func TestHostOwnAddress(t *testing.T) {
 		t.Errorf("the host's service saw %d requests through the proxy", n)
 	}
 }
+
+// TestHostOwnAddressEmbedded: an IPv6 spelling of one of the host's own IPv4 addresses
+// (NAT64, 6to4, IPv4-compatible, translated) is the host too wherever the network
+// carries it to that address (a NAT64 gateway, a sit tunnel): with allow_private, which
+// opens the IPv4 address's class but not this host, it is refused as the host, before
+// any dial.
+func TestHostOwnAddressEmbedded(t *testing.T) {
+	var names []string
+	answers := map[string][][]netip.Addr{}
+	for _, a := range hostAddrs(t) {
+		if !a.Is4() || a.IsLoopback() {
+			continue
+		}
+		v4 := a.As4()
+		for _, s := range []string{
+			fmt.Sprintf("64:ff9b::%02x%02x:%02x%02x", v4[0], v4[1], v4[2], v4[3]),
+			fmt.Sprintf("2002:%02x%02x:%02x%02x::1", v4[0], v4[1], v4[2], v4[3]),
+			"::" + a.String(),
+			"::ffff:0:" + a.String(),
+		} {
+			name := fmt.Sprintf("own%d.test", len(names))
+			answers[name] = [][]netip.Addr{{netip.MustParseAddr(s)}}
+			names = append(names, name)
+		}
+	}
+	if len(names) == 0 {
+		t.Fatal("no IPv4 interface address on this host besides loopback")
+	}
+	h := newHarness(t, sandbox.Egress{Domains: names, Ports: []int{80}, AllowPrivate: true}, &fakeDNS{answers: answers, lookups: map[string]int{}})
+	c := h.client(nil)
+	for _, name := range names {
+		code, body := get(t, c, "http://"+name+"/")
+		if code != http.StatusForbidden || !strings.Contains(body, "host:") {
+			t.Errorf("%s resolving to %s: %d %q, want 403 host", name, answers[name][0][0], code, strings.TrimSpace(body))
+		}
+	}
+}

@@ -662,8 +662,9 @@ const (
 // front end, another site. So a tunnel whose first line is an HTTP/1 request line gets
 // the forwarded exchange's rules (tunnelHTTP), and one that could still turn into a
 // request line (leading blank lines, which servers skip; a line longer than the buffer;
-// one not ended in time) is refused. A byte no request line holds (a control, NUL:
-// binary protocols) ends the question, as does a whole line that is not a request.
+// one not ended in time) is refused. A control byte that no server reads inside a
+// request line (lineSpace: binary protocols) ends the question, as does a whole line
+// that is not a request; a line with any other control that names HTTP/ is refused.
 func firstLine(br *bufio.Reader) int {
 	b, _ := br.Peek(1)
 	if len(b) == 0 {
@@ -689,17 +690,29 @@ func firstLine(br *bufio.Reader) int {
 			// CR, which some servers end a line at; tabs or two spaces, which lenient
 			// ones read as one) is refused.
 			line := strings.TrimSuffix(string(b[:i]), "\r")
-			if f := strings.Split(line, " "); len(f) == 3 && strings.HasPrefix(f[2], "HTTP/") && !strings.ContainsAny(line, "\r\t") {
+			if f := strings.Split(line, " "); len(f) == 3 && strings.HasPrefix(f[2], "HTTP/") && !strings.ContainsFunc(line, isControl) {
 				return lineHTTP
 			}
 			if strings.Contains(strings.ToUpper(line), "HTTP/") {
 				return lineRefused
 			}
 			return lineOther
-		case c < 0x20 && c != '\t' && c != '\r' || c == 0x7f:
+		case isControl(rune(c)) && !lineSpace(c):
 			return lineOther
 		}
 	}
+}
+
+// isControl reports whether c is an ASCII control (C0 or DEL).
+func isControl(c rune) bool { return c < 0x20 || c == 0x7f }
+
+// lineSpace reports whether a control byte may still be inside a request line some
+// server reads: tab and CR (lenient parsers), \v and \f (Apache's "HttpProtocolOptions
+// Unsafe"), 0x1c-0x1f too (Python's http.server splits the line with str.split, which
+// reads them all as spaces), and NUL, where a C parser's string ends. "GET\v/\vHTTP/1.1"
+// relayed unread would be a request for any Host to such a server.
+func lineSpace(c byte) bool {
+	return c == '\t' || c == '\r' || c == '\v' || c == '\f' || c >= 0x1c && c <= 0x1f || c == 0
 }
 
 // tokenByte reports whether c may start an HTTP method (a token, RFC 9110 §5.6.2).
@@ -892,9 +905,12 @@ func hostAddr(addrs []netip.Addr) (netip.Addr, bool) {
 		return addrs[0], true
 	}
 	for _, a := range addrs {
+		// An IPv6 spelling of an own IPv4 address (NAT64, 6to4) is this host too
+		// wherever the network carries it back there, as DeniedAddr reads it.
+		forms := append([]netip.Addr{a.WithZone("").Unmap()}, embedded(a.WithZone(""))...)
 		for _, ia := range ifs {
 			if n, ok := ia.(*net.IPNet); ok {
-				if own, ok := netip.AddrFromSlice(n.IP); ok && own.Unmap() == a.WithZone("").Unmap() {
+				if own, ok := netip.AddrFromSlice(n.IP); ok && slices.Contains(forms, own.Unmap()) {
 					return a, true
 				}
 			}

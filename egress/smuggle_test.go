@@ -88,6 +88,12 @@ func TestTunnelPlainHTTP(t *testing.T) {
 		{"bare cr", "GET /evil HTTP/1.1\rHost: evil.test\r\n\r\n"},
 		{"tab", "GET\t/evil HTTP/1.1\r\nHost: evil.test\r\n\r\n"},
 		{"two spaces", "GET  /evil HTTP/1.1\r\nHost: evil.test\r\n\r\n"},
+		// Controls that Python's http.server (str.split) reads as spaces, Apache's
+		// "HttpProtocolOptions Unsafe" too (\v, \f), or a C parser as the line's end (NUL).
+		{"vertical tab", "GET\v/evil\vHTTP/1.1\r\nHost: evil.test\r\n\r\n"},
+		{"form feed", "GET\f/evil\fHTTP/1.1\r\nHost: evil.test\r\n\r\n"},
+		{"unit separator", "GET\x1f/evil\x1fHTTP/1.1\r\nHost: evil.test\r\n\r\n"},
+		{"nul after version", "GET /evil HTTP/1.1\x00\r\nHost: evil.test\r\n\r\n"},
 	} {
 		c, br := h.connect(t, ok)
 		_, _ = io.WriteString(c, tc.raw)
@@ -110,7 +116,9 @@ func TestTunnelPlainHTTP(t *testing.T) {
 	}
 	for name, want := range map[string]string{"host": "HTTP/1.1 200 OK", "absolute": "HTTP/1.1 200 OK", "lower method": "HTTP/1.1 200 OK",
 		"blank line first": "HTTP/1.1 403 Forbidden", "long line": "HTTP/1.1 403 Forbidden", "http2": "HTTP/1.1 400 Bad Request",
-		"bare cr": "HTTP/1.1 403 Forbidden", "tab": "HTTP/1.1 403 Forbidden", "two spaces": "HTTP/1.1 403 Forbidden"} {
+		"bare cr": "HTTP/1.1 403 Forbidden", "tab": "HTTP/1.1 403 Forbidden", "two spaces": "HTTP/1.1 403 Forbidden",
+		"vertical tab": "HTTP/1.1 403 Forbidden", "form feed": "HTTP/1.1 403 Forbidden", "unit separator": "HTTP/1.1 403 Forbidden",
+		"nul after version": "HTTP/1.1 403 Forbidden"} {
 		if answers[name] != want {
 			t.Errorf("%s: answered %q, want %q", name, answers[name], want)
 		}

@@ -10,6 +10,9 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -122,11 +125,15 @@ func TestEgressHostileRequests(t *testing.T) {
 	egressDNS.mu.Lock()
 	egressDNS.answers["tencent.test"] = []netip.Addr{netip.MustParseAddr("169.254.0.23")}
 	egressDNS.answers["oracle.test"] = []netip.Addr{netip.MustParseAddr("192.0.0.192")}
+	egressDNS.answers["gcp6.test"] = []netip.Addr{netip.MustParseAddr("fd20:ce::254")}
+	egressDNS.answers["eks.test"] = []netip.Addr{netip.MustParseAddr("169.254.170.23")}
 	egressDNS.mu.Unlock()
 	reqs["tencent_metadata"] = get("http://tencent.test:80/")
 	reqs["oracle_metadata"] = conn("oracle.test:80")
+	reqs["gcp_v6_metadata"] = conn("gcp6.test:80")
+	reqs["eks_credentials"] = get("http://eks.test:80/")
 	eg := e.egress(1 << 20)
-	eg.Domains = append(eg.Domains, "tencent.test", "oracle.test")
+	eg.Domains = append(eg.Domains, "tencent.test", "oracle.test", "gcp6.test", "eks.test")
 	out := runRaw(t, eg, reqs)
 	if out == nil {
 		return
@@ -136,6 +143,7 @@ func TestEgressHostileRequests(t *testing.T) {
 		"dotted_literal": "403 ip-literal", "v6_loopback": "403 ip-literal", "v4_mapped": "403 ip-literal",
 		"v4_compatible": "403 ip-literal", "nat64": "403 ip-literal", "mapped_metadata": "403 ip-literal",
 		"metadata_name": "403 metadata", "tencent_metadata": "403 metadata", "oracle_metadata": "403 metadata",
+		"gcp_v6_metadata": "403 metadata", "eks_credentials": "403 metadata",
 		"userinfo": "403 domain", "userinfo_tunnel": "403 domain",
 		"idn": "403 domain", "punycode": "403 domain",
 		"https_absolute": "400 not-a-proxy-request", "origin_form": "400 not-a-proxy-request",
@@ -506,4 +514,73 @@ func TestEgressSecondHello(t *testing.T) {
 			t.Errorf("the destination received a hello for another name or an encrypted one (%d bytes)", len(b))
 		}
 	}
+}
+
+// vhostServer is Python's http.server as a destination that serves sites by Host, as
+// a shared front end on a plain-HTTP port does; it appends each request's Host and
+// path to the file it returns.
+const vhostServer = `
+import http.server, sys
+log = open(sys.argv[1], "a", buffering=1)
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        log.write("%s %s\n" % (self.headers.get("Host"), self.path))
+        self.send_response(200)
+        self.end_headers()
+        self.wfile.write(b"site " + self.headers.get("Host", "").encode())
+    def log_message(self, *a):
+        pass
+s = http.server.HTTPServer(("127.0.0.1", 0), H)
+print(s.server_address[1], flush=True)
+s.serve_forever()
+`
+
+// TestEgressLenientRequestLine: inside a CONNECT tunnel to an allowed plain-HTTP port,
+// a request line whose separators are controls Python's http.server reads as spaces
+// (str.split: \v, \f, 0x1c-0x1f) must not reach it unread: relayed as "not HTTP", it was
+// a request for any Host, one after another. The proxy refuses such a tunnel
+// (http-in-tunnel); a well-formed request line is still forwarded with the CONNECT's
+// Host, and the server never sees the Host the program named.
+func TestEgressLenientRequestLine(t *testing.T) {
+	egressSandbox(t)
+	logPath := filepath.Join(t.TempDir(), "hosts")
+	cmd := exec.Command(python, "-I", "-S", "-c", vhostServer, logPath)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	var port int
+	if _, err := fmt.Fscan(stdout, &port); err != nil {
+		t.Fatalf("vhost server: %v", err)
+	}
+	authority := "allowed.test:" + strconv.Itoa(port)
+	tunnel := func(line string) string {
+		return "CONNECT " + authority + " HTTP/1.1\r\nHost: " + authority + "\r\n\r\n" +
+			line + "\r\nHost: evil.test\r\n\r\n" + "GET /second HTTP/1.1\r\nHost: evil.test\r\n\r\n"
+	}
+	out := runRaw(t, &sandbox.Egress{Domains: []string{"allowed.test"}, Ports: []int{port}, AllowLoopback: true, MaxBytes: 1 << 20},
+		map[string]string{
+			"plain":          tunnel("GET /plain HTTP/1.1"),
+			"vertical_tab":   tunnel("GET\v/vt\vHTTP/1.1"),
+			"form_feed":      tunnel("GET\f/ff\fHTTP/1.1"),
+			"unit_separator": tunnel("GET\x1f/us\x1fHTTP/1.1"),
+		})
+	if out == nil {
+		return
+	}
+	for _, key := range []string{"vertical_tab", "form_feed", "unit_separator"} {
+		if !strings.Contains(out[key], "403 Forbidden") {
+			t.Errorf("%s: %q, want the proxy's 403 http-in-tunnel", key, out[key])
+		}
+	}
+	time.Sleep(100 * time.Millisecond)
+	seen, _ := os.ReadFile(logPath)
+	if want := authority + " /plain\n"; string(seen) != want {
+		t.Errorf("the vhost server saw %q, want only %q", seen, want)
+	}
+	t.Logf("%v", out)
 }
