@@ -28,7 +28,7 @@ type Ceilings struct {
 func (c Config) validateCeilings(h Ceilings) error {
 	b := c.PolicyBounds()
 	l := b.Clamp(policy.Request{Timeout: b.Max.Wall, CPU: b.Max.CPU, Memory: b.Max.Memory})
-	cpu := uint64((l.CPU+time.Second-1)/time.Second) + 1 // RLIMIT_CPU's hard limit is a second above
+	cpu := nonNegative(int64((l.CPU+time.Second-1)/time.Second)) + 1 // RLIMIT_CPU's hard limit is a second above
 	var errs []error
 	for _, r := range []struct {
 		setting, rlimit, ulimit, item string
@@ -36,9 +36,9 @@ func (c Config) validateCeilings(h Ceilings) error {
 	}{
 		{"limits.default.open_files", "RLIMIT_NOFILE", "-Hn", "nofile", uint64(max(l.OpenFiles, 16)), h.OpenFiles},
 		{"limits.default.pids", "RLIMIT_NPROC", "-Hu", "nproc", uint64(max(l.Pids, 1)) + 2, h.Procs}, // + init and spawner
-		{"limits.default.file_size", "RLIMIT_FSIZE", "-Hf", "fsize", uint64(l.FileSize), h.FileSize},
+		{"limits.default.file_size", "RLIMIT_FSIZE", "-Hf", "fsize", nonNegative(l.FileSize), h.FileSize},
 		{"limits.max.cpu", "RLIMIT_CPU", "-Ht", "cpu", cpu, h.CPU},
-		{"limits.max.memory (or limits.max.address_space)", "RLIMIT_AS", "-Hv", "as", uint64(l.AddressSpace), h.AddressSpace},
+		{"limits.max.memory (or limits.max.address_space)", "RLIMIT_AS", "-Hv", "as", nonNegative(l.AddressSpace), h.AddressSpace},
 	} {
 		if r.ceil != Unlimited && r.need > r.ceil {
 			errs = append(errs, fmt.Errorf("%s: a sandbox would set %s to %d, above this server's hard limit of %d, which a sandbox cannot raise: "+
@@ -50,3 +50,11 @@ func (c Config) validateCeilings(h Ceilings) error {
 }
 
 var systemdKey = map[string]string{"nofile": "LimitNOFILE=", "nproc": "LimitNPROC=", "fsize": "LimitFSIZE=", "cpu": "LimitCPU=", "as": "LimitAS="}
+
+// nonNegative converts a limit Clamp made positive.
+func nonNegative(n int64) uint64 {
+	if n <= 0 {
+		return 0
+	}
+	return uint64(n)
+}
