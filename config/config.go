@@ -17,6 +17,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/BurntSushi/toml"
@@ -423,8 +424,12 @@ func fieldByTag(t reflect.Type, name string) (reflect.StructField, bool) {
 // the server's could have written: its content chooses the network, the limits, the
 // tokens, the files the server appends its logs to, so such a user would choose this
 // server's isolation (a file in /tmp of theirs, or one left group-writable).
+//
+// It must be a regular file of at most maxConfigBytes: opened without O_NONBLOCK, a FIFO
+// named by mistake blocked the server's start for ever, and a large file (a log) was
+// read whole into memory before its first key was looked at.
 func readPrivate(path string) ([]byte, error) {
-	f, err := os.Open(path)
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, fmt.Errorf("read config: %w", err)
 	}
@@ -433,15 +438,40 @@ func readPrivate(path string) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read config: %w", err)
 	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("config %s is not a regular file but %s: give the path of the TOML file itself", path, fileKind(fi.Mode()))
+	}
 	if err := trust.Private("config "+path, fi); err != nil {
 		return nil, err
 	}
-	data, err := io.ReadAll(f)
+	data, err := io.ReadAll(io.LimitReader(f, maxConfigBytes+1))
 	if err != nil {
 		return nil, fmt.Errorf("read config: %w", err)
 	}
+	if len(data) > maxConfigBytes {
+		return nil, fmt.Errorf("config %s is larger than %s, far more than any configuration: is it the right file?", path, policy.FormatSize(maxConfigBytes))
+	}
 	return data, nil
 }
+
+// fileKind names what a path that is not a regular file is, for an error.
+func fileKind(m os.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "a directory"
+	case m&os.ModeNamedPipe != 0:
+		return "a FIFO"
+	case m&os.ModeSocket != 0:
+		return "a socket"
+	case m&os.ModeDevice != 0:
+		return "a device"
+	}
+	return "a special file"
+}
+
+// maxConfigBytes bounds the configuration file: examples/airlock.toml, every key with
+// its comment, is 8 KiB.
+const maxConfigBytes = 1 << 20
 
 // Validate checks every field and names the first bad one.
 func (c Config) Validate() error {
@@ -458,6 +488,8 @@ func (c Config) Validate() error {
 		}
 	}
 	if err := c.PolicyBounds().Validate(); err != nil {
+		errs = append(errs, err)
+	} else if err := c.validateCeilings(hostCeilings()); err != nil {
 		errs = append(errs, err)
 	}
 	switch sandbox.Network(c.Network) {

@@ -499,3 +499,71 @@ func TestEgressAddressEntriesRefusedAtLoad(t *testing.T) {
 		t.Errorf("names with numeric labels refused: %v", err)
 	}
 }
+
+// A configuration file is a regular file of a bounded size: a FIFO blocked the server's
+// start for ever in open(2) (nothing is ever written to it), and a multi-GiB file the
+// operator named by mistake (a log) was read whole into memory before any key was
+// looked at.
+func TestConfigFileMustBeARegularFile(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "airlock.toml")
+	if err := mkfifo(fifo); err != nil {
+		t.Skipf("no FIFOs here: %v", err)
+	}
+	huge := writeFile(t, "network = \"none\"\n"+strings.Repeat("# padding\n", maxConfigBytes/10+1))
+	for _, tt := range []struct{ name, path, want string }{
+		{"fifo", fifo, "not a regular file"},
+		{"directory", dir, "not a regular file"},
+		{"huge", huge, "larger than"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			done := make(chan error, 1)
+			go func() { _, err := Load(tt.path, env(nil), nil); done <- err }()
+			select {
+			case err := <-done:
+				if err == nil || !strings.Contains(err.Error(), tt.want) {
+					t.Fatalf("Load(%s) = %v, want it refused (%q)", tt.name, err, tt.want)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatalf("Load(%s) still blocked after 10s", tt.name)
+			}
+		})
+	}
+}
+
+// A limit each sandbox sets as an rlimit with soft = hard cannot be above the server's
+// own hard limit: the sandbox cannot raise a hard limit (no CAP_SYS_RESOURCE in the
+// host's user namespace), so every run failed at setup with a bare "setrlimit:
+// operation not permitted" (open_files = 30000 under a server with ulimit -Hn 20000).
+// Validate names the setting, the ceiling and both fixes.
+func TestLimitsAboveTheServersHardRlimits(t *testing.T) {
+	c := Default()
+	c.Limits.Default.OpenFiles, c.Limits.Max.OpenFiles = 30000, 30000
+	err := c.validateCeilings(Ceilings{OpenFiles: 20000, Procs: Unlimited, FileSize: Unlimited, CPU: Unlimited, AddressSpace: Unlimited})
+	if err == nil || !strings.Contains(err.Error(), "limits.default.open_files") || !strings.Contains(err.Error(), "20000") ||
+		!strings.Contains(err.Error(), "--ulimit") {
+		t.Fatalf("open_files above the hard RLIMIT_NOFILE: %v, want it refused with the ceiling and the fix", err)
+	}
+	c = Default()
+	for _, tt := range []struct {
+		name string
+		ceil Ceilings
+		want string
+	}{
+		{"pids", Ceilings{OpenFiles: Unlimited, Procs: 10, FileSize: Unlimited, CPU: Unlimited, AddressSpace: Unlimited}, "limits.default.pids"},
+		{"file size", Ceilings{OpenFiles: Unlimited, Procs: Unlimited, FileSize: 1 << 20, CPU: Unlimited, AddressSpace: Unlimited}, "limits.default.file_size"},
+		{"cpu", Ceilings{OpenFiles: Unlimited, Procs: Unlimited, FileSize: Unlimited, CPU: 60, AddressSpace: Unlimited}, "limits.max.cpu"},
+		{"address space", Ceilings{OpenFiles: Unlimited, Procs: Unlimited, FileSize: Unlimited, CPU: Unlimited, AddressSpace: 1 << 30}, "limits.max.memory"},
+	} {
+		if err := c.validateCeilings(tt.ceil); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: %v, want it refused naming %s", tt.name, err, tt.want)
+		}
+	}
+	if err := c.validateCeilings(Ceilings{OpenFiles: 4096, Procs: 4096, FileSize: Unlimited, CPU: Unlimited, AddressSpace: Unlimited}); err != nil {
+		t.Errorf("the defaults under podman's --ulimit nofile=4096 nproc=4096: %v", err)
+	}
+	// This host's own ceilings: the defaults must serve here.
+	if err := c.Validate(); err != nil {
+		t.Errorf("the defaults on this host: %v", err)
+	}
+}
