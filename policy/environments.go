@@ -67,6 +67,9 @@ type Environment struct {
 	Usable bool `json:"usable"`
 	// Problem says why an environment is not usable.
 	Problem string `json:"problem,omitempty"`
+	// Warning says what the inspection could not see: a listing cut at its budget of
+	// directory entries leaves packages out of Packages, and that must not pass silently.
+	Warning string `json:"warning,omitempty"`
 	// mounts are host prefixes the interpreter needs beyond the environment (a venv's
 	// base python outside /usr).
 	mounts []string

@@ -97,8 +97,14 @@ func (e *Environment) readDir(root *os.Root, name string) []fs.DirEntry {
 		e.entries += len(batch)
 		out = append(out, batch...)
 		if err != nil {
-			break
+			slices.SortFunc(out, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
+			return out
 		}
+	}
+	// The budget is spent: an entry left here (or a directory not read at all) means the
+	// package list is incomplete, which get_config and the log must say.
+	if more, _ := f.ReadDir(1); len(more) > 0 && e.Warning == "" {
+		e.Warning = fmt.Sprintf("the inspection stopped after %d directory entries: packages past them are not listed", maxEntries)
 	}
 	slices.SortFunc(out, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
 	return out

@@ -179,7 +179,7 @@ func TestHostileEnvironmentFilesStayInside(t *testing.T) {
 // A venv whose first site directory holds more entries than an inspection lists
 // (maxEntries, 50 000): the listing stops there, the later site directory is not
 // read, and an environment of a million files does not hold the server's start. Seen
-// before the fix: later@1.0 listed.
+// before the fix: later@1.0 listed. The environment says its listing was cut.
 func TestEnvironmentListingBounded(t *testing.T) {
 	top, err := os.MkdirTemp("/var/tmp", "airlock-envcount-")
 	if err != nil {
@@ -204,5 +204,9 @@ func TestEnvironmentListingBounded(t *testing.T) {
 	e := inspectWithin(t, EnvironmentConfig{Name: "many", Language: "python", Path: venv}, Language{Name: "python", Installed: true})
 	if got := packageNames(e); e.Problem != "" || len(got) != 0 {
 		t.Errorf("packages %v (problem %q) after 50 001 entries, want none listed", got, e.Problem)
+	}
+	// Cut, but not silently: get_config and the log say so. Seen before: no warning.
+	if !strings.Contains(e.Warning, "50000 directory entries") {
+		t.Errorf("warning %q, want the listing said to be cut", e.Warning)
 	}
 }

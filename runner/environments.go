@@ -29,6 +29,9 @@ func (r *Runner) CheckEnvironments(ctx context.Context) {
 			problem = r.checkEnvironment(ctx, e)
 		}
 		r.Environments.SetUsable(e.Name, problem)
+		if e.Warning != "" {
+			log.Warn("environment listed in part", "environment", e.Name, "warning", e.Warning)
+		}
 		if problem != "" {
 			log.Warn("environment not offered", "environment", e.Name, "problem", problem)
 		} else {

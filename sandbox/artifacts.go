@@ -19,6 +19,10 @@ import (
 //     not the file the lstat saw, or not of that size, is SkipChanged.
 //   - At most MaxArtifactEntries entries are listed, returned or not: the rest are
 //     counted in one closing entry, UnlistedArtifact.
+//   - At most MaxArtifactWalk entries are read from the directories, in the kernel's
+//     order, each directory's sorted once read: when a directory still holds more as
+//     the budget runs out, the walk is cut, and the closing entry is CutArtifact. So a
+//     cut list is sorted within what was read, not over the whole directory.
 //   - Every cap is positive (ArtifactLimits.Validate): a backend refuses a spec with an
 //     output directory and a zero cap, never reading it as "no cap" or a default.
 
@@ -30,10 +34,12 @@ const MaxArtifactEntries = 256
 // level MaxArtifactDepth is not entered.
 const MaxArtifactDepth = 8
 
-// MaxArtifactWalk bounds how many entries a walker visits in all. The Linux workspace
-// holds fewer inodes than this, so only a walker of a directory without such a cap
-// (darwin's) can reach it; the unlisted count then stops growing.
-const MaxArtifactWalk = 100000
+// MaxArtifactWalk bounds how many directory entries a walker reads in all, so that a
+// walk's cost (the server's own, for a session's workspace or darwin's) does not grow
+// with what the program made: the workspace's 65,534 inodes cost a walk that read them
+// all 280 ms and 86 MB of the server's. A walk that stops at it with entries unread
+// closes with CutArtifact, never silently.
+const MaxArtifactWalk = 4096
 
 // Validate refuses a zero or negative cap, naming it: the configuration fills them all
 // (artifacts.max_files = 0 turns artifacts off before a spec has an output directory).
@@ -118,4 +124,10 @@ func (l ArtifactLimits) Check(returned int, total, size int64, links uint64) Ski
 // counting the n entries left out.
 func UnlistedArtifact(n int) Artifact {
 	return Artifact{Path: "...", Skipped: fmt.Sprintf("%d more entries not listed (at most %d are)", n, MaxArtifactEntries)}
+}
+
+// CutArtifact is the closing entry of a walk that stopped at MaxArtifactWalk entries read
+// with more in the output directory, counting the n entries read but not listed.
+func CutArtifact(n int) Artifact {
+	return Artifact{Path: "...", Skipped: fmt.Sprintf("%d more entries not listed, and the walk stopped after reading %d entries: the output directory holds more", n, MaxArtifactWalk)}
 }

@@ -4,7 +4,8 @@
 // parent maps to the reason's text. The limits arrive with their floors applied.
 //
 //	collect_artifacts → art_walk (sorted, depth-bounded) → art_file per regular file
-//	→ art_entry (wb_artifact) per entry, and one closing entry for the unlisted
+//	→ art_entry (wb_artifact) per entry, and one closing entry for the unlisted (ART_CUT
+//	when the walk read max_walk entries and a directory held more)
 
 #include "init_linux.h"
 
@@ -104,18 +105,25 @@ static void art_walk(struct collector *c, int dirfd, const char *rel, uint32_t d
 		close(dup);
 		return;
 	}
+	// At most what is left of the walk's budget (max_walk) is read, as sandbox.WalkArtifacts
+	// reads it: a directory with an entry left when the budget is spent cuts the walk.
 	size_t n = 0, cap = 64;
 	char **names = malloc(cap * sizeof *names);
 	struct dirent *e;
 	while (names && (e = readdir(d)) != NULL) {
 		if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
 			continue;
+		if (c->left == 0) {
+			c->cut = 1;
+			break;
+		}
 		if (n == cap) {
 			char **nn = realloc(names, (cap *= 2) * sizeof *names);
 			if (!nn)
 				break;
 			names = nn;
 		}
+		c->left--;
 		names[n++] = strdup(e->d_name);
 	}
 	closedir(d);
@@ -173,9 +181,12 @@ void collect_artifacts(struct collector *c) {
 	free(rel);
 	if (fd < 0)
 		return;
+	c->left = c->cfg->max_walk;
 	art_walk(c, fd, "", 0);
 	close(fd);
 	// The closing entry's size field counts the entries not listed.
-	if (c->unlisted > 0)
+	if (c->cut)
+		art_entry(c, "...", c->unlisted, ART_CUT, NULL, 0);
+	else if (c->unlisted > 0)
 		art_entry(c, "...", c->unlisted, ART_UNLISTED, NULL, 0);
 }

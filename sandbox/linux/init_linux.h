@@ -100,7 +100,7 @@ struct config {
 	char **preload;
 	char *out_dir;
 	int64_t max_files, max_file_bytes, max_total;
-	uint32_t max_entries, max_depth;
+	uint32_t max_entries, max_depth, max_walk;
 	uint32_t nrl;
 	struct rlim *rl;
 	uint32_t proxy_port; // network "allowlist": the bridge's port on 127.0.0.1, else 0
@@ -155,6 +155,8 @@ struct collector {
 	struct wbuf out;
 	uint32_t listed, count, unlisted;
 	int64_t total;
+	uint32_t left; // entries the walk may still read (max_walk)
+	int cut;       // a directory held more entries than the walk read
 };
 
 // Why parse_config or parse_handover refused a frame.

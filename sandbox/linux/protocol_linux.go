@@ -254,7 +254,7 @@ type wireConfig struct {
 	Env, Preload                        []string
 	OutDir                              string
 	MaxFiles, MaxFileBytes, MaxTotal    int64
-	MaxEntries, MaxDepth                uint32
+	MaxEntries, MaxDepth, MaxWalk       uint32
 	Rlimits                             []wireRlimit
 	ProxyPort                           uint32
 }
@@ -315,6 +315,7 @@ func configWire(cfg *initConfig, host hostFS) (*wireConfig, error) {
 		MaxTotal:     arts.MaxTotal,
 		MaxEntries:   sandbox.MaxArtifactEntries,
 		MaxDepth:     sandbox.MaxArtifactDepth,
+		MaxWalk:      sandbox.MaxArtifactWalk,
 		Rlimits:      wireRlimits(rlimits(cfg.Limits, cfg.RlimitAS)),
 		ProxyPort:    uint32(cfg.ProxyPort),
 	}
@@ -373,6 +374,7 @@ func (w *wireConfig) encode() []byte {
 	e.u64(uint64(w.MaxTotal))
 	e.u32(w.MaxEntries)
 	e.u32(w.MaxDepth)
+	e.u32(w.MaxWalk)
 	e.rlimits(w.Rlimits)
 	e.u32(w.ProxyPort)
 	return e.frame()
@@ -512,6 +514,9 @@ var artifactSkips = map[byte]sandbox.Skip{
 // artUnlisted is the code of the closing entry, whose size counts the entries left out.
 const artUnlisted = C.ART_UNLISTED
 
+// artCut is the closing entry's code when the walk stopped at sandbox.MaxArtifactWalk.
+const artCut = C.ART_CUT
+
 // artifact reads one entry of the exit report's list: path, size, reason code, data
 // (only a returned file's, exactly its size).
 func (d *decoder) artifact() (sandbox.Artifact, error) {
@@ -519,9 +524,12 @@ func (d *decoder) artifact() (sandbox.Artifact, error) {
 	if d.err != nil {
 		return sandbox.Artifact{}, nil
 	}
-	if code == artUnlisted {
+	if code == artUnlisted || code == artCut {
 		if size < 0 || len(data) != 0 || path != "..." {
 			return sandbox.Artifact{}, fmt.Errorf("closing entry %q of %d, with %d bytes", path, size, len(data))
+		}
+		if code == artCut {
+			return sandbox.CutArtifact(int(size)), nil
 		}
 		return sandbox.UnlistedArtifact(int(size)), nil
 	}

@@ -80,7 +80,8 @@
 
 // Why the artifact walker did not return an entry (sandbox.Skip, whose values these
 // are, says what each means). ART_UNLISTED marks the closing entry, whose size field
-// counts the entries not listed.
+// counts the entries not listed; ART_CUT marks it when the walk also stopped at its
+// budget of entries read (sandbox.CutArtifact).
 #define ART_RETURNED 0
 #define ART_HARD_LINK 1
 #define ART_TOO_MANY_FILES 2
@@ -92,6 +93,7 @@
 #define ART_SYMLINK 8
 #define ART_NOT_REGULAR 9
 #define ART_TOO_DEEP 10
+#define ART_CUT 254
 #define ART_UNLISTED 255
 
 #endif

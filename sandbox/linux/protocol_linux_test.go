@@ -109,6 +109,7 @@ func TestReportRoundTrip(t *testing.T) {
 		{Path: "empty.txt", Size: 0, Data: []byte{}},
 		{Path: "big.bin", Size: 1 << 30, Skipped: "file too large"},
 		{Path: "...", Skipped: "7 more entries not listed (at most 256 are)"},
+		sandbox.CutArtifact(3),
 	}
 	m := read(cExitFrame(x, arts))
 	if m.Kind != repExit || *m.Exit != x || len(m.Artifacts) != len(arts) {
@@ -195,7 +196,7 @@ func TestMalformedFramesRefused(t *testing.T) {
 		t.Error("unknown report kind accepted")
 	}
 	for _, a := range []sandbox.Artifact{
-		{Path: "x", Size: 1, Skipped: "no such reason"}, // code 254
+		{Path: "x", Size: 1, Skipped: "no such reason"}, // code 253
 		{Path: "x", Size: 2, Data: []byte("x")},         // 1 byte of a 2-byte file
 	} {
 		if _, err := readReport(bytes.NewReader(cExitFrame(exitInfo{}, []sandbox.Artifact{a}))); err == nil {
@@ -229,7 +230,7 @@ func TestArtifactCodes(t *testing.T) {
 		t.Errorf("%d walker codes for %d reasons", len(artifactSkips), n)
 	}
 	for code, skip := range artifactSkips {
-		if code != byte(skip) || code == artUnlisted {
+		if code != byte(skip) || code == artUnlisted || code == artCut {
 			t.Errorf("code %d maps to skip %d (%q)", code, skip, skip.Reason())
 		}
 	}

@@ -230,3 +230,46 @@ func BenchmarkSessionCallArtifacts(b *testing.B) {
 		}
 	}
 }
+
+// A program fills out/ with more entries than a walk reads (sandbox.MaxArtifactWalk),
+// in two directories and beside them: the server's walk of a session's workspace stops at
+// the same entry as the init's walk of a single-use call's, and both lists say they were
+// cut. Two sessions do it at once. Before the walk had a budget, the server read every
+// entry (the workspace holds 65,534), and the closing entry counted them all as if
+// listed in order.
+func TestSessionArtifactsCutMatchesSingleUse(t *testing.T) {
+	code := `import os
+for d in ('a', 'b'):
+    os.makedirs('out/' + d, exist_ok=True)
+    for i in range(3000): open('out/%s/%s%05d' % (d, 'n' * 200, i), 'w').close()
+open('out/z', 'w').write('z')
+`
+	s := testSandbox(t)
+	single := pySpec(code, newMarker())
+	single.OutDir, single.Artifacts = "out", sessionArtLimits
+	res, err := s.Run(context.Background(), withDefaults(single))
+	if err != nil || res.Status != sandbox.StatusOK {
+		t.Fatalf("single use: %v %s", err, brief(res))
+	}
+	want := listing(res.Artifacts)
+	last := res.Artifacts[len(res.Artifacts)-1]
+	// Every entry read is listed or counted but the two directories.
+	if len(res.Artifacts) != sandbox.MaxArtifactEntries+1 || last.Skipped != sandbox.CutArtifact(sandbox.MaxArtifactWalk-sandbox.MaxArtifactEntries-2).Skipped {
+		t.Fatalf("the single-use list is not cut at the walk's budget: %d entries, last %+v", len(res.Artifacts), last)
+	}
+	var wg sync.WaitGroup
+	for range 2 {
+		spec := sessionSpec(t, "python")
+		spec.OutDir, spec.Artifacts = "out", sessionArtLimits
+		ss := openSession(t, spec)
+		wg.Go(func() {
+			got, err := ss.Call(context.Background(), sandbox.SessionCall{Code: []byte(code), Limits: filled(sandbox.Limits{Wall: 20 * time.Second})})
+			if err != nil || got.Status != sandbox.StatusOK {
+				t.Errorf("session: %v %s", err, brief(got))
+			} else if listing(got.Artifacts) != want {
+				t.Errorf("a session's cut list differs from a single-use call's:\nsession:\n%s\nsingle use:\n%s", listing(got.Artifacts), want)
+			}
+		})
+	}
+	wg.Wait()
+}

@@ -302,6 +302,7 @@ int parse_config(struct cur *c, struct config *cfg, struct wire_error *e) {
 	cfg->max_total = (int64_t)rd_u64(c);
 	cfg->max_entries = rd_u32(c);
 	cfg->max_depth = rd_u32(c);
+	cfg->max_walk = rd_u32(c);
 	cfg->rl = rd_rlimits(c, &cfg->nrl);
 	cfg->proxy_port = rd_u32(c);
 	if (c->bad || c->n != 0 || cfg->proxy_port > 65535) {

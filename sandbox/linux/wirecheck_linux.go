@@ -115,7 +115,7 @@ func cParseConfig(frame []byte) (*wireConfig, error) {
 		Preload:  goStrv(c.preload),
 		OutDir:   C.GoString(c.out_dir),
 		MaxFiles: int64(c.max_files), MaxFileBytes: int64(c.max_file_bytes), MaxTotal: int64(c.max_total),
-		MaxEntries: uint32(c.max_entries), MaxDepth: uint32(c.max_depth),
+		MaxEntries: uint32(c.max_entries), MaxDepth: uint32(c.max_depth), MaxWalk: uint32(c.max_walk),
 		Rlimits:   goRlimits(c.rl, c.nrl),
 		ProxyPort: uint32(c.proxy_port),
 	}
@@ -154,15 +154,20 @@ func cParseHandover(frame []byte) (*wireHandover, error) {
 // reason the entry gives, or the closing entry's with its count.
 func artifactCode(a sandbox.Artifact) (byte, int64) {
 	var n int
-	if _, err := fmt.Sscanf(a.Skipped, "%d more entries", &n); err == nil && sandbox.UnlistedArtifact(n).Skipped == a.Skipped {
-		return artUnlisted, int64(n)
+	if _, err := fmt.Sscanf(a.Skipped, "%d more entries", &n); err == nil {
+		switch a.Skipped {
+		case sandbox.UnlistedArtifact(n).Skipped:
+			return artUnlisted, int64(n)
+		case sandbox.CutArtifact(n).Skipped:
+			return artCut, int64(n)
+		}
 	}
 	for code, skip := range artifactSkips {
 		if skip.Reason() == a.Skipped {
 			return code, a.Size
 		}
 	}
-	return 254, a.Size // no reason the walker gives
+	return 253, a.Size // no reason the walker gives
 }
 
 // takeFrame copies a wbuf out and frees it.
