@@ -560,29 +560,10 @@ func mib(n int64) float64 { return float64(n) / (1 << 20) }
 // treeCPU is the CPU time of pid and every live descendant (the pool's sandboxes).
 func treeCPU(root int) time.Duration {
 	parent := map[int]int{}
-	ticks := map[int]int64{}
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		i := strings.LastIndexByte(string(b), ')')
-		f := strings.Fields(string(b[i+1:]))
-		if len(f) < 13 {
-			continue
-		}
-		ppid, _ := strconv.Atoi(f[1])
-		ut, _ := strconv.ParseInt(f[11], 10, 64)
-		st, _ := strconv.ParseInt(f[12], 10, 64)
-		parent[pid], ticks[pid] = ppid, ut+st
-	}
-	var total int64
-	for pid, t := range ticks {
+	cpu := map[int]time.Duration{}
+	eachProc("/proc", func(pid int, s statLine) { parent[pid], cpu[pid] = s.ppid, s.cpu.self })
+	var total time.Duration
+	for pid, t := range cpu {
 		for p := pid; p > 1; p = parent[p] {
 			if p == root {
 				total += t
@@ -590,7 +571,7 @@ func treeCPU(root int) time.Duration {
 			}
 		}
 	}
-	return time.Duration(total) * 10 * time.Millisecond
+	return total
 }
 
 func loadavg() string {

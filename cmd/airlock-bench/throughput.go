@@ -31,8 +31,12 @@ type window struct {
 
 	calls, failed int64
 	elapsed       time.Duration
-	rates         []float64 // per round
-	cpu           cpuSplit  // summed over the rounds
+	rates         []float64    // per round
+	cpu           cpuSplit     // summed over the rounds
+	machine       machineSplit // summed over the rounds
+	// idle: no calls, only the machine's counters over the window's length, so the rate
+	// of the host's other load can be taken out of the other windows.
+	idle bool
 }
 
 // cpuSplit is CPU time by process, summed over a window's calls.
@@ -49,42 +53,24 @@ func readProcCPU(pid int) (procCPU, error) {
 	if err != nil {
 		return procCPU{}, err
 	}
-	i := strings.LastIndexByte(string(b), ')')
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 15 {
-		return procCPU{}, fmt.Errorf("short /proc/%d/stat", pid)
-	}
-	tick := func(s string) time.Duration {
-		n, _ := strconv.ParseInt(s, 10, 64)
-		return time.Duration(n) * 10 * time.Millisecond // USER_HZ is 100 on Linux
-	}
-	return procCPU{self: tick(f[11]) + tick(f[12]), children: tick(f[13]) + tick(f[14])}, nil
+	s, err := parseStat(b)
+	return s.cpu, err
 }
 
 // zygoteOf finds the server's zygote: its child started as the sandbox init's name, which
 // renames itself airlock-zygote.
 func zygoteOf(serverPID int) int {
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
+	zygote := 0
+	eachProc("/proc", func(pid int, s statLine) {
+		if zygote != 0 || s.ppid != serverPID {
+			return
 		}
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		i := strings.LastIndexByte(string(b), ')')
-		f := strings.Fields(string(b[i+1:]))
-		if len(f) < 2 || f[1] != strconv.Itoa(serverPID) {
-			continue
-		}
-		cmd, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		cmd, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "cmdline"))
 		if strings.HasPrefix(string(cmd), "airlock-zygote") || strings.HasPrefix(string(cmd), "airlock-sandbox-init") {
-			return pid
+			zygote = pid
 		}
-	}
-	return 0
+	})
+	return zygote
 }
 
 // snapshot is every counter a window's CPU split is computed from.
@@ -113,7 +99,14 @@ const settle = 300 * time.Millisecond
 
 // runWindow runs w for d with n clients and adds its figures to w.
 func (w *window) runWindow(n int, d time.Duration) {
+	if w.idle {
+		before := readMachine(true)
+		time.Sleep(d + settle)
+		w.machine.add(before, readMachine(false))
+		return
+	}
 	before := takeSnapshot(w.srv)
+	machineBefore := readMachine(true)
 	var done, failed atomic.Int64
 	var progCPU atomic.Int64
 	deadline := time.Now().Add(d)
@@ -137,6 +130,7 @@ func (w *window) runWindow(n int, d time.Duration) {
 	wg.Wait()
 	elapsed := time.Since(start)
 	time.Sleep(settle)
+	w.machine.add(machineBefore, readMachine(false))
 	after := takeSnapshot(w.srv)
 	calls := done.Load()
 	w.calls += calls
@@ -196,6 +190,7 @@ func minMax(x []float64) (float64, float64) {
 // throughputResult is what the goals need from the throughput rounds.
 type throughputResult struct {
 	bare, bwrap, cold, pooled *window
+	idle                      *window // no calls: the host's other load
 	// baseCold, basePooled: the -compare binary's windows, in the same rounds.
 	baseCold, basePooled *window
 	rounds               int
@@ -274,9 +269,11 @@ func throughputRounds(ctx context.Context, bin, compare string, parallel, rounds
 	for w := range windows { // warm the page cache and the servers
 		_, _ = windows[w].fn()
 	}
+	res.idle = &window{name: "idle", idle: true}
+	rotation := append(slices.Clone(windows), res.idle)
 	for r := 0; r < rounds; r++ {
-		for i := range windows {
-			windows[(r+i)%len(windows)].runWindow(parallel, d)
+		for i := range rotation {
+			rotation[(r+i)%len(rotation)].runWindow(parallel, d)
 		}
 	}
 	coldDirs, pooledDirs := soak.CgroupBases(cold.cmd.Process.Pid), soak.CgroupBases(pooled.cmd.Process.Pid)
@@ -316,9 +313,35 @@ func throughputRounds(ctx context.Context, bin, compare string, parallel, rounds
 	fmt.Fprintln(os.Stderr, "  server: the airlock process; zygote: its fork helper; spawner+init: each sandbox's spawner and")
 	fmt.Fprintln(os.Stderr, "  pid 1 (the zygote's reaped children, less the program); program: the interpreter and its children")
 	fmt.Fprintln(os.Stderr, "  as the sandbox's init counts them (cpu_ms, whole ms, +0.5 ms each for the truncation); bare: the")
-	fmt.Fprintln(os.Stderr, "  bench's reaped children; bwrap's pid 1 reaps nothing into rusage, so its CPU is unknown (?).")
+	fmt.Fprintln(os.Stderr, "  bench's reaped children; bwrap's pid 1 reaps nothing into rusage, so its CPU is unknown (?): see the")
+	fmt.Fprintln(os.Stderr, "  whole machine's figures below.")
 	fmt.Fprintln(os.Stderr, "  Pooled: the refills' CPU is in its window (a refill per call). Ticks are 10 ms: small windows are noisy.")
+	printMachine(windows, res.idle)
 	return res, nil
+}
+
+// printMachine prints each window's whole-machine CPU per call, raw and with the idle
+// window's rate taken out, and the kernel threads' part of it.
+func printMachine(windows []*window, idle *window) {
+	im := idle.machine
+	perSec := func(d time.Duration) float64 {
+		if im.wall <= 0 {
+			return 0
+		}
+		return float64(d.Microseconds()) / 1000 / im.wall.Seconds()
+	}
+	fmt.Fprintf(os.Stderr, "\nWhole machine's CPU per call, ms (/proc/stat and the kernel threads over each window and its settle):\n")
+	fmt.Fprintf(os.Stderr, "  %-14s %9s %9s %12s %12s\n", "", "busy", "kthreads", "busy−idle", "kthreads−idle")
+	for _, w := range windows {
+		busy, kt := w.machine.lessIdle(im)
+		fmt.Fprintf(os.Stderr, "  %-14s %9.2f %9.2f %12.2f %12.2f\n", w.name, w.perCall(w.machine.busy), w.perCall(w.machine.kthreads), w.perCall(busy), w.perCall(kt))
+	}
+	fmt.Fprintf(os.Stderr, "  idle window (no calls, every round): %.0f ms busy and %.1f ms in kernel threads per second\n", perSec(im.busy), perSec(im.kthreads))
+	fmt.Fprintln(os.Stderr, "  busy: all CPUs' user+nice+system+irq+softirq, so the bench's client, every sandbox process, bwrap's")
+	fmt.Fprintln(os.Stderr, "  program and the kernel's deferred work (cleanup_net, memcg, mntput in kworkers) AND the host's other")
+	fmt.Fprintln(os.Stderr, "  load; kthreads: the kernel threads' own time (kthreadd's children). −idle: less the idle window's rate")
+	fmt.Fprintln(os.Stderr, "  over the window's length; other load yields CPU to a full window, so −idle takes out too much on a")
+	fmt.Fprintln(os.Stderr, "  busy host: these figures are meaningful on a quiet one only (see the load average).")
 }
 
 // bwrapArgv wraps argv in bubblewrap with the namespaces it offers (user, pid, net, ipc,
@@ -372,7 +395,8 @@ func loadWindow(ctx context.Context, bin string, parallel int, d time.Duration) 
 	fmt.Fprintf(os.Stderr, "server pid %d, zygote pid %d; load average %s\n", srv.cmd.Process.Pid, zygoteOf(srv.cmd.Process.Pid), loadavg())
 	w.runWindow(parallel, d)
 	c := w.cpu
-	fmt.Fprintf(os.Stderr, "%d calls, %.1f/s, %d failed; CPU per call, ms: server %.2f, zygote %.2f, spawner+init %.2f, program %.2f\n",
-		w.calls, float64(w.calls)/w.elapsed.Seconds(), w.failed, w.perCall(c.server), w.perCall(c.zygote), w.perCall(c.spawned-c.program), w.perCall(c.program))
+	fmt.Fprintf(os.Stderr, "%d calls, %.1f/s, %d failed; CPU per call, ms: server %.2f, zygote %.2f, spawner+init %.2f, program %.2f; whole machine %.2f, kernel threads %.2f (with the host's other load)\n",
+		w.calls, float64(w.calls)/w.elapsed.Seconds(), w.failed, w.perCall(c.server), w.perCall(c.zygote), w.perCall(c.spawned-c.program), w.perCall(c.program),
+		w.perCall(w.machine.busy), w.perCall(w.machine.kthreads))
 	return nil
 }
