@@ -366,6 +366,10 @@ func setupLog(cfg config.Config, stdio IO) (func(), error) {
 	closeFn := func() {}
 	if cfg.Log.File != "" {
 		f, err := trust.OpenAppend(cfg.Log.File)
+		if errors.Is(err, trust.ErrNotRegular) {
+			// log.file = /dev/null, most likely: that is no log file.
+			return nil, fmt.Errorf("open log file: %w (to log nowhere, leave log.file unset and send stderr where you like)", err)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("open log file: %w", err)
 		}

@@ -438,8 +438,8 @@ func readPrivate(path string) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read config: %w", err)
 	}
-	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("config %s is not a regular file but %s: give the path of the TOML file itself", path, fileKind(fi.Mode()))
+	if err := trust.Regular("config "+path, fi); err != nil {
+		return nil, fmt.Errorf("%w: give the path of the TOML file itself", err)
 	}
 	if err := trust.Private("config "+path, fi); err != nil {
 		return nil, err
@@ -452,21 +452,6 @@ func readPrivate(path string) ([]byte, error) {
 		return nil, fmt.Errorf("config %s is larger than %s, far more than any configuration: is it the right file?", path, policy.FormatSize(maxConfigBytes))
 	}
 	return data, nil
-}
-
-// fileKind names what a path that is not a regular file is, for an error.
-func fileKind(m os.FileMode) string {
-	switch {
-	case m.IsDir():
-		return "a directory"
-	case m&os.ModeNamedPipe != 0:
-		return "a FIFO"
-	case m&os.ModeSocket != 0:
-		return "a socket"
-	case m&os.ModeDevice != 0:
-		return "a device"
-	}
-	return "a special file"
 }
 
 // maxConfigBytes bounds the configuration file: examples/airlock.toml, every key with

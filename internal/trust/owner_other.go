@@ -18,7 +18,11 @@ func foreignOwner(os.FileInfo) (uint32, bool) { return 0, false }
 
 func writableByOthers(fs.FileMode) bool { return false }
 
-// noFollow: no O_NOFOLLOW here; the settings' paths are taken as they are.
-const noFollow = 0
+// openFlags: no O_NOFOLLOW, O_NONBLOCK or O_NOCTTY here; the settings' paths are taken as
+// they are.
+const openFlags = 0
+
+// links: Windows' FileInfo does not carry a link count.
+func links(os.FileInfo) uint64 { return 1 }
 
 func isLoop(error) bool { return false }

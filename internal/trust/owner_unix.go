@@ -9,7 +9,9 @@ import (
 	"syscall"
 )
 
-const noFollow = syscall.O_NOFOLLOW
+// openFlags: OpenAppend's open must not follow a symlink, wait for a FIFO's reader, or
+// take a tty as the controlling terminal.
+const openFlags = syscall.O_NOFOLLOW | syscall.O_NONBLOCK | syscall.O_NOCTTY
 
 func isLoop(err error) bool { return errors.Is(err, syscall.ELOOP) }
 
@@ -28,3 +30,12 @@ func foreignOwner(fi os.FileInfo) (uint32, bool) {
 }
 
 func writableByOthers(m fs.FileMode) bool { return m&0o022 != 0 }
+
+// links is fi's number of hard links (1 where it cannot be told).
+func links(fi os.FileInfo) uint64 {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return 1
+	}
+	return uint64(st.Nlink) // uint16 on darwin, uint32 or uint64 elsewhere
+}
