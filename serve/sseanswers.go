@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"mime"
 	"net/http"
 	"sync"
 )
@@ -189,38 +190,91 @@ func answerOf(msg envelope, raw []byte) (key, refuse string) {
 	return string(b), ""
 }
 
-// answerWriter is a GET /sse stream's writer: it reads the events mcp-go writes through
-// it, and gives back an answer's hold once its event has been flushed to the client.
-// mcp-go writes each event whole, but the parse does not rely on it. Bytes are parsed
-// before they are written, so that an answer's id is free again before the client can
-// have read the end of its event (a client may reuse an id once answered).
+// answerWriter reads the messages a handler writes through it and tells answered of each
+// answer's id (answerKey) before the answer's bytes are written, so that the id is free
+// again before the client can have read the answer's end (a client may reuse an id once
+// answered); what answered returns is given back once the answer has been flushed.
+//
+// On a GET /sse stream it gives back an answer's hold (sseAnswers.answered). On a
+// Streamable HTTP POST in a session it frees the request's id (ownCalls.serve), whose
+// answer mcp-go writes either as an SSE event (once the session has had a notification)
+// or, with Content-Type application/json, as the body itself. mcp-go writes each message
+// whole, but the parse does not rely on it.
 type answerWriter struct {
 	http.ResponseWriter
-	answers *sseAnswers
-	head    [len("data:")]byte // the current line's first bytes
-	n       int                // the current line's length so far
-	data    bool               // the current line is a data line
-	lines   int                // data lines in the current event
-	scan    idScanner          // the current event's data, in kindOf mode
-	pending []*release         // holds of the answers written since the last Flush
+	answered func(key string) *release
+	body     bool               // a POST's response: its body may be the answer itself
+	mode     bodyMode           // what the body is, known at its first Write
+	head     [len("data:")]byte // the current line's first bytes
+	n        int                // the current line's length so far
+	data     bool               // the current line is a data line
+	lines    int                // data lines in the current event
+	scan     idScanner          // the current event's data (or the body), in kindOf mode
+	pending  []*release         // what to give back of the answers written since the last Flush
 }
 
-func newAnswerWriter(w http.ResponseWriter, a *sseAnswers) *answerWriter {
-	return &answerWriter{ResponseWriter: w, answers: a, scan: idScanner{kindOf: true}}
+// bodyMode is how answerWriter reads what is written through it.
+type bodyMode uint8
+
+const (
+	modeUnknown bodyMode = iota
+	modeEvents           // an SSE stream
+	modeJSON             // one JSON message
+	modeNone             // nothing to read: no answer, or the body's answer already told
+)
+
+func newAnswerWriter(w http.ResponseWriter, answered func(key string) *release) *answerWriter {
+	return &answerWriter{ResponseWriter: w, answered: answered, mode: modeEvents, scan: idScanner{kindOf: true}}
+}
+
+// newBodyAnswerWriter is the writer of a POST's response, whose answer is an event of its
+// SSE stream or its JSON body, as its Content-Type says at the first Write.
+func newBodyAnswerWriter(w http.ResponseWriter, answered func(key string) *release) *answerWriter {
+	a := newAnswerWriter(w, answered)
+	a.body, a.mode = true, modeUnknown
+	return a
 }
 
 func (w *answerWriter) Write(p []byte) (int, error) {
-	for q := p; len(q) > 0; {
-		i := bytes.IndexByte(q, '\n')
-		if i < 0 {
-			w.piece(q)
-			break
+	if w.mode == modeUnknown {
+		w.mode = modeNone
+		switch mt, _, _ := mime.ParseMediaType(w.Header().Get("Content-Type")); mt {
+		case "text/event-stream":
+			w.mode = modeEvents
+		case "application/json":
+			w.mode = modeJSON
 		}
-		w.piece(q[:i])
-		w.endLine()
-		q = q[i+1:]
+	}
+	switch w.mode {
+	case modeJSON:
+		if _, _ = w.scan.Write(p); w.scan.settled() {
+			w.mode = modeNone
+			w.answer()
+		}
+	case modeEvents:
+		for q := p; len(q) > 0; {
+			i := bytes.IndexByte(q, '\n')
+			if i < 0 {
+				w.piece(q)
+				break
+			}
+			w.piece(q[:i])
+			w.endLine()
+			q = q[i+1:]
+		}
 	}
 	return w.ResponseWriter.Write(p)
+}
+
+// answer tells answered of the answer just read, if the message was one.
+func (w *answerWriter) answer() {
+	if id := w.scan.Answer(); id != nil {
+		if key, ok := answerKey(id); ok {
+			if rel := w.answered(key); rel != nil {
+				w.pending = append(w.pending, rel)
+			}
+		}
+	}
 }
 
 // piece takes the next bytes of the current line, up to (not including) its end.
@@ -247,13 +301,7 @@ func (w *answerWriter) piece(p []byte) {
 // endLine ends the current line; an empty one (or a lone CR of a CRLF) ends the event.
 func (w *answerWriter) endLine() {
 	if w.n == 0 || w.n == 1 && w.head[0] == '\r' {
-		if id := w.scan.Answer(); id != nil {
-			if key, ok := answerKey(id); ok {
-				if rel := w.answers.answered(key); rel != nil {
-					w.pending = append(w.pending, rel)
-				}
-			}
-		}
+		w.answer()
 		w.scan, w.lines = idScanner{kindOf: true}, 0
 	}
 	w.n, w.data = 0, false

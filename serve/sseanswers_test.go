@@ -409,7 +409,7 @@ func TestAnswerWriterFindsAnswers(t *testing.T) {
 			rel.add(func() { got = append(got, k) })
 			a.hold(k, rel)
 		}
-		w := newAnswerWriter(httptest.NewRecorder(), a)
+		w := newAnswerWriter(httptest.NewRecorder(), a.answered)
 		for i := 0; i < len(stream); i += step {
 			_, _ = w.Write([]byte(stream[i:min(i+step, len(stream))]))
 		}
@@ -435,7 +435,7 @@ func BenchmarkAnswerWriter(b *testing.B) {
 			a := newSSEAnswers()
 			var w http.ResponseWriter = discardWriter{httptest.NewRecorder()}
 			if parse {
-				w = newAnswerWriter(w, a)
+				w = newAnswerWriter(w, a.answered)
 			}
 			for b.Loop() {
 				a.hold("12", &release{})
