@@ -336,3 +336,27 @@ func TestBodyAnswerWriterTellsTheAnswerOnly(t *testing.T) {
 		}
 	}
 }
+
+// TestSmallIntIsAnswerKey: the fast path for counter ids gives what the decode and encode
+// give, for every id it takes, and takes none they would write otherwise.
+func TestSmallIntIsAnswerKey(t *testing.T) {
+	ids := []string{"0", "7", "00", "07", "-1", "1.0", "1e0", "999999999999999", "9999999999999999",
+		"123456789012345", "1234567890123456", "9007199254740993", `"7"`, " 7", "7 ", ""}
+	for i := range 20000 {
+		ids = append(ids, fmt.Sprint(uint64(i)*2654435761%1e15))
+	}
+	for _, id := range ids {
+		var v any
+		want, err := "", json.Unmarshal([]byte(id), &v)
+		if err == nil {
+			b, _ := json.Marshal(v)
+			want = string(b)
+		}
+		if smallInt([]byte(id)) && (err != nil || want != id) {
+			t.Errorf("smallInt(%q): the decode and encode write %q (err %v)", id, want, err)
+		}
+		if got, _ := answerKey(json.RawMessage(id)); err == nil && got != want {
+			t.Errorf("answerKey(%q) = %q, want %q", id, got, want)
+		}
+	}
+}
