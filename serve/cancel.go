@@ -61,9 +61,13 @@ func idInUse(id json.RawMessage) string {
 // not tell the answers apart. Without one each request is its own POST (its own stream
 // in 2026-07-28), and one client's ids are no other's to refuse.
 //
-// An id is free again once its handler returns, a moment after its answer was written:
-// a client that reuses it at once may, rarely, be refused; nothing ran, and a retry is
-// taken.
+// In a session the id is free again as its answer is written (answerWriter: before the
+// client can have read it), not when the handler returns: mcp-go flushes an SSE answer
+// and only then returns, and a client that reused the id as soon as it read the answer
+// was refused (409) in most tries (TestSessionIDReusedRightAfterItsAnswer). Freed, the
+// request is out of reach of a cancellation of its id, which from then on can only name
+// a later request: the answered one needs none. The handler's return frees it too, for
+// an answer never written (the client went away).
 func (o *ownCalls) serve(w http.ResponseWriter, r *http.Request, next http.Handler, msg envelope, session string) {
 	if r.Method != http.MethodPost {
 		next.ServeHTTP(w, r)
@@ -79,14 +83,25 @@ func (o *ownCalls) serve(w http.ResponseWriter, r *http.Request, next http.Handl
 	default:
 		ctx, cancel := context.WithCancel(r.Context())
 		defer cancel()
-		done, ok := o.add(callKey{who, session, idKey(msg.ID)}, cancel, session != "")
+		k := callKey{who, session, idKey(msg.ID)}
+		done, ok := o.add(k, cancel, session != "")
 		if !ok {
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusConflict)
 			_ = json.NewEncoder(w).Encode(errorResponse(msg.ID, mcp.INVALID_REQUEST, idInUse(msg.ID)))
 			return
 		}
-		defer done()
+		free := sync.OnceFunc(done)
+		defer free()
+		if session != "" {
+			// Without a session no id is refused: nothing to free early.
+			w = newBodyAnswerWriter(w, func(key string) *release {
+				if key == k.id {
+					free()
+				}
+				return nil
+			})
+		}
 		next.ServeHTTP(w, r.WithContext(ctx))
 	}
 }

@@ -124,6 +124,10 @@ func (s *idScanner) endID() {
 	}
 	s.inID = false
 	v := bytes.TrimSpace(s.val)
+	if smallInt(v) { // a number (the decode below is a dozen allocations per message)
+		s.id = json.RawMessage(bytes.Clone(v))
+		return
+	}
 	// Numbers as json.Number: an id such as 1e700 overflows a float64 but is still the
 	// id the client wrote, and the answer must carry it back as written.
 	dec := json.NewDecoder(bytes.NewReader(v))

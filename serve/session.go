@@ -341,7 +341,7 @@ func (s *sseStreams) stream(next http.Handler, w http.ResponseWriter, r *http.Re
 	s.each[who]++
 	s.mu.Unlock()
 	o := &liveStream{answers: newSSEAnswers()}
-	aw := newAnswerWriter(w, o.answers)
+	aw := newAnswerWriter(w, o.answers.answered)
 	defer func() {
 		s.mu.Lock()
 		s.open--

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 )
 
@@ -132,6 +133,9 @@ func (r *release) returned() {
 // 1, 1.0, 1e0 and 1.00 are all answered as 1, and "\u0031" as "1". ok is false for an id
 // that is not a string or a number that decodes.
 func answerKey(id json.RawMessage) (string, bool) {
+	if smallInt(id) {
+		return string(id), true // what the decode and encode below make of it
+	}
 	var v any
 	if json.Unmarshal(id, &v) != nil {
 		return "", false
@@ -143,6 +147,21 @@ func answerKey(id json.RawMessage) (string, bool) {
 	}
 	b, err := json.Marshal(v)
 	return string(b), err == nil
+}
+
+// smallInt reports an id of 1 to 15 digits without a leading zero: a float64 holds it
+// exactly and encoding/json writes it back as sent. The ids clients send are counters,
+// and the decode and encode cost 1-2 µs and a dozen allocations for every answer.
+func smallInt(id []byte) bool {
+	if len(id) == 0 || len(id) > 15 || id[0] == '0' && len(id) > 1 {
+		return false
+	}
+	for _, c := range id {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // answerOf is the key of the answer mcp-go will put on the stream for a posted message,
@@ -189,38 +208,93 @@ func answerOf(msg envelope, raw []byte) (key, refuse string) {
 	return string(b), ""
 }
 
-// answerWriter is a GET /sse stream's writer: it reads the events mcp-go writes through
-// it, and gives back an answer's hold once its event has been flushed to the client.
-// mcp-go writes each event whole, but the parse does not rely on it. Bytes are parsed
-// before they are written, so that an answer's id is free again before the client can
-// have read the end of its event (a client may reuse an id once answered).
+// answerWriter reads the messages a handler writes through it and tells answered of each
+// answer's id (answerKey) before the answer's bytes are written, so that the id is free
+// again before the client can have read the answer's end (a client may reuse an id once
+// answered); what answered returns is given back once the answer has been flushed.
+//
+// On a GET /sse stream it gives back an answer's hold (sseAnswers.answered). On a
+// Streamable HTTP POST in a session it frees the request's id (ownCalls.serve), whose
+// answer mcp-go writes either as an SSE event (once the session has had a notification)
+// or, with Content-Type application/json, as the body itself. mcp-go writes each message
+// whole, but the parse does not rely on it.
 type answerWriter struct {
 	http.ResponseWriter
-	answers *sseAnswers
-	head    [len("data:")]byte // the current line's first bytes
-	n       int                // the current line's length so far
-	data    bool               // the current line is a data line
-	lines   int                // data lines in the current event
-	scan    idScanner          // the current event's data, in kindOf mode
-	pending []*release         // holds of the answers written since the last Flush
+	answered func(key string) *release
+	mode     bodyMode           // what the body is, known at its first Write
+	head     [len("data:")]byte // the current line's first bytes
+	n        int                // the current line's length so far
+	data     bool               // the current line is a data line
+	lines    int                // data lines in the current event
+	scan     idScanner          // the current event's data (or the body), in kindOf mode
+	pending  []*release         // what to give back of the answers written since the last Flush
 }
 
-func newAnswerWriter(w http.ResponseWriter, a *sseAnswers) *answerWriter {
-	return &answerWriter{ResponseWriter: w, answers: a, scan: idScanner{kindOf: true}}
+// bodyMode is how answerWriter reads what is written through it.
+type bodyMode uint8
+
+const (
+	modeUnknown bodyMode = iota
+	modeEvents           // an SSE stream
+	modeJSON             // one JSON message
+	modeNone             // nothing to read: no answer, or the body's answer already told
+)
+
+func newAnswerWriter(w http.ResponseWriter, answered func(key string) *release) *answerWriter {
+	return &answerWriter{ResponseWriter: w, answered: answered, mode: modeEvents, scan: idScanner{kindOf: true}}
+}
+
+// newBodyAnswerWriter is the writer of a POST's response, whose answer is an event of its
+// SSE stream or its JSON body, as its Content-Type says at the first Write.
+func newBodyAnswerWriter(w http.ResponseWriter, answered func(key string) *release) *answerWriter {
+	a := newAnswerWriter(w, answered)
+	a.mode = modeUnknown
+	return a
 }
 
 func (w *answerWriter) Write(p []byte) (int, error) {
-	for q := p; len(q) > 0; {
-		i := bytes.IndexByte(q, '\n')
-		if i < 0 {
-			w.piece(q)
-			break
+	if w.mode == modeUnknown {
+		w.mode = modeNone
+		// The media type without its parameters, as mime.ParseMediaType would read it
+		// for these two, without its allocations on every POST.
+		mt, _, _ := strings.Cut(w.Header().Get("Content-Type"), ";")
+		switch mt = strings.TrimSpace(mt); {
+		case strings.EqualFold(mt, "text/event-stream"):
+			w.mode = modeEvents
+		case strings.EqualFold(mt, "application/json"):
+			w.mode = modeJSON
 		}
-		w.piece(q[:i])
-		w.endLine()
-		q = q[i+1:]
+	}
+	switch w.mode {
+	case modeJSON:
+		if _, _ = w.scan.Write(p); w.scan.settled() {
+			w.mode = modeNone
+			w.answer()
+		}
+	case modeEvents:
+		for q := p; len(q) > 0; {
+			i := bytes.IndexByte(q, '\n')
+			if i < 0 {
+				w.piece(q)
+				break
+			}
+			w.piece(q[:i])
+			w.endLine()
+			q = q[i+1:]
+		}
 	}
 	return w.ResponseWriter.Write(p)
+}
+
+// answer tells answered of the answer just read, if the message was one.
+func (w *answerWriter) answer() {
+	if id := w.scan.Answer(); id != nil {
+		if key, ok := answerKey(id); ok {
+			if rel := w.answered(key); rel != nil {
+				w.pending = append(w.pending, rel)
+			}
+		}
+	}
 }
 
 // piece takes the next bytes of the current line, up to (not including) its end.
@@ -247,13 +321,7 @@ func (w *answerWriter) piece(p []byte) {
 // endLine ends the current line; an empty one (or a lone CR of a CRLF) ends the event.
 func (w *answerWriter) endLine() {
 	if w.n == 0 || w.n == 1 && w.head[0] == '\r' {
-		if id := w.scan.Answer(); id != nil {
-			if key, ok := answerKey(id); ok {
-				if rel := w.answers.answered(key); rel != nil {
-					w.pending = append(w.pending, rel)
-				}
-			}
-		}
+		w.answer()
 		w.scan, w.lines = idScanner{kindOf: true}, 0
 	}
 	w.n, w.data = 0, false

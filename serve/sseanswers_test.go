@@ -409,7 +409,7 @@ func TestAnswerWriterFindsAnswers(t *testing.T) {
 			rel.add(func() { got = append(got, k) })
 			a.hold(k, rel)
 		}
-		w := newAnswerWriter(httptest.NewRecorder(), a)
+		w := newAnswerWriter(httptest.NewRecorder(), a.answered)
 		for i := 0; i < len(stream); i += step {
 			_, _ = w.Write([]byte(stream[i:min(i+step, len(stream))]))
 		}
@@ -435,13 +435,38 @@ func BenchmarkAnswerWriter(b *testing.B) {
 			a := newSSEAnswers()
 			var w http.ResponseWriter = discardWriter{httptest.NewRecorder()}
 			if parse {
-				w = newAnswerWriter(w, a)
+				w = newAnswerWriter(w, a.answered)
 			}
 			for b.Loop() {
 				a.hold("12", &release{})
 				_, _ = w.Write(event)
 				w.(http.Flusher).Flush()
 				a.answered("12")
+			}
+		})
+	}
+}
+
+// BenchmarkBodyAnswerWriter is a session POST's parse of its 1 MiB JSON answer (what
+// frees its id) against the same write without it: the scan stops at the "result".
+func BenchmarkBodyAnswerWriter(b *testing.B) {
+	answer := []byte("{\"jsonrpc\":\"2.0\",\"id\":12,\"result\":{\"content\":[{\"type\":\"text\",\"text\":\"" +
+		strings.Repeat("x", 1<<20) + "\"}]}}\n")
+	for _, parse := range []bool{false, true} {
+		b.Run(fmt.Sprintf("parse=%t", parse), func(b *testing.B) {
+			b.SetBytes(int64(len(answer)))
+			rec := discardWriter{httptest.NewRecorder()}
+			rec.Header().Set("Content-Type", "application/json")
+			freed := 0
+			for b.Loop() {
+				var w http.ResponseWriter = rec
+				if parse {
+					w = newBodyAnswerWriter(rec, func(string) *release { freed++; return nil })
+				}
+				_, _ = w.Write(answer)
+			}
+			if parse && freed == 0 {
+				b.Fatal("the answer was not told")
 			}
 		})
 	}
