@@ -1,12 +1,15 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -307,4 +310,169 @@ print([l.split()[1] for l in st if l.startswith(("SigBlk", "SigIgn"))], sorted(o
 	if want := "['0000000000000000', '0000000001001000'] ['0', '1', '2', '3']"; !strings.Contains(got, want) {
 		t.Fatalf("the caller's signal dispositions or descriptors reached the program: want %s in\n%s", want, got)
 	}
+}
+
+// A run's stale sweep leaves the dirs of a run that has exited to that run's one-shot
+// zygote for as long as the zygote lives (it finishes their teardown: zygote_linux.c),
+// and takes them once the zygote is gone without finishing. The zygote is frozen (the
+// cgroup v2 freezer: a SIGSTOP would not do, since the run's death orphans the zygote's
+// process group and the kernel sends a stopped one SIGHUP) so that it is alive but has
+// not finished when the next run sweeps: back to back, that next run's sweep killed and
+// removed the previous run's dirs beside their own zygote (docs/performance.md, the
+// tenth round), here the sandbox itself, still running. Then a zygote killed before it
+// could finish: its run's dirs are stale, and the next run's sweep removes them.
+func TestE2ERunSweepSparesAFinishingZygote(t *testing.T) {
+	bin := needSandbox(t)
+	dirs := freshCgroups(t)
+	freezer := freezerCgroup(t)
+
+	// held starts a run whose program sleeps, freezes its zygote and kills the run: its
+	// owner is gone, its zygote alive. It returns the zygote's pid and the run's own
+	// dirs (its instance dirs and their sandboxes' cgroups).
+	held := func() (int, []string) {
+		cmd, out := cliIn(t, bin, dirs, "import time; time.sleep(60)")
+		a := readAnswer(out)
+		waitRunning(t, dirs, 20*time.Second)
+		zyg := zygoteOf(t, dirs, cmd.Process.Pid)
+		freeze(t, freezer, zyg, true)
+		t.Cleanup(func() { _ = syscall.Kill(zyg, syscall.SIGKILL) })
+		_ = cmd.Process.Kill()
+		finished(t, cmd, a)
+		var own []string
+		for _, d := range leftovers(dirs) {
+			if strings.Contains(d, fmt.Sprintf("/airlock/%d.", cmd.Process.Pid)) {
+				own = append(own, d)
+			}
+		}
+		if len(own) == 0 {
+			t.Fatalf("no dirs of the run %d under %v: %v", cmd.Process.Pid, dirs, leftovers(dirs))
+		}
+		if !alive(zyg) {
+			t.Fatalf("the frozen zygote %d died with its run", zyg)
+		}
+		return zyg, own
+	}
+	// next runs a program that outlasts its run's sweep (it starts with the spawn).
+	next := func() {
+		cmd, out := cliIn(t, bin, dirs, "import time; time.sleep(1); print(2)")
+		a := readAnswer(out)
+		finished(t, cmd, a)
+		if code := cmd.ProcessState.ExitCode(); code != 0 || a.result["stdout"] != "2\n" {
+			t.Fatalf("the next run: exit %d, answer %v", code, a.result)
+		}
+	}
+
+	zyg, own := held()
+	next()
+	for _, d := range own {
+		if _, err := os.Stat(d); err != nil {
+			t.Errorf("the next run's sweep removed %s, whose zygote (%d) is alive: %v", d, zyg, err)
+		}
+	}
+	if len(processes(own)) == 0 {
+		t.Errorf("the next run's sweep killed the sandbox of a run whose zygote (%d) is alive", zyg)
+	}
+	freeze(t, freezer, zyg, false)
+	settled(t, dirs, 15*time.Second)
+
+	zyg, own = held()
+	if err := syscall.Kill(zyg, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); alive(zyg); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("zygote %d did not die of SIGKILL", zyg)
+		}
+	}
+	next()
+	for _, d := range own {
+		if _, err := os.Stat(d); err == nil {
+			t.Errorf("%s is left after the next run's sweep, though its run and zygote are gone", d)
+		}
+	}
+}
+
+// freezerCgroup makes a cgroup v2 dir to freeze processes in (the unified hierarchy
+// beside this host's v1 controllers; freezing needs no controller), removed at the end.
+func freezerCgroup(t *testing.T) string {
+	t.Helper()
+	b, _ := os.ReadFile("/proc/self/mountinfo")
+	root := ""
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) > 8 && slices.Contains(f, "-") && f[slices.Index(f, "-")+1] == "cgroup2" {
+			root = f[4]
+		}
+	}
+	if root == "" {
+		sandboxtest.SkipOrFail(t, "no cgroup2 hierarchy is mounted beside the v1 controllers: nothing can freeze the zygote")
+	}
+	d := filepath.Join(root, fmt.Sprintf("cli-test-freeze-%d-%d", os.Getpid(), time.Now().UnixNano()))
+	if err := os.Mkdir(d, 0o755); err != nil {
+		t.Fatalf("cannot make a freezer cgroup: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(d, "cgroup.freeze")); err != nil {
+		_ = syscall.Rmdir(d)
+		sandboxtest.SkipOrFail(t, "this kernel's cgroup2 has no freezer (5.2+): %v", err)
+	}
+	t.Cleanup(func() {
+		for deadline := time.Now().Add(10 * time.Second); syscall.Rmdir(d) == syscall.EBUSY && time.Now().Before(deadline); {
+			time.Sleep(10 * time.Millisecond)
+		}
+	})
+	return d
+}
+
+// freeze moves pid into the freezer cgroup d and freezes it (on), or thaws it, and
+// waits until that is done.
+func freeze(t *testing.T, d string, pid int, on bool) {
+	t.Helper()
+	if on {
+		if err := os.WriteFile(filepath.Join(d, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := map[bool]string{true: "1", false: "0"}[on]
+	if err := os.WriteFile(filepath.Join(d, "cgroup.freeze"), []byte(want), 0); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		b, _ := os.ReadFile(filepath.Join(d, "cgroup.events"))
+		if strings.Contains(string(b), "frozen "+want) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not frozen %s within 10 s: %s", d, want, b)
+		}
+	}
+}
+
+// zygoteOf is the one-shot zygote of the run pid: its child in dirs (the run's cgroups,
+// which its zygote shares until it exits) named airlock-zygote.
+func zygoteOf(t *testing.T, dirs []string, pid int) int {
+	t.Helper()
+	for _, p := range processes(dirs) {
+		b, err := os.ReadFile("/proc/" + p + "/stat")
+		if err != nil {
+			continue
+		}
+		i := bytes.LastIndexByte(b, ')')
+		f := strings.Fields(string(b[i+1:]))
+		cmdline, _ := os.ReadFile("/proc/" + p + "/cmdline")
+		if len(f) > 1 && f[1] == strconv.Itoa(pid) && bytes.HasPrefix(cmdline, []byte("airlock-zygote")) {
+			z, _ := strconv.Atoi(p)
+			return z
+		}
+	}
+	t.Fatalf("no zygote of the run %d in %v", pid, dirs)
+	return 0
+}
+
+// alive reports whether pid names a process that has not exited (a zombie has).
+func alive(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	i := bytes.LastIndexByte(b, ')')
+	return i > 0 && i+2 < len(b) && b[i+2] != 'Z'
 }

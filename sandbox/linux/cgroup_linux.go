@@ -851,10 +851,12 @@ func (m *cgroups) removeCgroupDir(d string) error {
 // inside: a dead server's own dir with its sandboxes' cgroups. Only a server this one
 // can prove gone (sweep.gone) counts: another pid namespace's, an older version's (a
 // bare pid, and the sandbox cgroups older versions made straight in the base) are left
-// as they are. It returns the directories it removed.
-func (m *cgroups) cleanStale(log *slog.Logger) []string {
+// as they are; so is the owner whose one-shot zygote still holds its lock on lock (the
+// host-id lock file; nil: none), finishing its teardown. It returns the directories it
+// removed.
+func (m *cgroups) cleanStale(log *slog.Logger, lock *os.File) []string {
 	var removed []string
-	var sw sweep
+	sw := sweep{lock: lock}
 	for _, base := range m.shared {
 		entries, err := os.ReadDir(base)
 		if err != nil {

@@ -2,8 +2,10 @@ package linux
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"os"
 	"strconv"
 	"strings"
@@ -25,6 +27,45 @@ import (
 // leftover only when it can prove the owner gone (sweep.gone). Anything else (a live
 // namespace's it cannot see into, an older version's bare pid) is left alone: a leak,
 // never a kill.
+
+// A one-shot run (`airlock run`) exits as soon as its answer is written and leaves its
+// zygote to finish the teardown (zygote_linux.c): until that is done the run's dirs are
+// the zygote's to remove, yet by /proc their owner is gone, and back to back the next
+// run's sweep killed and removed them beside that zygote (half of the sweep's samples;
+// docs/performance.md, tenth round). So each owner also holds a read lock on one byte of
+// the host-id lock file (ownerLock), on the open file description whose copy the zygote
+// is handed with its list (zygote.leaveBehind): the kernel drops it only with the last
+// of the owner and that zygote. An owner whose lock is held is not gone (sweep.held).
+
+// ownerLockBase is where the owners' locks are in the host-id lock file: above every
+// host id's own lock (at the uid itself, below 2^32).
+const ownerLockBase = 1 << 62
+
+// ownerLock is o's byte in the host-id lock file: a hash of the whole identity, so that
+// a later process with the same pid has another. Two owners that share a byte only
+// keep each other's leftovers a while longer: a leak, never a kill.
+func (o owner) ownerLock(typ int16) unix.Flock_t {
+	b := binary.LittleEndian.AppendUint64(nil, uint64(o.pid))
+	b = binary.LittleEndian.AppendUint64(b, o.pidNS)
+	b = binary.LittleEndian.AppendUint64(b, o.timeNS)
+	b = binary.LittleEndian.AppendUint64(b, o.start)
+	h := fnv.New64a()
+	_, _ = h.Write(b)
+	return unix.Flock_t{Type: typ, Start: ownerLockBase + int64(h.Sum64()>>3), Len: 1}
+}
+
+// holdOwner takes this process's owner lock on f, the host-id lock file, for as long
+// as f's open file description lives. It cannot fail on a file openLock has checked;
+// if it did, the sweeps would judge this owner by /proc alone, as before the lock.
+func holdOwner(f *os.File) {
+	o, judge := self()
+	if !judge {
+		return // its identity is not one a sweep can match
+	}
+	lk := o.ownerLock(unix.F_RDLCK)
+	for errors.Is(unix.FcntlFlock(f.Fd(), unix.F_OFD_SETLK, &lk), unix.EINTR) {
+	}
+}
 
 // owner is a server process's identity as its leftovers' names carry it.
 type owner struct {
@@ -118,6 +159,9 @@ const initPidNS = 0xEFFFFFFC
 type sweep struct {
 	nsAlive map[uint64]bool
 	judged  map[owner]bool
+	// lock is the host-id lock file, whose owner locks keep an owner that /proc proves
+	// gone alive while its one-shot zygote is (ownerLock); nil: /proc alone judges.
+	lock *os.File
 }
 
 // gone reports whether o is certainly no running process: only then may what it left
@@ -130,7 +174,7 @@ func (s *sweep) gone(o owner) bool {
 	if g, ok := s.judged[o]; ok {
 		return g
 	}
-	g := s.judge(o)
+	g := s.judge(o) && !s.held(o)
 	if s.judged == nil {
 		s.judged = map[owner]bool{}
 	}
@@ -163,6 +207,25 @@ func (s *sweep) judge(o owner) bool {
 		return true
 	}
 	return false
+}
+
+// held reports whether an open file description other than the sweep's holds o's owner
+// lock: o, or the one-shot zygote it handed its copy to, is alive. A lock that cannot be
+// read counts as held.
+func (s *sweep) held(o owner) bool {
+	if s.lock == nil {
+		return false
+	}
+	lk := o.ownerLock(unix.F_WRLCK)
+	for {
+		err := unix.FcntlFlock(s.lock.Fd(), unix.F_OFD_GETLK, &lk)
+		switch {
+		case err == nil:
+			return lk.Type != unix.F_UNLCK
+		case !errors.Is(err, unix.EINTR):
+			return true
+		}
+	}
 }
 
 // livePidNamespaces is the pid namespace of every process in /proc; nil if /proc cannot

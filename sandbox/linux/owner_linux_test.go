@@ -118,6 +118,17 @@ func TestStaleSweepKillsOnlyTheProvedGone(t *testing.T) {
 	deadNS.end()
 	reused := liveSame
 	reused.start++
+	// A dead owner whose one-shot zygote is finishing: a process that holds the open
+	// file description the owner took its lock on, as the zygote holds the run's.
+	lock, err := openLock(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Close()
+	heldDead := startProc(t, false)
+	deadHeld := heldDead.identity(t)
+	heldDead.end()
+	zygote := holdingOwnerLock(t, lock.Name(), deadHeld)
 
 	name := func(o owner) string { return fmt.Sprintf("%d.%s.9", o.pid, o.token()) }
 	cases := []struct {
@@ -130,6 +141,7 @@ func TestStaleSweepKillsOnlyTheProvedGone(t *testing.T) {
 		{"a dead owner", name(deadSame), true},
 		{"an owner whose pid another process has now", name(reused), true},
 		{"an owner whose pid namespace has ended", name(deadOther), me.pidNS == initPidNS},
+		{"a dead owner whose one-shot zygote holds its lock", name(deadHeld), false},
 	}
 	type made struct {
 		dirs   []string
@@ -160,7 +172,10 @@ func TestStaleSweepKillsOnlyTheProvedGone(t *testing.T) {
 		all = append(all, v)
 	}
 
-	m.cleanStale(slog.New(slog.DiscardHandler))
+	m.cleanStale(slog.New(slog.DiscardHandler), lock)
+	if !zygote.alive() {
+		t.Fatal("the process holding the dead owner's lock died: the case proved nothing")
+	}
 
 	for i, c := range cases {
 		v := all[i]
@@ -179,6 +194,61 @@ func TestStaleSweepKillsOnlyTheProvedGone(t *testing.T) {
 			}
 		}
 	}
+}
+
+// A dead owner's leftovers are swept once the process that held its lock (its one-shot
+// zygote) has gone too; and a lock at another owner's byte keeps nothing.
+func TestStaleSweepTakesAnOwnerOnceItsLockGoes(t *testing.T) {
+	lock, err := openLock(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Close()
+	dead := startProc(t, false)
+	o := dead.identity(t)
+	dead.end()
+	other := o
+	other.start++
+	zygote := holdingOwnerLock(t, lock.Name(), other) // the same pid, another process
+	var sw sweep
+	sw.lock = lock
+	if !sw.gone(o) {
+		t.Fatalf("a dead owner %+v is not gone while only another owner's lock is held", o)
+	}
+	zygote.end()
+	zygote = holdingOwnerLock(t, lock.Name(), o)
+	if sw = (sweep{lock: lock}); sw.gone(o) {
+		t.Fatalf("a dead owner %+v whose lock is held is gone", o)
+	}
+	zygote.end()
+	if sw = (sweep{lock: lock}); !sw.gone(o) {
+		t.Fatalf("a dead owner %+v whose lock holder has exited is not gone", o)
+	}
+}
+
+// holdingOwnerLock starts a process that holds o's owner lock in the lock file path on
+// an open file description of its own (as a one-shot zygote holds its run's), the test
+// keeping no descriptor of it.
+func holdingOwnerLock(t *testing.T, path string, o owner) *proc {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	lk := o.ownerLock(unix.F_RDLCK)
+	if err := unix.FcntlFlock(f.Fd(), unix.F_OFD_SETLK, &lk); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("sleep", "600")
+	cmd.ExtraFiles = []*os.File{f}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &proc{cmd: cmd, done: make(chan struct{})}
+	go func() { _ = cmd.Wait(); close(p.done) }()
+	t.Cleanup(p.end)
+	return p
 }
 
 // The Landlock tier's run directories of other servers are removed on the same proof:
@@ -256,9 +326,9 @@ func BenchmarkStaleSweep(b *testing.B) {
 		}
 	}
 	log := slog.New(slog.DiscardHandler)
-	m.cleanStale(log) // what dead servers on this host left, before the timing
+	m.cleanStale(log, nil) // what dead servers on this host left, before the timing
 	for b.Loop() {
-		m.cleanStale(log)
+		m.cleanStale(log, nil)
 	}
 	for _, d := range dirs {
 		if _, err := os.Stat(d); err != nil {

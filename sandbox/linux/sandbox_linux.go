@@ -135,7 +135,7 @@ func New(opts sandbox.Options) (*Sandbox, error) {
 			return nil, fmt.Errorf("%w: cgroups are required but unusable: %s (%s)", sandbox.ErrUnavailable, s.cg.reason, cgroupFix(s.root, container()))
 		}
 		clean := func() {
-			if removed := s.cg.cleanStale(s.log); len(removed) > 0 {
+			if removed := s.cg.cleanStale(s.log, s.ids.lock); len(removed) > 0 {
 				s.log.Info("removed stale sandbox cgroups", "count", len(removed), "dirs", removed)
 			}
 		}

@@ -64,7 +64,8 @@ type hostIDs struct {
 	// lock holds one byte-range lock per id in use, at the offset of the uid itself:
 	// other airlock servers on this host (one per MCP client is common) take ids from
 	// the same block, and two live sandboxes must never share one. The kernel drops a
-	// dead server's locks with its sandboxes. Nil for a single shared id.
+	// dead server's locks with its sandboxes. It also holds this process's owner lock
+	// (holdOwner). Nil for a single shared id where the file cannot be opened.
 	lock *os.File
 
 	mu   sync.Mutex
@@ -158,7 +159,19 @@ func openLock(dir string) (*os.File, error) {
 		f.Close()
 		return nil, fmt.Errorf("%s refuses open file description locks (fcntl F_OFD_SETLK: %w)%s", f.Name(), err, lockHint(dir))
 	}
+	holdOwner(f)
 	return f, nil
+}
+
+// ownerOnlyLock is the lock file for a scheme with a single shared id, which needs it
+// only for the owner lock (holdOwner): nil where it cannot be opened, and the sweeps
+// judge this owner by /proc alone.
+func ownerOnlyLock() *os.File {
+	f, err := openLock(lockDir())
+	if err != nil {
+		return nil
+	}
+	return f
 }
 
 // lockHint says why a kernel may lack open file description locks.
@@ -265,7 +278,7 @@ func newHostIDs(opts sandbox.Options) (*hostIDs, error) {
 		if uid == 0 || gid == 0 {
 			return nil, fmt.Errorf("%w: host user %q is root; sandboxes must map to an unprivileged account", sandbox.ErrUnavailable, name)
 		}
-		return &hostIDs{scheme: schemeShared, uid: uint32(uid), gid: uint32(gid), size: 1}, nil
+		return &hostIDs{scheme: schemeShared, uid: uint32(uid), gid: uint32(gid), size: 1, lock: ownerOnlyLock()}, nil
 	}
 	first, size, err := ParseUIDRange(spec)
 	if err != nil {
@@ -427,6 +440,7 @@ func unprivilegedIDs(files idFiles) (*hostIDs, error) {
 	uidmap, err1 := exec.LookPath("newuidmap")
 	gidmap, err2 := exec.LookPath("newgidmap")
 	if err1 != nil || err2 != nil {
+		own.lock = ownerOnlyLock()
 		return own, nil
 	}
 	names := []string{strconv.Itoa(os.Geteuid())}
@@ -437,6 +451,7 @@ func unprivilegedIDs(files idFiles) (*hostIDs, error) {
 	gid, ng := ownSubRange(files.subgid, names)
 	size := min(nu, ng)
 	if size < 16 {
+		own.lock = ownerOnlyLock()
 		return own, nil
 	}
 	lock, err := openLock(lockDir())
