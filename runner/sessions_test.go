@@ -40,6 +40,7 @@ func (e *echoSession) Call(_ context.Context, c sandbox.SessionCall) (sandbox.Re
 }
 func (e *echoSession) Close()                { e.once.Do(func() { close(e.done) }) }
 func (e *echoSession) Done() <-chan struct{} { return e.done }
+func (e *echoSession) Gone() <-chan struct{} { return e.done }
 
 func sessionRunner(t *testing.T) (*Runner, *fakeSessions) {
 	var logs bytes.Buffer

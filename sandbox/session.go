@@ -27,10 +27,15 @@ type Session interface {
 	// killed and the driver started again (files kept, interpreter state lost). An
 	// error means the session failed and has ended (ErrSessionEnded) or is busy.
 	Call(ctx context.Context, c SessionCall) (Result, error)
-	// Close kills every process of the session and frees its sandbox.
+	// Close ends the session: it starts the kill of every process of the session and
+	// the release of its sandbox, without waiting for them (Gone).
 	Close()
 	// Done is closed once the session has ended, closed or on its own.
 	Done() <-chan struct{}
+	// Gone is closed once every process of the session has exited. Close only starts
+	// the kill (it is called under the session manager's lock): whoever answers a
+	// close waits for Gone, so that no code of the session runs once it is told closed.
+	Gone() <-chan struct{}
 }
 
 // SessionCall is one call in a session.

@@ -824,6 +824,7 @@ func (c *countSession) Call(_ context.Context, sc sandbox.SessionCall) (sandbox.
 }
 func (c *countSession) Close()                { c.once.Do(func() { close(c.done) }) }
 func (c *countSession) Done() <-chan struct{} { return c.done }
+func (c *countSession) Gone() <-chan struct{} { return c.done }
 
 // A stateless server takes Mcp-Session-Id as the client sends it; "stdio", the id of
 // the stdio transport's session, must not make an HTTP client the stdio client: without

@@ -23,6 +23,7 @@ func (f *fakeSession) Call(context.Context, sandbox.SessionCall) (sandbox.Result
 }
 func (f *fakeSession) Close()                { f.once.Do(func() { close(f.done) }) }
 func (f *fakeSession) Done() <-chan struct{} { return f.done }
+func (f *fakeSession) Gone() <-chan struct{} { return f.done }
 
 type clock struct {
 	mu sync.Mutex

@@ -345,6 +345,10 @@ func (ss *session) watch() {
 // Done is closed once the session has ended.
 func (ss *session) Done() <-chan struct{} { return ss.ended }
 
+// Gone is closed once the spawner has exited, which it does only when the pid
+// namespace is dead: every process of the session has exited.
+func (ss *session) Gone() <-chan struct{} { return ss.l.waited }
+
 // Close kills every process of the session and releases its sandbox.
 func (ss *session) Close() {
 	ss.endOnce.Do(func() {
