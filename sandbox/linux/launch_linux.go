@@ -93,6 +93,9 @@ type launch struct {
 	listener chan net.Listener
 	proxy    *egress.Proxy
 	netUse   *sandbox.NetworkUse
+	// netns is the sandbox's network namespace once the init has passed it (-1 before):
+	// finish hands it to the server's batch (netns_linux.go).
+	netns int
 
 	// sink, when set, takes the program's output instead of the captures: a session's
 	// (session_linux.go), which splits it per call. It keeps stdin open, too.
@@ -115,6 +118,7 @@ func newLaunch(sb *Sandbox, spec sandbox.Spec, cg *cgroup) *launch {
 		startedCh: make(chan struct{}),
 		exitCh:    make(chan struct{}),
 		listener:  make(chan net.Listener, 1),
+		netns:     -1,
 		kill:      func() {},
 	}
 }
@@ -364,6 +368,7 @@ func (l *launch) finish() {
 	<-l.waited
 	<-l.reportDone
 	l.closeReports()
+	l.dropNetns() // the init, pid 1, is reaped: every process of the sandbox is dead
 	l.drain()
 	l.closeParentEnds()
 	l.stopProxy()
@@ -672,6 +677,8 @@ func (l *launch) readReports(r *reportConn, done chan<- struct{}) {
 			close(l.exitCh)
 		case repListener:
 			l.acceptListener(r)
+		case repNetns:
+			l.takeNetns(r)
 		case repError:
 			l.setup = &SetupError{Stage: m.Stage, Errno: syscall.Errno(m.Errno), Msg: m.Err}
 		case repLeftover:

@@ -96,6 +96,7 @@ func (s *Sandbox) Close() error {
 		return nil
 	}
 	s.cleanup.Wait()
+	s.deadNets.flush()
 	s.zyg.stop()
 	s.ll.close(s.log)
 	// Every sandbox's cgroup is gone with the cleanup: the server's own dirs follow.

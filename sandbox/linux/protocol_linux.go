@@ -15,6 +15,7 @@ package linux
 //	  |                                |--clone(namespaces)->|
 //	  |                                |--[sync] SYNC_MAPS-->| id maps written
 //	  |                                |                     | setup (root_linux.c)
+//	  |<-[fd 4] REP_NETNS + SCM_RIGHTS network namespace ----| a fresh one (netns_linux.go)
 //	  |<-[fd 4] REP_LISTENER + SCM_RIGHTS listener ----------| network allowlist only
 //	  |                                |                     |--start------------>|
 //	  |                                |                     |<-[its fd 4] 1 byte| loaded
@@ -157,6 +158,8 @@ const (
 	repLeftover = C.REP_LEFTOVER
 	// repListener comes with the bridge's listening socket (SCM_RIGHTS), during setup.
 	repListener = C.REP_LISTENER
+	// repNetns comes with the sandbox's network namespace (SCM_RIGHTS), during setup.
+	repNetns = C.REP_NETNS
 )
 
 // message is one report from the init.
@@ -466,7 +469,7 @@ func readReport(r io.Reader) (*message, error) {
 	d := decoder{b: b[1:]}
 	m := &message{Kind: b[0]}
 	switch m.Kind {
-	case repReady, repStarted, repLeftover, repListener:
+	case repReady, repStarted, repLeftover, repListener, repNetns:
 	case repError:
 		m.Stage = d.str()
 		m.Errno = int(d.u32())

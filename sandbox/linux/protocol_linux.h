@@ -57,6 +57,7 @@
 #define REP_ERROR 4    // a setup stage failed; the init exits
 #define REP_LEFTOVER 5 // from the spawner: a process of the sandbox's host uid outlived it
 #define REP_LISTENER 6 // comes with the bridge's listening socket (SCM_RIGHTS)
+#define REP_NETNS 7    // comes with the sandbox's network namespace (SCM_RIGHTS), once joined
 
 // Config flags, the config frame's first field.
 #define CFG_SETUP_ONLY 1 // build the sandbox, report, exit without a program

@@ -90,7 +90,7 @@ func TestReportRoundTrip(t *testing.T) {
 		}
 		return m
 	}
-	for _, kind := range []byte{repReady, repStarted, repLeftover, repListener} {
+	for _, kind := range []byte{repReady, repStarted, repLeftover, repListener, repNetns} {
 		if m := read(cReportFrame(kind)); m.Kind != kind {
 			t.Errorf("kind %d read as %d", kind, m.Kind)
 		}

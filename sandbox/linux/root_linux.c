@@ -613,6 +613,30 @@ void start_net(struct net_thread *n) {
 	}
 }
 
+// pass_fd sends the server a report frame of kind with fd attached (SCM_RIGHTS); a
+// failure fails stage.
+static void pass_fd(uint8_t kind, int fd, const char *stage, const char *what) {
+	uint8_t frame[5];
+	uint32_t len = 1;
+	memcpy(frame, &len, 4);
+	frame[4] = kind;
+	struct iovec iov = {frame, sizeof frame};
+	char cbuf[CMSG_SPACE(sizeof(int))];
+	memset(cbuf, 0, sizeof cbuf);
+	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof cbuf};
+	struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_RIGHTS;
+	cm->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(cm), &fd, sizeof fd);
+	ssize_t n;
+	do
+		n = sendmsg(REPORT_FD, &mh, MSG_NOSIGNAL);
+	while (n < 0 && errno == EINTR);
+	if (n != (ssize_t)sizeof frame)
+		fail(stage, what);
+}
+
 static void join_net(struct net_thread *n) {
 	// A thread the other CPUs have not run yet (they are busy) is moved to this one,
 	// which is about to wait for it: at worst the namespace is made after the root, as
@@ -638,6 +662,9 @@ static void join_net(struct net_thread *n) {
 	}
 	if (setns(n->fd, CLONE_NEWNET) < 0)
 		fail("network namespace", "setns");
+	// The server holds the namespace once the sandbox is dead and drops it with
+	// others (netns_linux.go: the kernel's teardown is largely per batch).
+	pass_fd(REP_NETNS, n->fd, "network namespace", "pass the namespace");
 	close(n->fd);
 }
 
@@ -668,25 +695,7 @@ static void bridge(uint32_t port) {
 		fail("network bridge", "bind");
 	if (listen(l, 128) < 0)
 		fail("network bridge", "listen");
-	uint8_t frame[5];
-	uint32_t len = 1;
-	memcpy(frame, &len, 4);
-	frame[4] = REP_LISTENER;
-	struct iovec iov = {frame, sizeof frame};
-	char cbuf[CMSG_SPACE(sizeof(int))];
-	memset(cbuf, 0, sizeof cbuf);
-	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof cbuf};
-	struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
-	cm->cmsg_level = SOL_SOCKET;
-	cm->cmsg_type = SCM_RIGHTS;
-	cm->cmsg_len = CMSG_LEN(sizeof(int));
-	memcpy(CMSG_DATA(cm), &l, sizeof l);
-	ssize_t n;
-	do
-		n = sendmsg(REPORT_FD, &mh, MSG_NOSIGNAL);
-	while (n < 0 && errno == EINTR);
-	if (n != (ssize_t)sizeof frame)
-		fail("network bridge", "pass the listener");
+	pass_fd(REP_LISTENER, l, "network bridge", "pass the listener");
 	close(l);
 }
 

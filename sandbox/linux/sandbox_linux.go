@@ -63,6 +63,8 @@ type Sandbox struct {
 	// sweepLater starts a one-shot run's stale cgroup sweep, once, at its first spawn
 	// (New says why); nil for a server, which sweeps in New.
 	sweepLater func()
+	// deadNets holds finished sandboxes' network namespaces, to drop them together.
+	deadNets deadNets
 }
 
 // New checks this host once and returns the backend. It fails closed, with an error
@@ -529,7 +531,11 @@ const reapTimeout = 10 * time.Second
 const teardownDelay = 3 * time.Millisecond
 
 // Wait blocks until background cleanup of finished sandboxes is done (tests, shutdown).
-func (s *Sandbox) Wait() { s.cleanup.Wait() }
+// The network namespaces it held are dropped too.
+func (s *Sandbox) Wait() {
+	s.cleanup.Wait()
+	s.deadNets.flush()
+}
 
 // run is the cold path: a sandbox built for this call from cfg. A host uid found in use
 // is left to its holder and the sandbox built again with another (uidBusy).
