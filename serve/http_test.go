@@ -42,15 +42,20 @@ func httpServer(t *testing.T, d tools.Deps, opt HTTPOptions) *httptest.Server {
 	return ts
 }
 
-func post(t *testing.T, url, body string, hdr map[string]string) int {
-	t.Helper()
+// mcpPost is a client's POST of body to url with the headers every MCP client sends, and hdr.
+func mcpPost(url, body string, hdr map[string]string) *http.Request {
 	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	for k, v := range hdr {
 		req.Header.Set(k, v)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	return req
+}
+
+func post(t *testing.T, url, body string, hdr map[string]string) int {
+	t.Helper()
+	resp, err := http.DefaultClient.Do(mcpPost(url, body, hdr))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -35,13 +35,7 @@ func answerOn(t *testing.T, c *http.Client, url, body string, hdr map[string]str
 // response that is not the answer.
 func answerOnAfter(t *testing.T, c *http.Client, url, body string, hdr map[string]string, want string, other chan struct{}) (int, map[string]any, func()) {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	for k, v := range hdr {
-		req.Header.Set(k, v)
-	}
-	resp, err := c.Do(req)
+	resp, err := c.Do(mcpPost(url, body, hdr))
 	if err != nil {
 		t.Fatalf("post: %v", err)
 	}

@@ -62,12 +62,7 @@ os.symlink('../main.py', 'out/rel')
 os.mkfifo('out/fifo')
 `
 	s := testSandbox(t)
-	single := pySpec(code, newMarker())
-	single.OutDir, single.Artifacts = "out", sessionArtLimits
-	res, err := s.Run(context.Background(), withDefaults(single))
-	if err != nil || res.Status != sandbox.StatusOK {
-		t.Fatalf("single use: %v %s", err, brief(res))
-	}
+	res := singleUseArtifacts(t, s, code)
 	want := listing(res.Artifacts)
 	for _, reason := range []string{"too many files", "file too large", "symlink", "hard link", "not a regular file", "directory too deep"} {
 		if !strings.Contains(want, reason) {
@@ -245,12 +240,7 @@ for d in ('a', 'b'):
 open('out/z', 'w').write('z')
 `
 	s := testSandbox(t)
-	single := pySpec(code, newMarker())
-	single.OutDir, single.Artifacts = "out", sessionArtLimits
-	res, err := s.Run(context.Background(), withDefaults(single))
-	if err != nil || res.Status != sandbox.StatusOK {
-		t.Fatalf("single use: %v %s", err, brief(res))
-	}
+	res := singleUseArtifacts(t, s, code)
 	want := listing(res.Artifacts)
 	last := res.Artifacts[len(res.Artifacts)-1]
 	// Every entry read is listed or counted but the two directories.
@@ -272,4 +262,17 @@ open('out/z', 'w').write('z')
 		})
 	}
 	wg.Wait()
+}
+
+// singleUseArtifacts runs code as a single-use call with the session tests' artifact
+// limits, the listing a session's call is compared with.
+func singleUseArtifacts(t *testing.T, s *Sandbox, code string) sandbox.Result {
+	t.Helper()
+	single := pySpec(code, newMarker())
+	single.OutDir, single.Artifacts = "out", sessionArtLimits
+	res, err := s.Run(context.Background(), withDefaults(single))
+	if err != nil || res.Status != sandbox.StatusOK {
+		t.Fatalf("single use: %v %s", err, brief(res))
+	}
+	return res
 }
