@@ -97,8 +97,21 @@ PY
 # (a Secret document in the played file is not enough: the volume lookup fails).
 podman secret rm airlock-tokens >/dev/null 2>&1 || true
 podman secret create airlock-tokens "$work/play.yaml.secret" >/dev/null
-podman kube play --replace --seccomp-profile-root "$work" "$work/play.yaml" >"$work/play.log" 2>&1 || { cat "$work/play.log" >&2; exit 1; }
+# Seen once on this host: podman 4.3.1's kube play hung for an hour in a futex (a lock it
+# held itself), and the killed play left a container whose name the next play could not
+# take. So a play gets 5 minutes; one that hangs is killed, taken down and tried once more,
+# and says so. Any other failure fails at once.
 played=1
+play() { timeout -s KILL 300 podman kube play --replace --seccomp-profile-root "$work" "$work/play.yaml" >"$work/play.log" 2>&1; }
+if play; then :; else
+  rc=$?
+  if [ "$rc" != 137 ]; then cat "$work/play.log" >&2; exit 1; fi
+  echo "kube-play: podman kube play hung for 5 minutes; taking it down and playing once more" >&2
+  podman kube down "$work/play.yaml" >/dev/null 2>&1 || true
+  podman pod rm -f airlock-pod-0 >/dev/null 2>&1 || true
+  podman rm -f airlock-pod-0-airlock >/dev/null 2>&1 || true
+  play || { cat "$work/play.log" >&2; exit 1; }
+fi
 
 ready=
 for _ in $(seq 1 120); do
