@@ -490,7 +490,7 @@ func ServeHTTP(ctx context.Context, ln net.Listener, h http.Handler, st *State, 
 	defer cancelRun()
 	srv := newServer(h, run, log)
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	go func() { errc <- srv.Serve(limitConns(ln, maxConns())) }()
 	select {
 	case err := <-errc:
 		return fmt.Errorf("http: %w", err)
