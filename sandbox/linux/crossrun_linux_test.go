@@ -1,0 +1,111 @@
+package linux
+
+import (
+	"context"
+	"errors"
+	"net"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// crossRunHolder creates, under the key or name argv[1] gives, every kind of IPC
+// object a program can name: a SysV shared memory segment, semaphore set and message
+// queue, a POSIX shared memory file and an abstract unix socket listener. It prints
+// "holding" and waits to be cancelled.
+const crossRunHolder = `
+import ctypes, socket, sys, time
+libc = ctypes.CDLL(None, use_errno=True)
+key = int(sys.argv[1][-8:], 16)
+ok = [libc.shmget(key, 4096, 0o1666) >= 0, libc.semget(key, 1, 0o1666) >= 0, libc.msgget(key, 0o1666) >= 0]
+open("/dev/shm/" + sys.argv[1], "w").write("secret")
+s = socket.socket(socket.AF_UNIX)
+s.bind("\0" + sys.argv[1])
+s.listen(1)
+if not all(ok):
+    print("holder could not create its SysV objects", ok, flush=True)
+    sys.exit(3)
+print("holding", flush=True)
+time.sleep(60)
+`
+
+// crossRunSeeker looks for the holder's objects by the same key and name, and prints
+// what each attempt returned: ENOENT (or ECONNREFUSED) when they are out of its reach.
+const crossRunSeeker = pyAttempt + `
+import ctypes, socket
+libc = ctypes.CDLL(None, use_errno=True)
+key = int(sys.argv[1][-8:], 16)
+def sysv(fn, *args):
+    def call():
+        if fn(key, *args) < 0:
+            e = ctypes.get_errno()
+            raise OSError(e, os.strerror(e))
+    return call
+attempt("shmget", sysv(libc.shmget, 0, 0o666))
+attempt("semget", sysv(libc.semget, 0, 0o666))
+attempt("msgget", sysv(libc.msgget, 0o666))
+attempt("posix-shm", lambda: open("/dev/shm/" + sys.argv[1]).read())
+def connect():
+    c = socket.socket(socket.AF_UNIX)
+    c.connect("\0" + sys.argv[1])
+attempt("abstract-connect", connect)
+print(json.dumps(out))
+`
+
+// TestInFlightRunsShareNoIPC: two runs in flight at once, the second seeking by key and
+// name the IPC objects the first holds (SysV shared memory, semaphores, message queues,
+// POSIX shared memory, an abstract unix socket) finds none of them, nor does the host.
+// Each run has its own IPC and network namespace and its own /dev/shm; a run without
+// them could read another's shared memory or talk to its listener. (leak_linux_test's
+// TestStateDoesNotBleed checks the SysV segment after the first run has ended; this is
+// the attack while it is alive.)
+func TestInFlightRunsShareNoIPC(t *testing.T) {
+	recordTier(t)
+	notInTier(t, "the Landlock tier shares the host's IPC namespace")
+	s := testSandbox(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	holdCtx, stopHolder := context.WithCancel(ctx)
+	defer stopHolder()
+
+	// The last 8 hex digits of the marker are the SysV key; the whole marker names the
+	// POSIX shm file and the abstract socket.
+	marker := newMarker()
+	hSpec := pySpec(crossRunHolder, marker)
+	hSpec.Limits.Wall = 50 * time.Second
+	held := runPrinting(t, holdCtx, s, hSpec, "the holder")
+
+	sSpec := pySpec(crossRunSeeker, marker)
+	var got map[string]string
+	runJSON(t, sSpec, &got)
+	stopHolder()
+	if res := <-held; !strings.HasPrefix(string(res.Stdout.Bytes()), "holding") {
+		t.Fatalf("the holder did not hold its objects: %s", brief(res))
+	}
+
+	want := map[string]string{
+		"shmget": "ENOENT", "semget": "ENOENT", "msgget": "ENOENT",
+		"posix-shm": "ENOENT", "abstract-connect": "ECONNREFUSED",
+	}
+	for k, w := range want {
+		if got[k] != w {
+			t.Errorf("a concurrent run reaching the holder's %s: got %q, want %s", k, got[k], w)
+		}
+	}
+
+	// The host's own IPC and network namespaces hold none of them either.
+	key, err := strconv.ParseInt(marker[len(marker)-8:], 16, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id, err := unix.SysvShmGet(int(key), 0, 0); !errors.Is(err, unix.ENOENT) {
+		t.Errorf("the host sees the run's SysV segment: id %d, %v", id, err)
+	}
+	if c, err := net.Dial("unix", "@"+marker); err == nil {
+		_ = c.Close()
+		t.Error("the host reached the run's abstract socket")
+	}
+}
