@@ -15,12 +15,16 @@ import (
 // crossRunHolder creates, under the key or name argv[1] gives, every kind of IPC
 // object a program can name: a SysV shared memory segment, semaphore set and message
 // queue, a POSIX shared memory file and an abstract unix socket listener. It prints
-// "holding" and waits to be cancelled.
+// "holding mq=" with what creating a POSIX message queue gave, and waits to be
+// cancelled.
 const crossRunHolder = `
-import ctypes, socket, sys, time
+import ctypes, errno, os, socket, sys, time
 libc = ctypes.CDLL(None, use_errno=True)
 key = int(sys.argv[1][-8:], 16)
 ok = [libc.shmget(key, 4096, 0o1666) >= 0, libc.semget(key, 1, 0o1666) >= 0, libc.msgget(key, 0o1666) >= 0]
+mq = "ok"
+if libc.mq_open(("/" + sys.argv[1]).encode(), os.O_CREAT | os.O_RDWR, 0o666, None) < 0:
+    mq = errno.errorcode.get(ctypes.get_errno(), "?")
 open("/dev/shm/" + sys.argv[1], "w").write("secret")
 s = socket.socket(socket.AF_UNIX)
 s.bind("\0" + sys.argv[1])
@@ -28,7 +32,7 @@ s.listen(1)
 if not all(ok):
     print("holder could not create its SysV objects", ok, flush=True)
     sys.exit(3)
-print("holding", flush=True)
+print("holding mq=" + mq, flush=True)
 time.sleep(60)
 `
 
@@ -47,6 +51,11 @@ def sysv(fn, *args):
 attempt("shmget", sysv(libc.shmget, 0, 0o666))
 attempt("semget", sysv(libc.semget, 0, 0o666))
 attempt("msgget", sysv(libc.msgget, 0o666))
+def mq():
+    if libc.mq_open(("/" + sys.argv[1]).encode(), os.O_RDONLY) < 0:
+        e = ctypes.get_errno()
+        raise OSError(e, os.strerror(e))
+attempt("mq_open", mq)
 attempt("posix-shm", lambda: open("/dev/shm/" + sys.argv[1]).read())
 def connect():
     c = socket.socket(socket.AF_UNIX)
@@ -57,7 +66,8 @@ print(json.dumps(out))
 
 // TestInFlightRunsShareNoIPC: two runs in flight at once, the second seeking by key and
 // name the IPC objects the first holds (SysV shared memory, semaphores, message queues,
-// POSIX shared memory, an abstract unix socket) finds none of them, nor does the host.
+// a POSIX message queue (mq_open needs no /dev/mqueue; creating one is refused anyway,
+// RLIMIT_MSGQUEUE 0), POSIX shared memory, an abstract unix socket) finds none of them, nor does the host.
 // Each run has its own IPC and network namespace and its own /dev/shm; a run without
 // them could read another's shared memory or talk to its listener. (leak_linux_test's
 // TestStateDoesNotBleed checks the SysV segment after the first run has ended; this is
@@ -82,13 +92,18 @@ func TestInFlightRunsShareNoIPC(t *testing.T) {
 	var got map[string]string
 	runJSON(t, sSpec, &got)
 	stopHolder()
-	if res := <-held; !strings.HasPrefix(string(res.Stdout.Bytes()), "holding") {
+	res := <-held
+	if !strings.HasPrefix(string(res.Stdout.Bytes()), "holding") {
 		t.Fatalf("the holder did not hold its objects: %s", brief(res))
+	}
+	// RLIMIT_MSGQUEUE is 0: a run cannot create a POSIX message queue at all.
+	if !strings.HasPrefix(string(res.Stdout.Bytes()), "holding mq=EMFILE") {
+		t.Errorf("the holder's mq_open(O_CREAT) was not refused with EMFILE (RLIMIT_MSGQUEUE 0): %s", brief(res))
 	}
 
 	want := map[string]string{
 		"shmget": "ENOENT", "semget": "ENOENT", "msgget": "ENOENT",
-		"posix-shm": "ENOENT", "abstract-connect": "ECONNREFUSED",
+		"mq_open": "ENOENT", "posix-shm": "ENOENT", "abstract-connect": "ECONNREFUSED",
 	}
 	for k, w := range want {
 		if got[k] != w {
