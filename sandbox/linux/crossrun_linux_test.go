@@ -2,8 +2,10 @@ package linux
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -122,5 +124,59 @@ func TestInFlightRunsShareNoIPC(t *testing.T) {
 	if c, err := net.Dial("unix", "@"+marker); err == nil {
 		_ = c.Close()
 		t.Error("the host reached the run's abstract socket")
+	}
+}
+
+// TestLesserSyscallsDenied calls for real the syscalls TestSyscallsDenied's table leaves
+// out: newer mount and memory-policy calls, old ones no program needs, and unshare of the
+// flags that make no namespace. Each is looked up by name (a syscall this architecture
+// or libseccomp lacks is left out, and said so). Arguments are bad addresses or
+// descriptors: a call the filter let through would fail with EFAULT or EBADF instead.
+func TestLesserSyscallsDenied(t *testing.T) {
+	recordTier(t)
+	notInTier(t, "the Landlock tier's filter is its own (TestLandlockTier runs TestSyscallsDenied)")
+	const bad = 0x10
+	calls := map[string]struct {
+		args []int64
+		want string
+	}{
+		"modify_ldt":              {[]int64{0, bad, 16}, "ENOSYS"},
+		"cachestat":               {[]int64{-1, bad, bad, 0}, "ENOSYS"},
+		"set_mempolicy_home_node": {[]int64{bad, 4096, 0, 0}, "ENOSYS"},
+		"ioprio_set":              {[]int64{3, 0, 0x6007}, "ENOSYS"}, // IOPRIO_WHO_USER, idle class
+		"fsconfig":                {[]int64{-1, 0, 0, 0, 0}, "EPERM"},
+		"fsmount":                 {[]int64{-1, 0, 0}, "EPERM"},
+		"fspick":                  {[]int64{-1, bad, 0}, "EPERM"},
+		"uselib":                  {[]int64{bad}, "EPERM"},
+		"ustat":                   {[]int64{0, bad}, "EPERM"},
+		"vhangup":                 {nil, "EPERM"},
+		"mbind":                   {[]int64{bad, 4096, 0, 0, 0, 0}, "EPERM"},
+		"migrate_pages":           {[]int64{1, 64, bad, bad}, "EPERM"},
+		"move_pages":              {[]int64{1, 1, bad, 0, bad, 0}, "EPERM"},
+		"process_madvise":         {[]int64{-1, bad, 1, 0, 0}, "EPERM"},
+		"fanotify_mark":           {[]int64{-1, 1, 0, -100, bad}, "EPERM"},
+		"unshare-files":           {[]int64{0x400}, "EPERM"},   // CLONE_FILES
+		"unshare-fs":              {[]int64{0x200}, "EPERM"},   // CLONE_FS
+		"unshare-sysvsem":         {[]int64{0x40000}, "EPERM"}, // CLONE_SYSVSEM
+	}
+	stdin := map[string][]int64{}
+	for key, c := range calls {
+		name, _, _ := strings.Cut(key, "-")
+		nr, ok := syscallNumber(name)
+		if !ok {
+			t.Logf("NOT CHECKED: no %s syscall on %s (or in this libseccomp)", name, runtime.GOARCH)
+			continue
+		}
+		stdin[key] = append([]int64{int64(nr)}, c.args...)
+	}
+	b, _ := json.Marshal(stdin)
+	spec := pySpec(syscallProbe, newMarker())
+	spec.Stdin = b
+	var got map[string]string
+	runJSON(t, spec, &got)
+	for key := range stdin {
+		if got[key] != calls[key].want {
+			t.Errorf("%s: got %s, want %s", key, got[key], calls[key].want)
+		}
 	}
 }
