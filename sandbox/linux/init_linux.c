@@ -136,6 +136,11 @@ static void landlock_spawner(struct config *cfg) {
 		fail("landlock: subreaper", "prctl");
 }
 
+static void on_spawner_gone(int sig) {
+	(void)sig;
+	spawner_gone = 1;
+}
+
 // landlock_user gives the init the sandbox's host ids where the spawner did not (a root
 // server with one shared host user), then asks it to die with the spawner: a
 // credential change clears that request.
@@ -148,7 +153,13 @@ static void landlock_user(const struct config *cfg) {
 		if (setresuid(cfg->host_uid, cfg->host_uid, cfg->host_uid) < 0)
 			fail("set the sandbox user", "setresuid");
 	}
-	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
+	// Not SIGKILL: with no pid namespace, an init killed with its spawner (the OOM
+	// killer's choice: every sandbox process has oom_score_adj 1000) left the program's
+	// processes running, reparented to the host's pid 1, past the run. SIGTERM, without
+	// SA_RESTART, interrupts reap's wait, which then sweeps them (the program cannot
+	// send it: Landlock scopes its signals to its own domain).
+	struct sigaction sa = {.sa_handler = on_spawner_gone};
+	if (sigaction(SIGTERM, &sa, NULL) < 0 || prctl(PR_SET_PDEATHSIG, SIGTERM, 0, 0, 0) < 0)
 		fail("set the sandbox user", "pdeathsig");
 }
 

@@ -208,6 +208,8 @@ void write_workspace(const struct config *cfg, const struct handover *h);
 extern const char *workspace_dir;
 // The Landlock tier: no pid namespace ends the program's descendants (reap, ll_sweep).
 extern int landlock_tier;
+// spawner_gone is set by the Landlock tier's init when its spawner dies (landlock_user).
+extern volatile sig_atomic_t spawner_gone;
 struct exit_info reap(pid_t pid);
 int64_t cpu_usec_of(pid_t pid);
 

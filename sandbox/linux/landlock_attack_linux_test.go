@@ -3,9 +3,11 @@ package linux
 import (
 	"encoding/json"
 	"errors"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -247,4 +249,61 @@ func TestLandlockRefusesNetwork(t *testing.T) {
 			t.Errorf("network %q: the program ran", n)
 		}
 	}
+}
+
+// TestLandlockSpawnerKilledLeavesNoProcess: the kernel may kill a run's spawner on its
+// own (the OOM killer's first choice is a sandbox process: oom_score_adj 1000), and with
+// no pid namespace nothing then ended the program's processes: the init died with its
+// spawner by SIGKILL, before any sweep, and a setsid'd grandchild ran on, reparented to
+// the host's pid 1, past the run's wall time. The test kills the spawner as the OOM
+// killer would; the run's processes must all be gone once Run returns.
+func TestLandlockSpawnerKilledLeavesNoProcess(t *testing.T) {
+	s, err := New(sandbox.Options{Isolation: sandbox.IsolationLandlock})
+	sandboxtest.Require(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	const prog = `
+import os, time
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        time.sleep(30)
+    os._exit(0)
+time.sleep(30)
+`
+	marker := newMarker()
+	spec := withDefaults(pySpec(prog, marker))
+	spec.Limits.Wall = 20 * time.Second
+	done := make(chan sandbox.Result, 1)
+	go func() {
+		res, _ := s.Run(t.Context(), spec)
+		done <- res
+	}()
+	program := waitHostProc(t, marker, 5*time.Second)
+	for deadline := time.Now().Add(5 * time.Second); len(hostProcsWith(marker)) < 2; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the grandchild did not start: %v", hostProcsWith(marker))
+		}
+	}
+	parent := func(pid int) int {
+		b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+		if len(f) < 2 {
+			t.Fatalf("/proc/%d/stat: %q", pid, b)
+		}
+		p, _ := strconv.Atoi(f[1])
+		return p
+	}
+	spawner := parent(parent(program))
+	if spawner <= 1 || spawner == os.Getpid() {
+		t.Fatalf("the program's grandparent is %d, not a spawner", spawner)
+	}
+	if err := syscall.Kill(spawner, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	res := <-done
+	t.Logf("run: %s", brief(res))
+	for deadline := time.Now().Add(2 * time.Second); len(hostProcsWith(marker)) > 0 && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	assertNoSurvivors(t, marker)
 }

@@ -50,6 +50,7 @@ struct spawn {
 
 const char *workspace_dir = "/workspace";
 int landlock_tier;
+volatile sig_atomic_t spawner_gone;
 
 static int spawn_child(void *arg) {
 	struct spawn *sp = arg;
@@ -261,6 +262,13 @@ static int has_children(void) {
 struct exit_info reap(pid_t pid) {
 	struct exit_info x = {0};
 	for (;;) {
+		if (spawner_gone) {
+			// The spawner was killed (the OOM killer picks sandbox processes first): no
+			// one else sweeps what this init leaves, and no pid namespace ends it. Its
+			// SIGTERM interrupts the wait below and comes back here.
+			ll_sweep();
+			_exit(EXIT_SETUP_FAILED);
+		}
 		int ws;
 		pid_t w = wait4(-1, &ws, __WALL, NULL);
 		if (w < 0) {
