@@ -102,6 +102,9 @@ podman secret create airlock-tokens "$work/play.yaml.secret" >/dev/null
 # take. So a play gets 5 minutes; one that hangs is killed, taken down and tried once more,
 # and says so. Any other failure fails at once.
 played=1
+# A play killed mid-way can leave the container's name in podman's storage but not its
+# database, where --replace does not see it ("name already in use"): removed first.
+podman rm --storage airlock-pod-0-airlock >/dev/null 2>&1 || true
 play() { timeout -s KILL 300 podman kube play --replace --seccomp-profile-root "$work" "$work/play.yaml" >"$work/play.log" 2>&1; }
 if play; then :; else
   rc=$?
@@ -110,6 +113,7 @@ if play; then :; else
   podman kube down "$work/play.yaml" >/dev/null 2>&1 || true
   podman pod rm -f airlock-pod-0 >/dev/null 2>&1 || true
   podman rm -f airlock-pod-0-airlock >/dev/null 2>&1 || true
+  podman rm --storage airlock-pod-0-airlock >/dev/null 2>&1 || true
   play || { cat "$work/play.log" >&2; exit 1; }
 fi
 
