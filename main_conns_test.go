@@ -5,13 +5,8 @@ import (
 	"net"
 	"os/exec"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
-
-	"github.com/mark3labs/mcp-go/client"
-	"github.com/mark3labs/mcp-go/client/transport"
-	"github.com/mark3labs/mcp-go/mcp"
 )
 
 // A peer without a token opened idle connections to a loopback server until its file
@@ -25,26 +20,9 @@ func TestE2EIdleConnectionsLeaveSandboxFds(t *testing.T) {
 	if err != nil {
 		t.Skip("SKIPPING: prlimit (util-linux) is not installed; it lowers the server's descriptor limit")
 	}
-	cmd := exec.Command(prlimit, "--nofile=256:256", "--", bin, "serve", "--http", "127.0.0.1:0")
-	stderr, _ := cmd.StderrPipe()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = cmd.Process.Signal(syscall.SIGTERM); _ = cmd.Wait() }()
-	url := loggedEndpoint(t, stderr, nil)
-	tr, err := transport.NewStreamableHTTP(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := client.NewClient(tr)
-	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	init := mcp.InitializeRequest{}
-	init.Params.ProtocolVersion = mcp.LATEST_PROTOCOL_VERSION
-	if _, err := c.Initialize(ctx, init); err != nil {
-		t.Fatal(err)
-	}
+	c, url := servedClient(t, ctx, exec.Command(prlimit, "--nofile=256:256", "--", bin, "serve", "--http", "127.0.0.1:0"))
 	addr := strings.TrimSuffix(strings.TrimPrefix(url, "http://"), "/mcp")
 	var flood []net.Conn
 	defer func() {

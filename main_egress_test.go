@@ -8,13 +8,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
-
-	"github.com/mark3labs/mcp-go/client"
-	"github.com/mark3labs/mcp-go/client/transport"
-	"github.com/mark3labs/mcp-go/mcp"
 )
 
 // selfCallProgram asks the egress proxy (the bridge, 127.0.0.1:3128) for the server's
@@ -52,27 +47,9 @@ func TestE2EEgressCannotCallItsServer(t *testing.T) {
 	if err := os.WriteFile(cfg, []byte(toml), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin, "serve", "--config", cfg, "--http", fmt.Sprintf("127.0.0.1:%d", port))
-	stderr, _ := cmd.StderrPipe()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = cmd.Process.Signal(syscall.SIGTERM); _ = cmd.Wait() }()
-	url := loggedEndpoint(t, stderr, nil)
-	tr, err := transport.NewStreamableHTTP(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := client.NewClient(tr)
-	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	init := mcp.InitializeRequest{}
-	init.Params.ProtocolVersion = mcp.LATEST_PROTOCOL_VERSION
-	init.Params.ClientInfo = mcp.Implementation{Name: "t", Version: "1"}
-	if _, err := c.Initialize(ctx, init); err != nil {
-		t.Fatal(err)
-	}
+	c, _ := servedClient(t, ctx, exec.Command(bin, "serve", "--config", cfg, "--http", fmt.Sprintf("127.0.0.1:%d", port)))
 	res, err := c.CallTool(ctx, callReq("run_code", map[string]any{"code": selfCallProgram, "args": []string{fmt.Sprint(port)}}, nil))
 	if err != nil {
 		t.Fatal(err)

@@ -100,6 +100,32 @@ func loggedEndpoint(t *testing.T, stderr io.Reader, seen func(line string)) stri
 	return url
 }
 
+// servedClient starts cmd, a server on Streamable HTTP, and returns an initialized
+// client of it and its endpoint; the test's end closes the client, then stops the
+// server with SIGTERM and waits for it.
+func servedClient(t *testing.T, ctx context.Context, cmd *exec.Cmd) (*client.Client, string) {
+	t.Helper()
+	stderr, _ := cmd.StderrPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Signal(syscall.SIGTERM); _ = cmd.Wait() })
+	url := loggedEndpoint(t, stderr, nil)
+	tr, err := transport.NewStreamableHTTP(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := client.NewClient(tr)
+	t.Cleanup(func() { c.Close() })
+	init := mcp.InitializeRequest{}
+	init.Params.ProtocolVersion = mcp.LATEST_PROTOCOL_VERSION
+	init.Params.ClientInfo = mcp.Implementation{Name: "t", Version: "1"}
+	if _, err := c.Initialize(ctx, init); err != nil {
+		t.Fatal(err)
+	}
+	return c, url
+}
+
 // needSandbox skips loudly where the kernel cannot sandbox, and fails instead when
 // AIRLOCK_REQUIRE_SANDBOX=1.
 func needSandbox(t *testing.T) string {
