@@ -248,8 +248,7 @@ var clientGolangFamilies = []string{
 	"go_memstats_next_gc_bytes gauge", "go_memstats_other_sys_bytes gauge", "go_memstats_stack_inuse_bytes gauge",
 	"go_memstats_stack_sys_bytes gauge", "go_memstats_sys_bytes gauge", "go_sched_gomaxprocs_threads gauge",
 	"go_threads gauge",
-	"process_cpu_seconds_total counter", "process_max_fds gauge", "process_network_receive_bytes_total counter",
-	"process_network_transmit_bytes_total counter", "process_open_fds gauge", "process_resident_memory_bytes gauge",
+	"process_cpu_seconds_total counter", "process_max_fds gauge", "process_open_fds gauge", "process_resident_memory_bytes gauge",
 	"process_start_time_seconds gauge", "process_virtual_memory_bytes gauge", "process_virtual_memory_max_bytes gauge",
 }
 
@@ -417,5 +416,14 @@ func TestAppendFloatAndEscaped(t *testing.T) {
 		if got := string(appendEscaped(nil, c.in, c.quote)); got != c.want {
 			t.Errorf("appendEscaped(%q, %v) = %q, want %q", c.in, c.quote, got, c.want)
 		}
+	}
+}
+
+// The server shares the host's network namespace: /proc/self/net/dev is the whole host's
+// traffic, and a scrape must not carry it (a side channel on other tenants' egress).
+func TestNoHostWideNetworkCounters(t *testing.T) {
+	_, body := scrape(t, New(Sources{}), "")
+	if strings.Contains(body, "process_network_") {
+		t.Errorf("the exposition carries a network namespace's counters:\n%s", body)
 	}
 }

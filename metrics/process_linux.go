@@ -45,10 +45,10 @@ func processFamilies() []family {
 			add("process_virtual_memory_max_bytes", "Maximum amount of virtual memory available in bytes.", "gauge", v)
 		}
 	}
-	if rx, tx, ok := netDev(); ok {
-		add("process_network_receive_bytes_total", "Number of bytes received by the process over the network.", "counter", float64(rx))
-		add("process_network_transmit_bytes_total", "Number of bytes sent by the process over the network.", "counter", float64(tx))
-	}
+	// client_golang's process_network_{receive,transmit}_bytes_total are left out: they
+	// sum /proc/self/net/dev, which is the network namespace's traffic, not the process's.
+	// The server shares the host's namespace, so they exported every tenant's and the
+	// host's traffic to whoever could scrape (a side channel on other calls' egress).
 	return fs
 }
 
@@ -123,31 +123,4 @@ func limit(b []byte, row string) (float64, bool) {
 		return float64(n), err == nil
 	}
 	return 0, false
-}
-
-// netDev sums received and sent bytes over every interface of the process's network
-// namespace (/proc/self/net/dev), as procfs's total did.
-func netDev() (rx, tx uint64, ok bool) {
-	b, err := sysfile.Read("/proc/self/net/dev")
-	if err != nil {
-		return 0, 0, false
-	}
-	for line := range strings.Lines(string(b)) {
-		_, counters, found := strings.Cut(line, ":")
-		if !found {
-			continue // the two header lines
-		}
-		f := strings.Fields(counters)
-		if len(f) < 16 {
-			return 0, 0, false
-		}
-		r, err1 := strconv.ParseUint(f[0], 10, 64)
-		t, err2 := strconv.ParseUint(f[8], 10, 64)
-		if err1 != nil || err2 != nil {
-			return 0, 0, false
-		}
-		rx += r
-		tx += t
-	}
-	return rx, tx, true
 }

@@ -146,5 +146,5 @@ assert s["stdout"].split()[0] == "42", s["stdout"]
 if sys.argv[1] == "landlock":
     assert s.get("isolation") == "landlock" and s.get("degraded"), s
 ' "$(grep -q '{name: AIRLOCK_ISOLATION, value: landlock}' "$manifest" && echo landlock || echo namespaces)"
-curl -s "http://127.0.0.1:$port/metrics" | grep -E '^airlock_runs_total' | sed 's/^/kube-play: /'
+curl -s "http://127.0.0.1:$port/metrics" -H "Authorization: Bearer $token" | grep -E '^airlock_runs_total' | sed 's/^/kube-play: /'
 echo "kube-play: passed"

@@ -291,7 +291,15 @@ func TestOperationalEndpoints(t *testing.T) {
 		t.Errorf("HTTP/1.0 health check without Host: %q %v, want 200", line, err)
 	}
 	c.Close()
-	r := do(t, http.MethodGet, ts.URL+"/metrics", "", nil)
+	// The counts tell a reader what the other tenants run and when: a scrape carries a
+	// token when the server asks one (Prometheus's authorization.credentials_file).
+	if r := do(t, http.MethodGet, ts.URL+"/metrics", "", nil); r.code != 401 || strings.Contains(r.body, "airlock_") {
+		t.Errorf("/metrics without a token: %d %q, want 401 and no metrics", r.code, r.body)
+	}
+	if r := do(t, http.MethodGet, ts.URL+"/metrics", "", map[string]string{"Authorization": "Bearer wrong-token-wrong-token"}); r.code != 401 {
+		t.Errorf("/metrics with a wrong token: %d, want 401", r.code)
+	}
+	r := do(t, http.MethodGet, ts.URL+"/metrics", "", auth)
 	for _, want := range []string{`airlock_runs_total{language="python",status="ok"} 1`,
 		`airlock_runs_total{language="unknown",status="refused"} 1`, "airlock_run_duration_seconds_bucket",
 		"airlock_queue_depth 0", "airlock_busy_refusals_total 0", "airlock_pool_hits_total 7", "airlock_pool_misses_total 3",

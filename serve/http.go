@@ -301,7 +301,16 @@ func Handler(s *server.MCPServer, base string, opt HTTPOptions) http.Handler {
 		}
 	})
 	if opt.Metrics != nil {
-		mux.Handle("GET /metrics", opt.Metrics)
+		// Behind any client's token when tokens are configured, as Prometheus's
+		// authorization.credentials_file sends it: the counts of runs, statuses, queue and
+		// pool tell whoever reads them what the other tenants are doing, and when.
+		// /healthz and /readyz stay open: the kubelet's probes carry no secret, and they
+		// answer only up, ready or draining.
+		mux.Handle("GET /metrics", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r, ok := authenticate(w, r, opt); ok {
+				opt.Metrics.ServeHTTP(w, r)
+			}
+		}))
 	}
 	if opt.SSE {
 		streams := newSSEStreams()
@@ -561,21 +570,31 @@ type body struct {
 
 func (body) Close() error { return nil }
 
+// authenticate checks the bearer token when tokens are configured (401 otherwise) and
+// puts the token's client name into the request's context.
+func authenticate(w http.ResponseWriter, r *http.Request, opt HTTPOptions) (*http.Request, bool) {
+	if !opt.Clients.Enabled() {
+		return r, true
+	}
+	name, ok := opt.Clients.Authenticate(r.Header.Get("Authorization"))
+	if !ok {
+		opt.refused.warn("unauthorized", "remote", r.RemoteAddr)
+		w.Header().Set("WWW-Authenticate", `Bearer realm="airlock"`)
+		http.Error(w, "missing or invalid bearer token", http.StatusUnauthorized)
+		return r, false
+	}
+	return r.WithContext(runner.WithPrincipal(r.Context(), name)), true
+}
+
 // guard enforces, after origins, the bearer token (401), the session's owner on the SSE
 // transport (404) and the body size (413). The token's client name goes into the
 // request's context, for the logs, the audit log and the per-client limit. sse, when
 // set, is where an oversized request's error is delivered (see tooLarge).
 func guard(next http.Handler, opt HTTPOptions, sse *server.SSEServer, streams *sseStreams) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if opt.Clients.Enabled() {
-			name, ok := opt.Clients.Authenticate(r.Header.Get("Authorization"))
-			if !ok {
-				opt.refused.warn("unauthorized", "remote", r.RemoteAddr)
-				w.Header().Set("WWW-Authenticate", `Bearer realm="airlock"`)
-				http.Error(w, "missing or invalid bearer token", http.StatusUnauthorized)
-				return
-			}
-			r = r.WithContext(runner.WithPrincipal(r.Context(), name))
+		r, ok := authenticate(w, r, opt)
+		if !ok {
+			return
 		}
 		// Before the body is read: even a too-large message's error goes onto the stream.
 		if sid := r.URL.Query().Get("sessionId"); streams != nil && r.Method == http.MethodPost &&
