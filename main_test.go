@@ -749,3 +749,35 @@ open("out/sub/.ssh/authorized_keys", "w").write("ssh-ed25519 AAAA attacker")
 		}
 	}
 }
+
+// A server or run started under a low soft open-file limit (ulimit -Sn 8, the hard limit
+// high) must still run calls: Go raises its own soft limit, but the zygote it forks before
+// the runtime (`airlock run`) or execs (after a global flag, and the server) got the
+// original one back, could not take a spawn's descriptors, and every call was refused
+// with a user-namespace hint. The program's own limit stays limits.open_files.
+func TestE2ELowSoftFileLimit(t *testing.T) {
+	bin := needSandbox(t)
+	var hard syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &hard); err != nil || hard.Max < 1024 {
+		t.Fatalf("RLIMIT_NOFILE hard limit %d (%v): this test needs at least 1024", hard.Max, err)
+	}
+	code := "import resource; print(resource.getrlimit(resource.RLIMIT_NOFILE)[0])"
+	for _, argv := range [][]string{
+		{"run", "--timeout", "10", "-"},                        // the zygote forked before Go starts
+		{"--max-parallel", "2", "run", "--timeout", "10", "-"}, // the exec'd zygote
+	} {
+		cmd := exec.Command("/bin/sh", append([]string{"-c", `ulimit -Sn 8 && exec "$0" "$@"`, bin}, argv...)...)
+		cmd.Stdin = strings.NewReader(code)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		var res map[string]any
+		if jerr := json.Unmarshal(out, &res); err != nil || jerr != nil || res["status"] != "ok" {
+			t.Errorf("%v under ulimit -Sn 8: %v, out %s, stderr %s", argv, err, out, stderr.String())
+			continue
+		}
+		if got := strings.TrimSpace(fmt.Sprint(res["stdout"])); got != "256" {
+			t.Errorf("%v: the program's soft open-file limit is %s, want limits.open_files' 256", argv, got)
+		}
+	}
+}

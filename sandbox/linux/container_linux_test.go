@@ -136,6 +136,16 @@ func TestDiagnoses(t *testing.T) {
 	}
 }
 
+// Out of descriptors at spawn names the open-file limit, never the namespaces.
+func TestDescriptorExhaustionHint(t *testing.T) {
+	for _, errno := range []syscall.Errno{syscall.EMFILE, syscall.ENFILE} {
+		msg := (&Sandbox{}).startError(fmt.Errorf("fork a spawner: %w", errno)).Error()
+		if !strings.Contains(msg, "ulimit -n") || !strings.Contains(msg, "LimitNOFILE") || strings.Contains(msg, "namespace") {
+			t.Errorf("%v: %s", errno, msg)
+		}
+	}
+}
+
 // The AppArmor hint names the binary actually being run, and the fix for its path.
 func TestAppArmorHintNamesTheBinary(t *testing.T) {
 	exe, err := os.Executable()

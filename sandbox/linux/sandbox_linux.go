@@ -635,6 +635,11 @@ func (s *Sandbox) startError(err error) error {
 	if errors.Is(err, syscall.ENOSYS) {
 		return fmt.Errorf("%w: cannot start a sandbox: clone3: %w (%s)", sandbox.ErrUnavailable, err, clone3Error())
 	}
+	if errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) {
+		// Out of descriptors is a limit, not isolation: the namespace hint would send the
+		// operator after the wrong setting.
+		return fmt.Errorf("%w: cannot start a sandbox: out of file descriptors: %w (raise the server's open-file limit: ulimit -n; systemd LimitNOFILE=; docker/podman --ulimit nofile=N:N; or allow fewer calls and connections at once)", sandbox.ErrUnavailable, err)
+	}
 	return fmt.Errorf("%w: cannot create the sandbox's namespaces: %w%s", sandbox.ErrUnavailable, err, diagnose())
 }
 

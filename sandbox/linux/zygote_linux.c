@@ -262,6 +262,17 @@ static void answer(int sock, int32_t pid, int32_t err, int pidfd) {
 static void __attribute__((noreturn)) zygote(void) {
 	default_signals();
 	set_name("airlock-zygote");
+	// Go raises its process's soft RLIMIT_NOFILE to the hard limit and gives the programs
+	// it execs the original back; prefork runs before Go does it. Under a low soft limit
+	// (ulimit -Sn 8, hard 4096) the zygote could not take a spawn's descriptors (recvmsg
+	// cut them off: MSG_CTRUNC) and every call was refused with a user-namespace hint.
+	// Only airlock's own helpers get the raised limit: the program's is set apart, soft
+	// and hard, from limits.open_files (rlimits).
+	struct rlimit nofile;
+	if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < nofile.rlim_max) {
+		nofile.rlim_cur = nofile.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &nofile);
+	}
 	// The one disposition the zygote changes: each spawner undoes just this one (spawner).
 	struct sigaction sa = {.sa_handler = reap_spawners, .sa_flags = SA_RESTART | SA_NOCLDSTOP};
 	sigaction(SIGCHLD, &sa, NULL);
@@ -306,7 +317,8 @@ static void __attribute__((noreturn)) zygote(void) {
 		    nfds != SPAWN_FDS + (want_cgroup ? 1 : 0)) {
 			for (int i = 0; i < nfds; i++)
 				close(fds[i]);
-			answer(sock, 0, EINVAL, -1);
+			// Descriptors cut off are the zygote's descriptor limit, not a bad request.
+			answer(sock, 0, (mh.msg_flags & MSG_CTRUNC) ? EMFILE : EINVAL, -1);
 			continue;
 		}
 		int pidfd = -1;
